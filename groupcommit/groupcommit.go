@@ -1,0 +1,206 @@
+// Package groupcommit batches writes from concurrent callers into one
+// transaction: a writer takes every request waiting in a bounded queue (up
+// to BatchSizeMax), optionally lingers up to FlushInterval for more, commits
+// them together and then answers each caller. One fsync per request cannot
+// reach thousands of writes per second; one per batch can.
+//
+// Under light load a batch holds one item and adds no latency (FlushInterval
+// defaults to zero): items that arrive while a commit runs form the next
+// batch, so batches grow with load by themselves.
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Config bounds a Committer.
+type Config struct {
+	// BatchSizeMax is the most items committed in one transaction. Default 256.
+	BatchSizeMax int
+	// QueueDepthMax is the most items waiting; Submit fails fast beyond it.
+	// Default 4096.
+	QueueDepthMax int
+	// FlushInterval is how long a writer waits for a partial batch to fill.
+	// Default 0: commit what is queued at once.
+	FlushInterval time.Duration
+	// Writers is the number of concurrent committers. SQLite has one writer;
+	// PostgreSQL commits in parallel. Default 1.
+	Writers int
+}
+
+func (c Config) withDefaults() Config {
+	if c.BatchSizeMax <= 0 {
+		c.BatchSizeMax = 256
+	}
+	if c.QueueDepthMax <= 0 {
+		c.QueueDepthMax = 4096
+	}
+	if c.Writers <= 0 {
+		c.Writers = 1
+	}
+	return c
+}
+
+// ErrQueueFull is returned by Submit when QueueDepthMax items are waiting.
+var ErrQueueFull = errors.New("groupcommit: queue full")
+
+// ErrClosed is returned by Submit after Close.
+var ErrClosed = errors.New("groupcommit: closed")
+
+// Item is one caller's write in a batch. The commit function sets Err.
+type Item[T any] struct {
+	Ctx   context.Context
+	Value T
+	Err   error
+	done  chan struct{}
+}
+
+// CommitFunc commits a batch and sets each item's Err. It returns an error
+// only if the whole batch failed; then every item without its own Err gets it.
+type CommitFunc[T any] func(items []*Item[T]) error
+
+// Stats are running totals, for metrics.
+type Stats struct {
+	Batches, Items int64
+	BatchSizeLast  int
+	CommitTimeLast time.Duration
+}
+
+// Committer is a group-commit writer. Safe for concurrent use.
+type Committer[T any] struct {
+	cfg    Config
+	commit CommitFunc[T]
+	queue  chan *Item[T]
+
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+
+	statsMu sync.Mutex
+	stats   Stats
+	// OnBatch, if set before the first Submit, is called after every commit.
+	OnBatch func(size int, d time.Duration)
+}
+
+// New starts a Committer's writers.
+func New[T any](cfg Config, commit CommitFunc[T]) *Committer[T] {
+	cfg = cfg.withDefaults()
+	c := &Committer[T]{cfg: cfg, commit: commit, queue: make(chan *Item[T], cfg.QueueDepthMax)}
+	for i := 0; i < cfg.Writers; i++ {
+		c.wg.Add(1)
+		go c.run()
+	}
+	return c
+}
+
+// Submit queues v and waits until its batch is committed, returning the
+// item's error. It returns ErrQueueFull at once when the queue is full. Once
+// queued, the write goes ahead even if ctx ends: Submit then still waits,
+// because the caller must learn whether the write happened.
+func (c *Committer[T]) Submit(ctx context.Context, v T) error {
+	it := &Item[T]{Ctx: ctx, Value: v, done: make(chan struct{})}
+	c.mu.RLock()
+	if c.closed {
+		c.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case c.queue <- it:
+	default:
+		c.mu.RUnlock()
+		return ErrQueueFull
+	}
+	c.mu.RUnlock()
+	<-it.done
+	return it.Err
+}
+
+// QueueDepth returns the number of items waiting.
+func (c *Committer[T]) QueueDepth() int { return len(c.queue) }
+
+// Stats returns running totals.
+func (c *Committer[T]) Stats() Stats {
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	return c.stats
+}
+
+// Close stops accepting items, commits what is queued and waits for the
+// writers to finish.
+func (c *Committer[T]) Close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.queue)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+func (c *Committer[T]) run() {
+	defer c.wg.Done()
+	batch := make([]*Item[T], 0, c.cfg.BatchSizeMax)
+	for first := range c.queue {
+		batch = append(batch[:0], first)
+		batch = c.fill(batch)
+		c.flush(batch)
+	}
+}
+
+// fill adds waiting items to batch, lingering up to FlushInterval.
+func (c *Committer[T]) fill(batch []*Item[T]) []*Item[T] {
+	var timer <-chan time.Time
+	if c.cfg.FlushInterval > 0 {
+		t := time.NewTimer(c.cfg.FlushInterval)
+		defer t.Stop()
+		timer = t.C
+	}
+	for len(batch) < c.cfg.BatchSizeMax {
+		select {
+		case it, ok := <-c.queue:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, it)
+			continue
+		default:
+		}
+		if timer == nil {
+			return batch
+		}
+		select {
+		case it, ok := <-c.queue:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, it)
+		case <-timer:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (c *Committer[T]) flush(batch []*Item[T]) {
+	start := time.Now()
+	err := c.commit(batch)
+	d := time.Since(start)
+	for _, it := range batch {
+		if err != nil && it.Err == nil {
+			it.Err = err
+		}
+		close(it.done)
+	}
+	c.statsMu.Lock()
+	c.stats.Batches++
+	c.stats.Items += int64(len(batch))
+	c.stats.BatchSizeLast = len(batch)
+	c.stats.CommitTimeLast = d
+	c.statsMu.Unlock()
+	if c.OnBatch != nil {
+		c.OnBatch(len(batch), d)
+	}
+}

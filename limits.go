@@ -1,0 +1,45 @@
+package surgepay
+
+import "time"
+
+// Limits in one place. Crossing one is a typed error or backpressure, never
+// unbounded growth. Operators change the configurable ones in the config file;
+// these are the defaults and the hard ceilings.
+const (
+	// AmountMinorMax is the largest amount accepted, in minor units. It keeps
+	// amount+tax and sums of refunds far from int64 overflow and matches the
+	// 8-digit-major ceiling common at card networks (99,999,999.99 in a
+	// 2-decimal currency).
+	AmountMinorMax int64 = 9_999_999_999
+
+	// RequestBodyBytesMax bounds every request body.
+	RequestBodyBytesMax = 64 << 10
+
+	// MetadataKeysMax, MetadataKeyBytesMax and MetadataValueBytesMax bound metadata.
+	MetadataKeysMax       = 20
+	MetadataKeyBytesMax   = 40
+	MetadataValueBytesMax = 500
+
+	// TextBytesMax bounds names, emails and descriptions.
+	TextBytesMax = 1000
+
+	// IdempotencyKeyBytesMax bounds the Idempotency-Key header.
+	IdempotencyKeyBytesMax = 255
+
+	// IdempotencyRetentionMin is the shortest configurable retention of
+	// idempotency records; IdempotencyRetentionDefault the default.
+	IdempotencyRetentionMin     = 24 * time.Hour
+	IdempotencyRetentionDefault = 24 * time.Hour
+
+	// ListLimitMax and ListLimitDefault bound a page of a list.
+	ListLimitMax     = 100
+	ListLimitDefault = 10
+
+	// RefundsPerPaymentMax bounds how many refunds one payment may carry,
+	// which bounds the size of its row and of its transaction list.
+	RefundsPerPaymentMax = 50
+
+	// ReconcileAttemptsMax bounds lookups of an unknown provider outcome
+	// within one request before the payment is left in processing.
+	ReconcileAttemptsMax = 3
+)

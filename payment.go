@@ -1,0 +1,300 @@
+package surgepay
+
+import (
+	"fmt"
+	"time"
+)
+
+// Status is the state of a payment. See docs/state-machine.md.
+type Status string
+
+const (
+	// StatusRequiresCapture: authorized, not yet captured (capture_method=manual).
+	StatusRequiresCapture Status = "requires_capture"
+	// StatusProcessing: a provider operation's outcome is not known yet
+	// (the answer was lost); the engine reconciles it by idempotency key.
+	StatusProcessing Status = "processing"
+	// StatusSucceeded: captured (fully or partially), nothing refunded.
+	StatusSucceeded Status = "succeeded"
+	// StatusCanceled: the authorization was voided. Terminal.
+	StatusCanceled Status = "canceled"
+	// StatusFailed: the authorization was declined or failed. Terminal.
+	StatusFailed Status = "failed"
+	// StatusPartiallyRefunded: some, not all, of the captured amount refunded.
+	StatusPartiallyRefunded Status = "partially_refunded"
+	// StatusRefunded: all of the captured amount refunded. Terminal.
+	StatusRefunded Status = "refunded"
+)
+
+// Statuses lists every status, for validation and tests.
+var Statuses = []Status{StatusRequiresCapture, StatusProcessing, StatusSucceeded,
+	StatusCanceled, StatusFailed, StatusPartiallyRefunded, StatusRefunded}
+
+// Valid reports whether s is a known status.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether no operation can change a payment in s.
+func (s Status) Terminal() bool {
+	return s == StatusCanceled || s == StatusFailed || s == StatusRefunded
+}
+
+// transitions is the state machine: the statuses each status may move to.
+// "" is a payment not yet stored.
+var transitions = map[Status][]Status{
+	"":                      {StatusRequiresCapture, StatusSucceeded, StatusFailed, StatusProcessing},
+	StatusRequiresCapture:   {StatusSucceeded, StatusCanceled, StatusProcessing},
+	StatusSucceeded:         {StatusPartiallyRefunded, StatusRefunded, StatusProcessing},
+	StatusPartiallyRefunded: {StatusPartiallyRefunded, StatusRefunded, StatusProcessing},
+	StatusProcessing: {StatusRequiresCapture, StatusSucceeded, StatusFailed, StatusCanceled,
+		StatusPartiallyRefunded, StatusRefunded},
+}
+
+// CanTransition reports whether the state machine allows from → to.
+func CanTransition(from, to Status) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Capture methods.
+const (
+	CaptureAutomatic = "automatic" // a sale: authorize and capture at once.
+	CaptureManual    = "manual"    // authorize only; capture later.
+)
+
+// Transaction types and statuses.
+const (
+	TxAuthorization = "authorization"
+	TxCapture       = "capture"
+	TxVoid          = "void"
+	TxRefund        = "refund"
+
+	TxSucceeded = "succeeded"
+	TxFailed    = "failed"
+	TxPending   = "pending" // outcome unknown; being reconciled.
+)
+
+// Transaction is one provider operation on a payment.
+type Transaction struct {
+	ID             string
+	Type           string
+	Status         string
+	Amount         int64
+	ProviderRef    string
+	IdempotencyKey string // the deterministic key sent to the provider.
+	DeclineCode    string
+	Message        string
+	Created        time.Time
+}
+
+// Pending records an operation whose provider outcome is unknown, so that
+// reconciliation knows what to look up and where to return.
+type Pending struct {
+	Type           string // TxAuthorization, TxCapture, TxVoid or TxRefund.
+	Amount         int64
+	IdempotencyKey string
+	Capture        bool   // for TxAuthorization: a sale.
+	From           Status // the status before the operation.
+	TxID           string // the pending transaction.
+}
+
+// Tax is the tax request and result of a payment.
+type Tax struct {
+	Country    string
+	Region     string
+	PostalCode string
+	Category   string
+	RateBPS    int
+}
+
+// Payment is a card payment and its history.
+type Payment struct {
+	ID              string
+	MerchantID      string
+	CustomerID      string
+	PaymentMethodID string
+	Amount          int64 // requested amount before tax, minor units.
+	AmountTax       int64
+	Currency        string
+	CaptureMethod   string
+	Status          Status
+	// AmountAuthorized is what the provider approved (Amount+AmountTax).
+	AmountAuthorized int64
+	AmountCaptured   int64
+	AmountRefunded   int64
+	Description      string
+	Metadata         map[string]string
+	Tax              *Tax
+	DeclineCode      string
+	FailureMessage   string
+	AuthorizationRef string
+	Transactions     []Transaction
+	Pending          *Pending
+	Path             string // "standard" or "streamlined".
+	Version          int64  // incremented on every stored change; guards updates.
+	Created          time.Time
+	Updated          time.Time
+}
+
+// AmountTotal is the amount to authorize: Amount plus AmountTax.
+func (p *Payment) AmountTotal() int64 { return p.Amount + p.AmountTax }
+
+// AmountCapturable is what a capture may still take.
+func (p *Payment) AmountCapturable() int64 {
+	if p.Status != StatusRequiresCapture {
+		return 0
+	}
+	return p.AmountAuthorized
+}
+
+// AmountRefundable is what refunds may still return.
+func (p *Payment) AmountRefundable() int64 {
+	if p.Status != StatusSucceeded && p.Status != StatusPartiallyRefunded {
+		return 0
+	}
+	return p.AmountCaptured - p.AmountRefunded
+}
+
+// RefundCount returns the number of refund transactions, pending included.
+func (p *Payment) RefundCount() int {
+	n := 0
+	for i := range p.Transactions {
+		if p.Transactions[i].Type == TxRefund {
+			n++
+		}
+	}
+	return n
+}
+
+// ProviderKey returns the deterministic idempotency key sent to the provider
+// for an operation on this payment. A retry of the same operation sends the
+// same key, so the provider performs it at most once. Refunds are numbered.
+func (p *Payment) ProviderKey(op string) string {
+	if op == TxRefund {
+		return fmt.Sprintf("%s/refund/%d", p.ID, p.RefundCount()+1)
+	}
+	return p.ID + "/" + op
+}
+
+func illegal(p *Payment, op string) error {
+	return &Error{Code: ECONFLICT, Reason: "illegal_transition", Param: "",
+		Message: fmt.Sprintf("cannot %s a payment in status %s", op, p.Status)}
+}
+
+// CheckCapture validates a capture of amount (0 means the full authorized
+// amount) and returns the amount to capture. A payment is captured once: a
+// partial capture releases the rest of the authorization.
+func (p *Payment) CheckCapture(amount int64) (int64, error) {
+	if p.Status != StatusRequiresCapture {
+		return 0, illegal(p, "capture")
+	}
+	if amount == 0 {
+		return p.AmountAuthorized, nil
+	}
+	if err := ValidateAmount("amount", amount); err != nil {
+		return 0, err
+	}
+	if amount > p.AmountAuthorized {
+		return 0, &Error{Code: EUNPROCESS, Reason: "amount_exceeds_authorized", Param: "amount",
+			Message: fmt.Sprintf("amount %d exceeds the authorized amount %d", amount, p.AmountAuthorized)}
+	}
+	return amount, nil
+}
+
+// CheckVoid validates a void of the authorization.
+func (p *Payment) CheckVoid() error {
+	if p.Status != StatusRequiresCapture {
+		return illegal(p, "void")
+	}
+	return nil
+}
+
+// CheckRefund validates a refund of amount (0 means all that remains) and
+// returns the amount to refund.
+func (p *Payment) CheckRefund(amount int64) (int64, error) {
+	if p.Status != StatusSucceeded && p.Status != StatusPartiallyRefunded {
+		return 0, illegal(p, "refund")
+	}
+	if p.RefundCount() >= RefundsPerPaymentMax {
+		return 0, &Error{Code: EUNPROCESS, Reason: "too_many_refunds",
+			Message: fmt.Sprintf("a payment may have at most %d refunds", RefundsPerPaymentMax)}
+	}
+	left := p.AmountRefundable()
+	if amount == 0 {
+		return left, nil
+	}
+	if err := ValidateAmount("amount", amount); err != nil {
+		return 0, err
+	}
+	if amount > left {
+		return 0, &Error{Code: EUNPROCESS, Reason: "amount_exceeds_refundable", Param: "amount",
+			Message: fmt.Sprintf("amount %d exceeds the refundable amount %d", amount, left)}
+	}
+	return amount, nil
+}
+
+// SetStatus moves p to status to, checking the state machine. An illegal
+// move is a programmer error in the engine: it panics, because a payment in
+// a state the machine does not allow must never be stored.
+func (p *Payment) SetStatus(to Status) {
+	if !CanTransition(p.Status, to) {
+		panic(fmt.Sprintf("surgepay: illegal transition %q -> %q for %s", p.Status, to, p.ID))
+	}
+	p.Status = to
+}
+
+// StatusAfterRefund returns the status once AmountRefunded is updated.
+func (p *Payment) StatusAfterRefund() Status {
+	if p.AmountRefunded >= p.AmountCaptured {
+		return StatusRefunded
+	}
+	if p.AmountRefunded > 0 {
+		return StatusPartiallyRefunded
+	}
+	return StatusSucceeded
+}
+
+// Clone returns a deep copy, so a cached payment is never changed in place.
+func (p *Payment) Clone() *Payment {
+	c := *p
+	c.Transactions = append([]Transaction(nil), p.Transactions...)
+	if p.Metadata != nil {
+		c.Metadata = make(map[string]string, len(p.Metadata))
+		for k, v := range p.Metadata {
+			c.Metadata[k] = v
+		}
+	}
+	if p.Tax != nil {
+		t := *p.Tax
+		c.Tax = &t
+	}
+	if p.Pending != nil {
+		q := *p.Pending
+		c.Pending = &q
+	}
+	return &c
+}
+
+// Event is one immutable row of a payment's audit trail: a state change.
+type Event struct {
+	ID         string
+	PaymentID  string
+	MerchantID string
+	Type       string // a transaction type, or "reconcile".
+	FromStatus Status
+	ToStatus   Status
+	Amount     int64
+	ActorKeyID string // the API key that caused it; "system" for background work.
+	RequestID  string
+	Created    time.Time
+}

@@ -1,0 +1,95 @@
+package surgepay
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the durable state of surgepay. Implementations: package sqlite
+// (embedded default) and package postgres; package storetest is the
+// conformance suite both run.
+//
+// Every read of a merchant-owned object takes the merchant ID and answers
+// ENOTFOUND for another merchant's object. Every method counts its SQL
+// statements on the request's StatementCounter (see CountStatement).
+// Implementations are safe for concurrent use.
+type Store interface {
+	FindMerchant(ctx context.Context, id string) (*Merchant, error)
+	ListMerchants(ctx context.Context) ([]*Merchant, error)
+	// FindAPIKeyByHash returns the key with this HMAC hash, ENOTFOUND if none.
+	FindAPIKeyByHash(ctx context.Context, hash []byte) (*APIKey, error)
+	ListAPIKeys(ctx context.Context) ([]*APIKey, error)
+
+	FindCustomer(ctx context.Context, merchantID, id string) (*Customer, error)
+	ListCustomers(ctx context.Context, merchantID string, page Page) ([]*Customer, bool, error)
+
+	FindPaymentMethod(ctx context.Context, merchantID, id string) (*PaymentMethod, error)
+	// ListPaymentMethods lists a customer's cards, newest first.
+	ListPaymentMethods(ctx context.Context, merchantID, customerID string, page Page) ([]*PaymentMethod, bool, error)
+
+	FindPayment(ctx context.Context, merchantID, id string) (*Payment, error)
+	ListPayments(ctx context.Context, merchantID string, f PaymentFilter) ([]*Payment, bool, error)
+	// ListProcessing returns up to limit payments of any merchant in
+	// StatusProcessing, oldest first, for reconciliation.
+	ListProcessing(ctx context.Context, limit int) ([]*Payment, error)
+	// ListEvents returns a payment's audit trail, oldest first.
+	ListEvents(ctx context.Context, merchantID, paymentID string) ([]*Event, error)
+
+	// FindIdempotency returns the stored record, ENOTFOUND if none.
+	FindIdempotency(ctx context.Context, merchantID, key string) (*IdempotencyRecord, error)
+	// DeleteIdempotencyBefore deletes up to limit records created before t
+	// and returns how many it deleted.
+	DeleteIdempotencyBefore(ctx context.Context, t time.Time, limit int) (int, error)
+
+	// Apply stores w atomically and returns once it is durable. Writes from
+	// concurrent callers are group-committed: collected by a writer and
+	// committed in one transaction, each caller answered after its batch is
+	// durable. If a guard in w fails, nothing of w is stored, Apply returns
+	// the guard's *Error, and other writes in the batch are unaffected:
+	//   - w.Idempotency's (merchant, key) exists: ECONFLICT "idempotency_key_exists";
+	//   - an update's or delete's row is missing or its version is not
+	//     Version-1 (updates) / Version (deletes): ECONFLICT "concurrent_update",
+	//     or ENOTFOUND if the row is gone.
+	// When the writer's queue is full Apply returns EUNAVAILABLE with
+	// RetryAfter set, at once: backpressure, not unbounded memory.
+	Apply(ctx context.Context, w *Write) error
+
+	Close() error
+}
+
+// Write is one atomic unit of change. Guards are checked in the order of
+// the fields; inserts of fresh IDs cannot conflict.
+type Write struct {
+	Idempotency *IdempotencyRecord
+
+	Merchant *Merchant // inserted
+	APIKey   *APIKey   // inserted
+
+	CustomerInsert *Customer
+	CustomerUpdate *Customer // stored if the stored Version is CustomerUpdate.Version-1
+	CustomerDelete *Customer // deleted with its payment methods if the stored Version matches
+
+	PaymentMethodInsert *PaymentMethod
+	PaymentMethodDelete *PaymentMethod // deleted if it exists
+
+	PaymentInsert *Payment
+	PaymentUpdate *Payment // stored if the stored Version is PaymentUpdate.Version-1
+
+	Events []*Event // audit rows, inserted; never updated or deleted
+}
+
+// Page selects a page of a list, newest first. IDs sort by creation time
+// (see NewID), so StartingAfter is an ID.
+type Page struct {
+	Limit         int    // 1..ListLimitMax
+	StartingAfter string // return objects older than this ID
+}
+
+// PaymentFilter selects payments. Zero fields do not filter.
+type PaymentFilter struct {
+	Page
+	Status        Status
+	CustomerID    string
+	CreatedGTE    time.Time
+	CreatedBefore time.Time
+}
