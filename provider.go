@@ -126,3 +126,7 @@ const (
 	DeclineIncorrectCVC      = "incorrect_cvc"
 	DeclineProcessingError   = "processing_error"
 )
+
+// ErrKeyReused is wrapped by a provider's NotPerformed error when an
+// idempotency key is repeated with different parameters.
+var ErrKeyReused = errors.New("idempotency key reused with different parameters")

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is surgepay's configuration: DefaultConfig, then the TOML file
+// (--config or SURGEPAY_CONFIG), then environment overrides, then Validate.
+type Config struct {
+	// Listen is the API's address. Default 127.0.0.1:8080.
+	Listen string `toml:"listen"`
+	// DataDir holds the embedded database, the keyring and the dev API key.
+	// Default ./data.
+	DataDir string `toml:"data_dir"`
+	// Storage is "sqlite" (embedded, default) or "postgres".
+	Storage string `toml:"storage"`
+	// Debug adds the Surgepay-Sql header (SQL statements per request) to
+	// every response. Default false.
+	Debug bool `toml:"debug"`
+	// LogFormat is "json" (default) or "text"; LogLevel debug|info|warn|error.
+	LogFormat string `toml:"log_format"`
+	LogLevel  string `toml:"log_level"`
+	// InflightMax bounds requests served at once; beyond it: 503 + Retry-After.
+	InflightMax int `toml:"inflight_max"`
+	// IdempotencyRetention is how long idempotency keys are kept; at least 24h.
+	IdempotencyRetention Duration `toml:"idempotency_retention"`
+	// TaxTable is a CSV of tax rates. Default: the table imported with
+	// `surgepay tax import` (DataDir/tax-rates.csv), else the built-in sample.
+	TaxTable string `toml:"tax_table"`
+	// KeyringFile holds the card vault keys; created on first start.
+	// SURGEPAY_KEYRING (the file's JSON, base64) overrides it. Default
+	// DataDir/keyring.json.
+	KeyringFile string `toml:"keyring_file"`
+	// ReconcileInterval is how often payments with unknown provider outcomes
+	// are looked up. Default 5s.
+	ReconcileInterval Duration `toml:"reconcile_interval"`
+
+	SQLite   SQLiteConfig   `toml:"sqlite"`
+	Postgres PostgresConfig `toml:"postgres"`
+	Provider ProviderConfig `toml:"provider"`
+	Cache    CacheConfig    `toml:"cache"`
+}
+
+// SQLiteConfig configures the embedded store.
+type SQLiteConfig struct {
+	Path          string   `toml:"path"`            // default DataDir/surgepay.db
+	BatchSizeMax  int      `toml:"batch_size_max"`  // writes per group commit; default 256
+	QueueDepthMax int      `toml:"queue_depth_max"` // writes waiting; beyond: 503. Default 4096
+	FlushInterval Duration `toml:"flush_interval"`  // linger for a fuller batch; default 0
+	ReadConnsMax  int      `toml:"read_conns_max"`  // default 4
+}
+
+// PostgresConfig configures the PostgreSQL store.
+type PostgresConfig struct {
+	DSN           string   `toml:"dsn"` // secret: never printed
+	Schema        string   `toml:"schema"`
+	PoolConnsMax  int32    `toml:"pool_conns_max"` // default 16
+	Writers       int      `toml:"writers"`        // concurrent group committers; default 4
+	BatchSizeMax  int      `toml:"batch_size_max"`
+	QueueDepthMax int      `toml:"queue_depth_max"`
+	FlushInterval Duration `toml:"flush_interval"`
+}
+
+// ProviderConfig selects the card network.
+type ProviderConfig struct {
+	// Kind is "sim" (the in-process simulator, default) or "sim-http" (a
+	// `surgepay simulator` at URL).
+	Kind string `toml:"kind"`
+	URL  string `toml:"url"`
+	// Latency of the in-process simulator: "0", "fixed:20ms",
+	// "uniform:5ms-50ms", "lognormal:mean=20ms,p99=200ms".
+	Latency     string  `toml:"latency"`
+	DeclineRate float64 `toml:"decline_rate"`
+	TimeoutRate float64 `toml:"timeout_rate"`
+	UnknownRate float64 `toml:"unknown_rate"`
+	// Timeout bounds one provider call. Default 30s.
+	Timeout Duration `toml:"timeout"`
+}
+
+// CacheConfig bounds the in-process cache.
+type CacheConfig struct {
+	EntriesMax int      `toml:"entries_max"` // per entity; default 100,000
+	TTL        Duration `toml:"ttl"`         // default 5m
+}
+
+// Duration is a time.Duration written as "250ms" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like 250ms or 24h", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// DefaultConfig returns the embedded default: SQLite in ./data, the
+// in-process simulator, 127.0.0.1:8080.
+func DefaultConfig() Config {
+	return Config{
+		Listen: "127.0.0.1:8080", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
+		InflightMax: 4096, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
+		SQLite:   SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4},
+		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
+		Provider: ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second}},
+		Cache:    CacheConfig{EntriesMax: 100_000, TTL: Duration{5 * time.Minute}},
+	}
+}
+
+// LoadConfig reads path (if not empty) over the defaults, applies the
+// environment and validates.
+func LoadConfig(path string, env func(string) string) (Config, error) {
+	cfg := DefaultConfig()
+	if path == "" {
+		path = env("SURGEPAY_CONFIG")
+	}
+	if path != "" {
+		md, err := toml.DecodeFile(path, &cfg)
+		if err != nil {
+			return cfg, fmt.Errorf("config %s: %w", path, err)
+		}
+		if un := md.Undecoded(); len(un) > 0 {
+			return cfg, fmt.Errorf("config %s: unknown setting %q", path, un[0].String())
+		}
+	}
+	if err := cfg.applyEnv(env); err != nil {
+		return cfg, err
+	}
+	cfg.fillPaths()
+	return cfg, cfg.Validate()
+}
+
+// applyEnv applies SURGEPAY_* overrides.
+func (c *Config) applyEnv(env func(string) string) error {
+	str := map[string]*string{
+		"SURGEPAY_LISTEN": &c.Listen, "SURGEPAY_DATA_DIR": &c.DataDir, "SURGEPAY_STORAGE": &c.Storage,
+		"SURGEPAY_POSTGRES_DSN": &c.Postgres.DSN, "SURGEPAY_POSTGRES_SCHEMA": &c.Postgres.Schema,
+		"SURGEPAY_LOG_FORMAT": &c.LogFormat, "SURGEPAY_LOG_LEVEL": &c.LogLevel, "SURGEPAY_TAX_TABLE": &c.TaxTable,
+		"SURGEPAY_PROVIDER": &c.Provider.Kind, "SURGEPAY_PROVIDER_URL": &c.Provider.URL,
+		"SURGEPAY_SIM_LATENCY": &c.Provider.Latency, "SURGEPAY_SQLITE_PATH": &c.SQLite.Path,
+	}
+	for k, p := range str {
+		if v := env(k); v != "" {
+			*p = v
+		}
+	}
+	if v := env("SURGEPAY_DEBUG"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("SURGEPAY_DEBUG: %q is not true or false", v)
+		}
+		c.Debug = b
+	}
+	for k, p := range map[string]*int{"SURGEPAY_INFLIGHT_MAX": &c.InflightMax,
+		"SURGEPAY_QUEUE_DEPTH_MAX": &c.SQLite.QueueDepthMax} {
+		if v := env(k); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not an integer", k, v)
+			}
+			*p = n
+		}
+	}
+	return nil
+}
+
+func (c *Config) fillPaths() {
+	if c.SQLite.Path == "" {
+		c.SQLite.Path = filepath.Join(c.DataDir, "surgepay.db")
+	}
+	if c.KeyringFile == "" {
+		c.KeyringFile = filepath.Join(c.DataDir, "keyring.json")
+	}
+}
+
+// Validate checks every field and the fields that depend on each other.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "%q is not host:port", c.Listen)
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "must not be empty")
+	}
+	switch c.Storage {
+	case "sqlite":
+	case "postgres":
+		if c.Postgres.DSN == "" {
+			bad("postgres.dsn", "is required when storage = \"postgres\" (or set SURGEPAY_POSTGRES_DSN)")
+		}
+	default:
+		bad("storage", "%q must be \"sqlite\" or \"postgres\"", c.Storage)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		bad("log_format", "%q must be \"json\" or \"text\"", c.LogFormat)
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level", "%q must be debug, info, warn or error", c.LogLevel)
+	}
+	if c.InflightMax < 1 || c.InflightMax > 1_000_000 {
+		bad("inflight_max", "%d must be 1 to 1000000", c.InflightMax)
+	}
+	if c.IdempotencyRetention.Duration < 24*time.Hour {
+		bad("idempotency_retention", "%s must be at least 24h", c.IdempotencyRetention.Duration)
+	}
+	if c.ReconcileInterval.Duration < 100*time.Millisecond {
+		bad("reconcile_interval", "%s must be at least 100ms", c.ReconcileInterval.Duration)
+	}
+	for name, v := range map[string]int{"sqlite.batch_size_max": c.SQLite.BatchSizeMax, "sqlite.queue_depth_max": c.SQLite.QueueDepthMax,
+		"postgres.batch_size_max": c.Postgres.BatchSizeMax, "postgres.queue_depth_max": c.Postgres.QueueDepthMax,
+		"postgres.writers": c.Postgres.Writers, "sqlite.read_conns_max": c.SQLite.ReadConnsMax, "cache.entries_max": c.Cache.EntriesMax} {
+		if v < 1 || v > 10_000_000 {
+			bad(name, "%d must be 1 to 10000000", v)
+		}
+	}
+	switch c.Provider.Kind {
+	case "sim":
+	case "sim-http":
+		if !strings.HasPrefix(c.Provider.URL, "http://") && !strings.HasPrefix(c.Provider.URL, "https://") {
+			bad("provider.url", "%q must be an http(s) URL when provider.kind = \"sim-http\"", c.Provider.URL)
+		}
+	default:
+		bad("provider.kind", "%q must be \"sim\" or \"sim-http\"", c.Provider.Kind)
+	}
+	for name, v := range map[string]float64{"provider.decline_rate": c.Provider.DeclineRate,
+		"provider.timeout_rate": c.Provider.TimeoutRate, "provider.unknown_rate": c.Provider.UnknownRate} {
+		if v < 0 || v > 1 {
+			bad(name, "%v must be between 0 and 1", v)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Redacted returns the configuration with secrets replaced, for printing.
+func (c Config) Redacted() Config {
+	if c.Postgres.DSN != "" {
+		c.Postgres.DSN = "<redacted>"
+	}
+	return c
+}
+
+func envOS(k string) string { return os.Getenv(k) }

@@ -1,0 +1,60 @@
+// Command surgepay is the payment engine: serve, keys, tax, simulator,
+// loadtest. Run `surgepay help` for usage.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `surgepay — a self-hosted payment transaction engine
+
+Usage:
+  surgepay serve [--config FILE]          run the payments API (embedded default: SQLite in ./data)
+  surgepay keys create [--merchant ID]    make a new API key (for the first merchant by default)
+  surgepay keys rotate                    add a new card-vault key and make it primary
+  surgepay tax import FILE                validate a tax-rate CSV and install it in the data folder
+  surgepay migrate                        apply database migrations and exit
+  surgepay simulator [flags]              run the card-network simulator as an HTTP server
+  surgepay loadtest [flags]               run a load test (see docs/loadtest.md)
+  surgepay loadtest compare BASE NEW      compare two load-test results
+
+Configuration: --config FILE or SURGEPAY_CONFIG, then SURGEPAY_* environment
+variables (see README.md). 
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "keys":
+		return cmdKeys(ctx, args[1:], stdout, stderr)
+	case "tax":
+		return cmdTax(ctx, args[1:], stdout, stderr)
+	case "migrate":
+		return cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "simulator":
+		return cmdSimulator(ctx, args[1:], stdout, stderr)
+	case "loadtest":
+		return cmdLoadtest(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "surgepay: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/api"
+	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/postgres"
+	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/sqlite"
+	"github.com/surgepay/surgepay/tax"
+	"github.com/surgepay/surgepay/vault"
+)
+
+// app is the wired engine and its dependencies.
+type app struct {
+	cfg    Config
+	log    *slog.Logger
+	store  surgepay.Store
+	keys   *vault.Keyring
+	tax    surgepay.TaxTable
+	eng    *engine.Engine
+	closer []func()
+}
+
+func (a *app) Close() {
+	for i := len(a.closer) - 1; i >= 0; i-- {
+		a.closer[i]()
+	}
+}
+
+func configFlags(name string, args []string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "TOML config file (default: $SURGEPAY_CONFIG)")
+	return fs, path
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// openApp opens the store, keyring, tax table, provider and engine.
+func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
+	a := &app{cfg: cfg, log: log}
+	ok := false
+	defer func() {
+		if !ok {
+			a.Close()
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data folder %s: %w", cfg.DataDir, err)
+	}
+	var err error
+	if a.keys, err = openKeyring(cfg, log); err != nil {
+		return nil, err
+	}
+	if a.tax, err = openTax(cfg); err != nil {
+		return nil, err
+	}
+	if a.store, err = openStore(ctx, cfg); err != nil {
+		return nil, err
+	}
+	a.closer = append(a.closer, func() { a.store.Close() })
+	prov, err := openProvider(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.eng, err = engine.New(engine.Config{Store: a.store, Provider: prov, Vault: a.keys,
+		Tax: func() surgepay.TaxTable { return a.tax }, Logger: log,
+		IdempotencyRetention: cfg.IdempotencyRetention.Duration, CacheEntriesMax: cfg.Cache.EntriesMax,
+		CacheTTL: cfg.Cache.TTL.Duration})
+	if err != nil {
+		return nil, err
+	}
+	ok = true
+	return a, nil
+}
+
+func openKeyring(cfg Config, log *slog.Logger) (*vault.Keyring, error) {
+	if v := os.Getenv(vault.EnvVar); v != "" {
+		return vault.FromEnv(v)
+	}
+	k, created, err := vault.LoadOrCreate(cfg.KeyringFile)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.Info("created card vault keyring", "file", cfg.KeyringFile)
+	}
+	return k, nil
+}
+
+func openTax(cfg Config) (surgepay.TaxTable, error) {
+	path := cfg.TaxTable
+	if path == "" {
+		imported := filepath.Join(cfg.DataDir, "tax-rates.csv")
+		if _, err := os.Stat(imported); err == nil {
+			path = imported
+		}
+	}
+	if path == "" {
+		return tax.Sample(), nil
+	}
+	t, err := tax.LoadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tax table %s: %w", path, err)
+	}
+	return t, nil
+}
+
+func openStore(ctx context.Context, cfg Config) (surgepay.Store, error) {
+	if cfg.Storage == "postgres" {
+		return postgres.Open(ctx, postgres.Config{DSN: cfg.Postgres.DSN, Schema: cfg.Postgres.Schema,
+			PoolConnsMax: cfg.Postgres.PoolConnsMax, Writers: cfg.Postgres.Writers, BatchSizeMax: cfg.Postgres.BatchSizeMax,
+			QueueDepthMax: cfg.Postgres.QueueDepthMax, FlushInterval: cfg.Postgres.FlushInterval.Duration})
+	}
+	return sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLite.Path, BatchSizeMax: cfg.SQLite.BatchSizeMax,
+		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
+		ReadConnsMax: cfg.SQLite.ReadConnsMax})
+}
+
+func openProvider(cfg Config) (surgepay.Provider, error) {
+	pc := cfg.Provider
+	if pc.Kind == "sim-http" {
+		return sim.NewClient(pc.URL, sim.NewHTTPClient(pc.Timeout.Duration))
+	}
+	sc := sim.DefaultConfig()
+	lat, err := sim.ParseLatency(pc.Latency)
+	if err != nil {
+		return nil, fmt.Errorf("config provider.latency: %w", err)
+	}
+	sc.Latency, sc.DeclineRate, sc.TimeoutRate, sc.UnknownRate = lat, pc.DeclineRate, pc.TimeoutRate, pc.UnknownRate
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("config provider: %w", err)
+	}
+	return sim.New(sc), nil
+}
+
+// ensureDevMerchant creates a development merchant and API key on first
+// start, writes the key to DataDir/dev-api-key and says how to use it.
+func (a *app) ensureDevMerchant(ctx context.Context, out io.Writer) error {
+	ms, err := a.store.ListMerchants(ctx)
+	if err != nil {
+		return err
+	}
+	keyFile := filepath.Join(a.cfg.DataDir, "dev-api-key")
+	if len(ms) > 0 {
+		if _, err := os.Stat(keyFile); err == nil {
+			fmt.Fprintf(out, "Development API key: in %s\n", keyFile)
+		}
+		return nil
+	}
+	m, err := a.eng.CreateMerchant(ctx, "Development merchant")
+	if err != nil {
+		return err
+	}
+	secret, _, err := a.eng.CreateAPIKey(ctx, m.ID)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, []byte(secret+"\n"), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Created development merchant %s with API key (also in %s):\n\n    %s\n\n"+
+		"Try:  curl -s http://%s/v1/customers -H 'Authorization: Bearer %s' -d '{\"name\":\"Ada\"}'\n\n",
+		m.ID, keyFile, secret, a.cfg.Listen, secret)
+	return nil
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, path := configFlags("serve", args, stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := LoadConfig(*path, envOS)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+	if err := serve(ctx, cfg, log, stdout); err != nil {
+		log.Error("serve", "err", err.Error())
+		return 1
+	}
+	return 0
+}
+
+// serve runs the API until ctx ends, then drains requests and flushes
+// pending writes.
+func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error {
+	a, err := openApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.ensureDevMerchant(ctx, out); err != nil {
+		return fmt.Errorf("development merchant: %w", err)
+	}
+	if err := a.eng.Preheat(ctx); err != nil {
+		return fmt.Errorf("preheat: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax}),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second,
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	wg.Add(2)
+	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
+	go func() { defer wg.Done(); purgeLoop(bg, a.eng, log) }()
+	fmt.Fprintf(out, "surgepay listening on http://%s (storage %s)\n", ln.Addr(), cfg.Storage)
+	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	stopBG()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// purgeBatchMax bounds one purge of expired idempotency records.
+const purgeBatchMax = 10_000
+
+func purgeLoop(ctx context.Context, eng *engine.Engine, log *slog.Logger) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := eng.PurgeIdempotency(ctx, purgeBatchMax); err != nil {
+				log.Warn("purge idempotency records", "err", err)
+			} else if n > 0 {
+				log.Info("purged idempotency records", "count", n)
+			}
+		}
+	}
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, path := configFlags("migrate", args, stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := LoadConfig(*path, envOS)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 2
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 1
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 1
+	}
+	st.Close()
+	fmt.Fprintf(stdout, "migrations applied (%s)\n", cfg.Storage)
+	return 0
+}
+
+func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "create" && args[0] != "rotate") {
+		fmt.Fprintln(stderr, "usage: surgepay keys create [--merchant ID] | surgepay keys rotate")
+		return 2
+	}
+	sub := args[0]
+	fs, path := configFlags("keys "+sub, args[1:], stderr)
+	merchant := fs.String("merchant", "", "merchant ID (default: the first merchant)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	cfg, err := LoadConfig(*path, envOS)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 2
+	}
+	if sub == "rotate" {
+		return rotateVault(cfg, stdout, stderr)
+	}
+	a, err := openApp(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 1
+	}
+	defer a.Close()
+	id := *merchant
+	if id == "" {
+		ms, err := a.store.ListMerchants(ctx)
+		if err != nil || len(ms) == 0 {
+			fmt.Fprintln(stderr, "surgepay: no merchant yet: run `surgepay serve` once, or pass --merchant")
+			return 1
+		}
+		id = ms[0].ID
+	}
+	secret, k, err := a.eng.CreateAPIKey(ctx, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "API key %s for merchant %s (shown once):\n%s\n", k.ID, id, secret)
+	return 0
+}
+
+func rotateVault(cfg Config, stdout, stderr io.Writer) int {
+	k, err := vault.Load(cfg.KeyringFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 1
+	}
+	id, err := k.Rotate()
+	if err == nil {
+		err = k.Save(cfg.KeyringFile)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "new primary vault key %s; keys: %s\nRestart the servers to encrypt new cards under it; old cards still decrypt.\n",
+		id, strings.Join(k.KeyIDs(), ", "))
+	return 0
+}
+
+func cmdTax(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) < 2 || args[0] != "import" {
+		fmt.Fprintln(stderr, "usage: surgepay tax import FILE [--config FILE]")
+		return 2
+	}
+	file := args[1]
+	fs, path := configFlags("tax import", args[2:], stderr)
+	if err := fs.Parse(args[2:]); err != nil {
+		return 2
+	}
+	cfg, err := LoadConfig(*path, envOS)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 2
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 1
+	}
+	dst := filepath.Join(cfg.DataDir, "tax-rates.csv")
+	t, err := tax.Import(file, dst)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: tax table %s refused: %v\n", file, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "imported %d tax rates into %s; restart the server to use them\n", t.Len(), dst)
+	return 0
+}
+
+func cmdSimulator(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return sim.Main(ctx, args, stdout, stderr)
+}

@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+
+	"github.com/surgepay/surgepay"
+)
+
+// Call describes who makes a request and how its answer is rendered, so the
+// engine can store the exact response for idempotent replay.
+type Call struct {
+	MerchantID string
+	KeyID      string
+	RequestID  string
+
+	// IdempotencyKey, if set, makes the call idempotent: see Engine.idempotent.
+	IdempotencyKey string
+	RequestHash    [32]byte
+	// Render turns a result (or error) into the HTTP status and body the
+	// client receives. Required with IdempotencyKey; it must be deterministic.
+	Render func(v any, err error) (status int, body []byte)
+
+	// Rendered holds the stored response once the engine has rendered it, so
+	// the API writes the very bytes that were stored.
+	RenderedStatus int
+	RenderedBody   []byte
+}
+
+// Replay is returned instead of a result when a request repeats an
+// idempotency key: the API writes Status and Body as they are.
+type Replay struct {
+	Status int
+	Body   []byte
+}
+
+func (r *Replay) Error() string { return "idempotent replay" }
+
+func (c *Call) idemCacheKey() string { return c.MerchantID + "\x00" + c.IdempotencyKey }
+
+// keyDigest is a short digest of the idempotency key for provider keys, so a
+// client's key never reaches the provider verbatim.
+func (c *Call) keyDigest() string {
+	h := sha256.Sum256([]byte(c.MerchantID + "\x00" + c.IdempotencyKey))
+	return hex.EncodeToString(h[:12])
+}
+
+// idempotent runs fn under the call's idempotency key.
+//
+// The common path costs no SQL read: a key in flight on this node is refused
+// at once (409 idempotency_key_in_use); a key completed recently on this
+// node is answered from memory; otherwise fn runs and its write carries the
+// idempotency record, whose insert fails if the key was already used (on
+// another node, or before a restart). Then, and whenever fn fails with a
+// client error, the stored record is read and replayed (same request) or
+// refused (422 idempotency_key_reused). Provider calls use keys derived
+// from the payment and the idempotency key, so running fn again can never
+// repeat a charge, a capture or a refund at the network.
+func (e *Engine) idempotent(ctx context.Context, call *Call, fn func() error) error {
+	if call.IdempotencyKey == "" {
+		return fn()
+	}
+	ck := call.idemCacheKey()
+	if !e.inflight.tryLock(ck) {
+		return surgepay.Conflict("idempotency_key_in_use",
+			"a request with this Idempotency-Key is still in progress; retry later")
+	}
+	defer e.inflight.unlock(ck)
+	if rec, ok := e.idem.GetIfPresent(ck); ok {
+		return replayOf(rec, call)
+	}
+	err := fn()
+	if err == nil || call.RenderedBody != nil || !replayable(err) {
+		return err
+	}
+	rec, ferr := e.store.FindIdempotency(ctx, call.MerchantID, call.IdempotencyKey)
+	if surgepay.ErrorCode(ferr) == surgepay.ENOTFOUND {
+		return err
+	} else if ferr != nil {
+		return ferr
+	}
+	e.idem.Set(ck, rec)
+	return replayOf(rec, call)
+}
+
+// replayable reports whether err may be the echo of an earlier request with
+// the same key: a client error, or the key's own conflict at commit.
+func replayable(err error) bool {
+	switch surgepay.ErrorCode(err) {
+	case surgepay.EINVALID, surgepay.ENOTFOUND, surgepay.ECONFLICT, surgepay.EUNPROCESS, surgepay.EDECLINED:
+		return true
+	}
+	return false
+}
+
+func replayOf(rec *surgepay.IdempotencyRecord, call *Call) error {
+	if rec.RequestHash != call.RequestHash {
+		return &surgepay.Error{Code: surgepay.EUNPROCESS, Reason: "idempotency_key_reused",
+			Message: "this Idempotency-Key was used with a different request"}
+	}
+	return &Replay{Status: rec.StatusCode, Body: bytes.Clone(rec.Body)}
+}
+
+// attach renders (v, err) and adds the idempotency record to w.
+func (e *Engine) attach(call *Call, w *surgepay.Write, v any, err error) {
+	if call.IdempotencyKey == "" || call.Render == nil {
+		return
+	}
+	status, body := call.Render(v, err)
+	call.RenderedStatus, call.RenderedBody = status, body
+	w.Idempotency = &surgepay.IdempotencyRecord{MerchantID: call.MerchantID, Key: call.IdempotencyKey,
+		RequestHash: call.RequestHash, StatusCode: status, Body: body, Created: e.now()}
+}
+
+// apply stores w and, once durable, remembers its idempotency record.
+func (e *Engine) apply(ctx context.Context, call *Call, w *surgepay.Write) error {
+	if err := e.store.Apply(ctx, w); err != nil {
+		return err
+	}
+	if w.Idempotency != nil {
+		e.idem.Set(call.idemCacheKey(), w.Idempotency)
+	}
+	return nil
+}
+
+// IsReplay reports whether err is a *Replay and returns it.
+func IsReplay(err error) (*Replay, bool) {
+	var r *Replay
+	ok := errors.As(err, &r)
+	return r, ok
+}
+
+// PurgeIdempotency deletes records older than the retention, up to limit.
+func (e *Engine) PurgeIdempotency(ctx context.Context, limit int) (int, error) {
+	return e.store.DeleteIdempotencyBefore(ctx, e.now().Add(-e.cfg.IdempotencyRetention), limit)
+}

@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/surgepay/surgepay"
+)
+
+// CustomerInput is a request to create a customer.
+type CustomerInput struct {
+	Name, Email, Description string
+	Metadata                 map[string]string
+}
+
+// CreateCustomer stores a new customer.
+func (e *Engine) CreateCustomer(ctx context.Context, call *Call, in *CustomerInput) (*surgepay.Customer, error) {
+	now := e.now()
+	c := &surgepay.Customer{ID: surgepay.NewID("cus"), MerchantID: call.MerchantID, Name: in.Name,
+		Email: in.Email, Description: in.Description, Metadata: in.Metadata, Created: now, Updated: now, Version: 1}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var out *surgepay.Customer
+	err := e.idempotent(ctx, call, func() error {
+		w := &surgepay.Write{CustomerInsert: c}
+		e.attach(call, w, c, nil)
+		if err := e.apply(ctx, call, w); err != nil {
+			return err
+		}
+		out = c
+		return nil
+	})
+	return out, err
+}
+
+// GetCustomer returns a customer of the call's merchant.
+func (e *Engine) GetCustomer(ctx context.Context, call *Call, id string) (*surgepay.Customer, error) {
+	return e.store.FindCustomer(ctx, call.MerchantID, id)
+}
+
+// UpdateCustomer changes a customer. A concurrent update of the same
+// customer fails with ECONFLICT concurrent_update rather than losing a write.
+func (e *Engine) UpdateCustomer(ctx context.Context, call *Call, id string, u *surgepay.CustomerUpdate) (*surgepay.Customer, error) {
+	var out *surgepay.Customer
+	err := e.idempotent(ctx, call, func() error {
+		c, err := e.store.FindCustomer(ctx, call.MerchantID, id)
+		if err != nil {
+			return err
+		}
+		if err := c.Apply(u); err != nil {
+			return err
+		}
+		c.Version++
+		c.Updated = e.now()
+		w := &surgepay.Write{CustomerUpdate: c}
+		e.attach(call, w, c, nil)
+		if err := e.apply(ctx, call, w); err != nil {
+			return err
+		}
+		out = c
+		return nil
+	})
+	return out, err
+}
+
+// DeleteCustomer deletes a customer and its saved cards. Payments keep the
+// customer's ID.
+func (e *Engine) DeleteCustomer(ctx context.Context, call *Call, id string) (*surgepay.Customer, error) {
+	var out *surgepay.Customer
+	err := e.idempotent(ctx, call, func() error {
+		c, err := e.store.FindCustomer(ctx, call.MerchantID, id)
+		if err != nil {
+			return err
+		}
+		if err := e.forgetMethods(ctx, call.MerchantID, id); err != nil {
+			return err
+		}
+		w := &surgepay.Write{CustomerDelete: c}
+		e.attach(call, w, &Deleted{ID: c.ID, Object: "customer"}, nil)
+		if err := e.apply(ctx, call, w); err != nil {
+			return err
+		}
+		out = c
+		return nil
+	})
+	return out, err
+}
+
+// Deleted is the result of a delete: the object's ID and kind.
+type Deleted struct{ ID, Object string }
+
+// forgetMethods drops a customer's cards from the cache.
+func (e *Engine) forgetMethods(ctx context.Context, merchantID, customerID string) error {
+	page := surgepay.Page{Limit: surgepay.ListLimitMax}
+	for {
+		pms, more, err := e.store.ListPaymentMethods(ctx, merchantID, customerID, page)
+		if err != nil {
+			return err
+		}
+		for _, pm := range pms {
+			e.methods.Invalidate(merchantID + "\x00" + pm.ID)
+		}
+		if !more || len(pms) == 0 {
+			return nil
+		}
+		page.StartingAfter = pms[len(pms)-1].ID
+	}
+}
+
+// ListCustomers returns a page of customers, newest first.
+func (e *Engine) ListCustomers(ctx context.Context, call *Call, page surgepay.Page) ([]*surgepay.Customer, bool, error) {
+	return e.store.ListCustomers(ctx, call.MerchantID, page)
+}

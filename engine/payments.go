@@ -1,0 +1,273 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/surgepay/surgepay"
+)
+
+// PaymentInput is a request to create a payment.
+type PaymentInput struct {
+	Amount          int64
+	Currency        string
+	CustomerID      string
+	PaymentMethodID string
+	CaptureMethod   string // CaptureAutomatic (default) or CaptureManual
+	Description     string
+	Metadata        map[string]string
+	Tax             *TaxInput
+	CVC             surgepay.CVC // optional; sent to the provider, never stored
+}
+
+// TaxInput asks for tax from the static table.
+type TaxInput struct {
+	Country, Region, PostalCode, Category string
+}
+
+func (in *PaymentInput) validate() error {
+	if err := surgepay.ValidateAmount("amount", in.Amount); err != nil {
+		return err
+	}
+	cur, err := surgepay.ValidateCurrency("currency", in.Currency)
+	if err != nil {
+		return err
+	}
+	in.Currency = cur
+	switch in.CaptureMethod {
+	case "":
+		in.CaptureMethod = surgepay.CaptureAutomatic
+	case surgepay.CaptureAutomatic, surgepay.CaptureManual:
+	default:
+		return surgepay.Invalid("capture_method", "invalid_value", "capture_method must be automatic or manual")
+	}
+	if in.PaymentMethodID == "" {
+		return surgepay.Invalid("payment_method", "missing", "payment_method is required")
+	}
+	if err := surgepay.ValidateText("description", in.Description); err != nil {
+		return err
+	}
+	return surgepay.ValidateMetadata("metadata", in.Metadata)
+}
+
+// tax computes the tax of a payment from the static table.
+func (e *Engine) tax(in *PaymentInput) (*surgepay.Tax, int64, error) {
+	if in.Tax == nil {
+		return nil, 0, nil
+	}
+	t := in.Tax
+	if t.Country == "" {
+		return nil, 0, surgepay.Invalid("tax.country", "missing", "tax.country is required")
+	}
+	table := e.cfg.Tax()
+	if table == nil {
+		return nil, 0, surgepay.Invalid("tax", "tax_unavailable", "no tax table is loaded")
+	}
+	bps, ok := table.RateBPS(t.Country, t.Region, t.PostalCode, t.Category)
+	if !ok {
+		return nil, 0, surgepay.Invalid("tax.country", "tax_rate_not_found", "no tax rate for this location and category")
+	}
+	amt, err := table.Compute(in.Amount, bps)
+	if err != nil {
+		return nil, 0, surgepay.Invalid("amount", "invalid_value", "tax cannot be computed for this amount")
+	}
+	if in.Amount+amt > surgepay.AmountMinorMax {
+		return nil, 0, surgepay.Invalid("amount", "amount_too_large", "amount plus tax must be at most %d minor units", surgepay.AmountMinorMax)
+	}
+	return &surgepay.Tax{Country: t.Country, Region: t.Region, PostalCode: t.PostalCode, Category: t.Category, RateBPS: bps}, amt, nil
+}
+
+// CreatePayment authorizes a payment on a saved card and, with
+// capture_method automatic, captures it at once (a sale). A decline is
+// stored as a failed payment and returned as an EDECLINED error with the
+// payment's ID. An unknown provider outcome that lookups cannot resolve
+// leaves the payment in processing for the reconciler.
+func (e *Engine) CreatePayment(ctx context.Context, call *Call, in *PaymentInput) (*surgepay.Payment, error) {
+	if err := in.validate(); err != nil {
+		return nil, err
+	}
+	taxInfo, taxAmt, err := e.tax(in)
+	if err != nil {
+		return nil, err
+	}
+	var out *surgepay.Payment
+	err = e.idempotent(ctx, call, func() error {
+		pm, err := e.GetPaymentMethod(ctx, call, in.PaymentMethodID)
+		if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
+			return surgepay.NotFound("payment_method", "payment method")
+		} else if err != nil {
+			return err
+		}
+		if in.CustomerID != "" && pm.CustomerID != in.CustomerID {
+			return surgepay.Invalid("payment_method", "payment_method_customer_mismatch",
+				"payment_method does not belong to customer")
+		}
+		p := e.newPayment(call, in, pm, taxInfo, taxAmt)
+		res, perr := e.authorize(ctx, call, p, pm, in)
+		var rerr error
+		out, rerr = e.recordAuthorization(ctx, call, p, res, perr)
+		return rerr
+	})
+	return out, err
+}
+
+func (e *Engine) newPayment(call *Call, in *PaymentInput, pm *surgepay.PaymentMethod, t *surgepay.Tax, taxAmt int64) *surgepay.Payment {
+	now := e.now()
+	return &surgepay.Payment{ID: surgepay.NewID("pay"), MerchantID: call.MerchantID, CustomerID: pm.CustomerID,
+		PaymentMethodID: pm.ID, Amount: in.Amount, AmountTax: taxAmt, Currency: in.Currency,
+		CaptureMethod: in.CaptureMethod, Description: in.Description, Metadata: in.Metadata, Tax: t,
+		Path: "standard", Created: now, Updated: now}
+}
+
+// authorizeKey is the provider key of a payment's authorization. With an
+// Idempotency-Key it derives from that key, so a retry after a crash (which
+// makes a new payment ID) still reaches the same provider operation.
+func authorizeKey(call *Call, p *surgepay.Payment) string {
+	if call.IdempotencyKey != "" {
+		return "auth/" + call.MerchantID + "/" + call.keyDigest()
+	}
+	return p.ID + "/authorization"
+}
+
+func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment, pm *surgepay.PaymentMethod, in *PaymentInput) (*surgepay.ProviderResult, error) {
+	pan, err := e.vault.Decrypt(pm.SealedPAN, []byte(methodKey(call.MerchantID, pm.ID)))
+	if err != nil {
+		return nil, fmt.Errorf("decrypt payment method %s: %w", pm.ID, err)
+	}
+	req := &surgepay.AuthorizeRequest{IdempotencyKey: authorizeKey(call, p), MerchantID: call.MerchantID,
+		PaymentID: p.ID, Amount: p.AmountTotal(), Currency: p.Currency,
+		Card:    surgepay.ProviderCard{Number: surgepay.PAN(pan), ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, CVC: in.CVC},
+		Capture: p.CaptureMethod == surgepay.CaptureAutomatic}
+	res, perr := e.provider.Authorize(ctx, req)
+	if surgepay.IsUnknown(perr) {
+		res, perr = e.lookup(ctx, req.IdempotencyKey)
+	}
+	return res, perr
+}
+
+// recordAuthorization applies the provider's answer to a new payment and
+// stores it.
+func (e *Engine) recordAuthorization(ctx context.Context, call *Call, p *surgepay.Payment, res *surgepay.ProviderResult, perr error) (*surgepay.Payment, error) {
+	if err := providerFailure(perr); err != nil {
+		return nil, err
+	}
+	key := authorizeKey(call, p)
+	now := e.now()
+	tx := surgepay.Transaction{ID: surgepay.NewID("txn"), Type: surgepay.TxAuthorization, Amount: p.AmountTotal(),
+		IdempotencyKey: key, Created: now}
+	var result error
+	switch {
+	case perr != nil: // still unknown
+		tx.Status = surgepay.TxPending
+		p.SetStatus(surgepay.StatusProcessing)
+		p.Pending = &surgepay.Pending{Type: surgepay.TxAuthorization, Amount: p.AmountTotal(), IdempotencyKey: key,
+			Capture: p.CaptureMethod == surgepay.CaptureAutomatic, TxID: tx.ID}
+		p.Transactions = append(p.Transactions, tx)
+	case res.Approved:
+		tx.Status, tx.ProviderRef = surgepay.TxSucceeded, res.Reference
+		p.AuthorizationRef = res.Reference
+		p.AmountAuthorized = p.AmountTotal()
+		p.Transactions = append(p.Transactions, tx)
+		if p.CaptureMethod == surgepay.CaptureAutomatic {
+			p.AmountCaptured = p.AmountTotal()
+			p.Transactions = append(p.Transactions, surgepay.Transaction{ID: surgepay.NewID("txn"),
+				Type: surgepay.TxCapture, Status: surgepay.TxSucceeded, Amount: p.AmountTotal(),
+				ProviderRef: res.Reference, IdempotencyKey: key, Created: now})
+			p.SetStatus(surgepay.StatusSucceeded)
+		} else {
+			p.SetStatus(surgepay.StatusRequiresCapture)
+		}
+	default:
+		tx.Status, tx.ProviderRef, tx.DeclineCode, tx.Message = surgepay.TxFailed, res.Reference, res.DeclineCode, res.Message
+		p.DeclineCode, p.FailureMessage = res.DeclineCode, declineMessage(res)
+		p.Transactions = append(p.Transactions, tx)
+		p.SetStatus(surgepay.StatusFailed)
+		result = declined(p, res)
+	}
+	p.Version = 1
+	w := &surgepay.Write{PaymentInsert: p, Events: e.events(call, p, "", p.Transactions)}
+	e.attach(call, w, p, result)
+	if err := e.apply(ctx, call, w); err != nil {
+		return nil, err
+	}
+	return p, result
+}
+
+func declineMessage(res *surgepay.ProviderResult) string {
+	if res.Message != "" {
+		return res.Message
+	}
+	return "the card was declined"
+}
+
+func declined(p *surgepay.Payment, res *surgepay.ProviderResult) error {
+	return &surgepay.Error{Code: surgepay.EDECLINED, Reason: "card_declined", DeclineCode: res.DeclineCode,
+		PaymentID: p.ID, Message: declineMessage(res)}
+}
+
+// providerFailure maps a provider call that was not performed to an
+// EUNAVAILABLE error: nothing happened, nothing is stored, the client may
+// retry. Unknown outcomes and results return nil.
+func providerFailure(perr error) error {
+	if perr == nil || !surgepay.IsNotPerformed(perr) {
+		return nil
+	}
+	if errors.Is(perr, surgepay.ErrKeyReused) {
+		return &surgepay.Error{Code: surgepay.EUNPROCESS, Reason: "idempotency_key_reused",
+			Message: "this Idempotency-Key was used with a different request"}
+	}
+	return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable", RetryAfter: 1,
+		Message: "the card network did not process the request; it is safe to retry"}
+}
+
+// lookup resolves an unknown outcome by asking the provider for the
+// operation under key, a bounded number of times.
+func (e *Engine) lookup(ctx context.Context, key string) (*surgepay.ProviderResult, error) {
+	var err error
+	backoff := 10 * time.Millisecond
+	for i := 0; i < surgepay.ReconcileAttemptsMax; i++ {
+		var res *surgepay.ProviderResult
+		res, err = e.provider.Lookup(ctx, key)
+		if err == nil || surgepay.IsNotPerformed(err) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+	return nil, err
+}
+
+// events makes one audit row per transaction of a state change.
+func (e *Engine) events(call *Call, p *surgepay.Payment, from surgepay.Status, txs []surgepay.Transaction) []*surgepay.Event {
+	out := make([]*surgepay.Event, 0, len(txs))
+	for _, tx := range txs {
+		out = append(out, &surgepay.Event{ID: surgepay.NewID("evt"), PaymentID: p.ID, MerchantID: p.MerchantID,
+			Type: tx.Type, FromStatus: from, ToStatus: p.Status, Amount: tx.Amount, ActorKeyID: call.KeyID,
+			RequestID: call.RequestID, Created: e.now()})
+	}
+	return out
+}
+
+// GetPayment returns a payment of the call's merchant.
+func (e *Engine) GetPayment(ctx context.Context, call *Call, id string) (*surgepay.Payment, error) {
+	return e.store.FindPayment(ctx, call.MerchantID, id)
+}
+
+// ListPayments returns a page of payments, newest first.
+func (e *Engine) ListPayments(ctx context.Context, call *Call, f surgepay.PaymentFilter) ([]*surgepay.Payment, bool, error) {
+	return e.store.ListPayments(ctx, call.MerchantID, f)
+}
+
+// ListEvents returns a payment's audit trail.
+func (e *Engine) ListEvents(ctx context.Context, call *Call, id string) ([]*surgepay.Event, error) {
+	if _, err := e.store.FindPayment(ctx, call.MerchantID, id); err != nil {
+		return nil, err
+	}
+	return e.store.ListEvents(ctx, call.MerchantID, id)
+}

@@ -1,0 +1,126 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/surgepay/surgepay"
+)
+
+// systemCall is the actor of background work in the audit trail.
+func systemCall(merchantID string) *Call {
+	return &Call{MerchantID: merchantID, KeyID: "system", RequestID: "reconcile"}
+}
+
+// ReconcileBatchMax bounds the payments one reconcile pass looks at.
+const ReconcileBatchMax = 100
+
+// ReconcileOnce resolves payments left in processing by an unknown provider
+// outcome: it looks each pending operation up by its idempotency key and
+// moves the payment to the outcome. An operation the provider never
+// performed fails (authorization) or returns the payment to its previous
+// status (capture, void, refund), from where the client may retry it.
+// Still-unknown outcomes are left for the next pass. It returns how many
+// payments it resolved.
+func (e *Engine) ReconcileOnce(ctx context.Context) (int, error) {
+	ps, err := e.store.ListProcessing(ctx, ReconcileBatchMax)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range ps {
+		ok, err := e.reconcile(ctx, p.MerchantID, p.ID)
+		if err != nil {
+			e.log.Warn("reconcile payment", "payment", p.ID, "err", err)
+			continue
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, error) {
+	unlock := e.payLocks.lock(merchantID + "\x00" + id)
+	defer unlock()
+	p, err := e.store.FindPayment(ctx, merchantID, id)
+	if err != nil || p.Status != surgepay.StatusProcessing || p.Pending == nil {
+		return false, err
+	}
+	res, lerr := e.provider.Lookup(ctx, p.Pending.IdempotencyKey)
+	if lerr != nil && !surgepay.IsNotPerformed(lerr) {
+		return false, nil // still unknown
+	}
+	next := resolvePending(p, res, e.now())
+	call := systemCall(merchantID)
+	w := &surgepay.Write{PaymentUpdate: next, Events: []*surgepay.Event{{ID: surgepay.NewID("evt"),
+		PaymentID: p.ID, MerchantID: merchantID, Type: "reconcile", FromStatus: p.Status, ToStatus: next.Status,
+		Amount: p.Pending.Amount, ActorKeyID: call.KeyID, RequestID: call.RequestID, Created: next.Updated}}}
+	if err := e.store.Apply(ctx, w); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// resolvePending applies a looked-up outcome (res nil: not performed) to a
+// payment in processing.
+func resolvePending(p *surgepay.Payment, res *surgepay.ProviderResult, now time.Time) *surgepay.Payment {
+	next := p.Clone()
+	next.Version++
+	next.Updated = now
+	pend := next.Pending
+	next.Pending = nil
+	tx := &next.Transactions[len(next.Transactions)-1]
+	for i := range next.Transactions {
+		if next.Transactions[i].ID == pend.TxID {
+			tx = &next.Transactions[i]
+		}
+	}
+	switch {
+	case res != nil && res.Approved:
+		tx.Status, tx.ProviderRef = surgepay.TxSucceeded, res.Reference
+		if pend.Type == surgepay.TxAuthorization {
+			next.AuthorizationRef, next.AmountAuthorized = res.Reference, pend.Amount
+			if pend.Capture {
+				next.AmountCaptured = pend.Amount
+				next.SetStatus(surgepay.StatusSucceeded)
+			} else {
+				next.SetStatus(surgepay.StatusRequiresCapture)
+			}
+			return next
+		}
+		next.Status = pend.From // processing → From is legal; applyApproved checks the rest
+		applyApproved(next, pend.Type, pend.Amount)
+	default:
+		tx.Status = surgepay.TxFailed
+		if res != nil {
+			tx.ProviderRef, tx.DeclineCode, tx.Message = res.Reference, res.DeclineCode, declineMessage(res)
+		} else {
+			tx.Message = "the card network did not perform the operation"
+		}
+		if pend.Type == surgepay.TxAuthorization {
+			next.DeclineCode, next.FailureMessage = tx.DeclineCode, tx.Message
+			next.SetStatus(surgepay.StatusFailed)
+		} else {
+			next.SetStatus(pend.From)
+		}
+	}
+	return next
+}
+
+// RunReconciler runs ReconcileOnce every interval until ctx ends.
+func (e *Engine) RunReconciler(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := e.ReconcileOnce(ctx); err != nil {
+				e.log.Warn("reconcile", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,80 @@
+// Package testenv opens real stores for tests: SQLite always, PostgreSQL
+// when SURGEPAY_TEST_POSTGRES_URL is set (and, under CI, it must be).
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/postgres"
+	"github.com/surgepay/surgepay/sqlite"
+)
+
+// Backend opens a fresh, empty store for one test.
+type Backend struct {
+	Name string
+	Open func(t testing.TB) surgepay.Store
+}
+
+// PostgresURL returns SURGEPAY_TEST_POSTGRES_URL; under CI an unset URL
+// fails the test rather than skipping the PostgreSQL suites.
+func PostgresURL(t testing.TB) string {
+	u := os.Getenv("SURGEPAY_TEST_POSTGRES_URL")
+	if u == "" && os.Getenv("CI") != "" {
+		t.Fatal("CI is set but SURGEPAY_TEST_POSTGRES_URL is not: the PostgreSQL suites must run in CI")
+	}
+	return u
+}
+
+// Backends returns SQLite, and PostgreSQL when configured.
+func Backends(t testing.TB) []Backend {
+	bs := []Backend{{Name: "sqlite", Open: OpenSQLite}}
+	if PostgresURL(t) != "" {
+		bs = append(bs, Backend{Name: "postgres", Open: OpenPostgres})
+	}
+	return bs
+}
+
+// OpenSQLite opens a store in a temporary folder, closed at cleanup.
+func OpenSQLite(t testing.TB) surgepay.Store {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "surgepay.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// OpenPostgres opens a store in a fresh schema, dropped at cleanup.
+func OpenPostgres(t testing.TB) surgepay.Store {
+	t.Helper()
+	url := PostgresURL(t)
+	if url == "" {
+		t.Skip("SURGEPAY_TEST_POSTGRES_URL not set")
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "t_" + hex.EncodeToString(b[:])
+	db, err := postgres.Open(context.Background(), postgres.Config{DSN: url, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		conn, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+	})
+	return db
+}

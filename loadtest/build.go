@@ -1,0 +1,229 @@
+package loadtest
+
+import (
+	"fmt"
+	"maps"
+	"runtime"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// result assembles the Result once every goroutine of the run has stopped.
+func (r *run) result(interrupted bool) *Result {
+	res := &Result{
+		Version:     ResultVersion,
+		StartedAt:   r.start.UTC(),
+		Config:      r.resultConfig(),
+		Types:       map[string]*TypeResult{},
+		Scenarios:   map[string]*ScenarioResult{},
+		StatusCodes: map[string]int64{},
+		ErrorCodes:  map[string]int64{},
+		Checks:      map[string]int64{},
+		Warnings:    []string{},
+		Thresholds:  []ThresholdResult{},
+	}
+	res.Summary = r.summary(interrupted)
+	elapsed := res.Summary.ElapsedSeconds
+	all, allService := r.addTypes(res, elapsed)
+	res.Latency = LatencyPair{Corrected: summarize(all), Service: summarize(allService)}
+	res.StartLag = summarize(r.rec.startLag)
+	r.addScenarios(res, elapsed)
+	r.addWindows(res)
+	res.Resources = Resources{
+		Server:   summarizeResources(r.res.serverSource, r.res.serverSamples),
+		Injector: summarizeResources("proc", r.res.injectorSamples),
+		Cores:    runtime.NumCPU(),
+	}
+	if r.monitor != nil {
+		res.Stress = r.monitor.result()
+	}
+	res.Trend = computeTrend(res.Windows)
+	res.Warnings = r.warnings(res)
+	return res
+}
+
+func (r *run) resultConfig() ResultConfig {
+	c := r.cfg
+	return ResultConfig{
+		URL: c.URL, Profile: c.Profile, Mix: c.Mix, Rate: c.Rate,
+		DurationSeconds: c.Duration.Seconds(), Poisson: c.Poisson,
+		MaxInflight: c.MaxInflight, MaxIterations: c.MaxIterations,
+		LateThresholdMs: float64(c.LateThreshold.Microseconds()) / 1000,
+		DeclineRate:     c.DeclineRate, SetupCustomers: c.SetupCustomers,
+		SLO: thresholdTexts(c.SLO), Thresholds: thresholdTexts(c.Thresholds), Seed: c.Seed,
+	}
+}
+
+// summary computes the top-level numbers. The elapsed time is the planned
+// duration when the schedule ran out, the pacer's running time when it was
+// stopped early, and the time to the last completion for flood.
+func (r *run) summary(interrupted bool) Summary {
+	p := r.pacer
+	s := Summary{
+		PlannedSeconds: r.plan.Duration().Seconds(),
+		Scheduled:      p.scheduled,
+		Iterations:     p.started.Load(),
+		Dropped:        p.dropped.Load(),
+		LateStarts:     r.rec.late,
+		Interrupted:    interrupted,
+	}
+	switch {
+	case r.plan.FloodCount > 0:
+		s.ElapsedSeconds = r.end.Sub(r.start).Seconds()
+	case p.exhausted:
+		s.ElapsedSeconds = s.PlannedSeconds
+		s.TargetRate = r.plan.Count() / s.PlannedSeconds
+	default:
+		s.ElapsedSeconds = p.end.Sub(r.start).Seconds()
+		s.TargetRate = r.plan.Count() / s.PlannedSeconds
+	}
+	if s.ElapsedSeconds > 0 {
+		s.AchievedRate = float64(s.Iterations) / s.ElapsedSeconds
+	}
+	for _, sc := range r.rec.scenarios {
+		s.Failed += sc.failed
+	}
+	for t := range requestTypeCount {
+		tt := &r.rec.types[t]
+		s.Requests += tt.requests
+		s.Errors += tt.errors
+		s.Declines += tt.declines
+		s.BytesSent += tt.sent
+		s.BytesRecv += tt.recv
+	}
+	if s.Requests > 0 {
+		s.ErrorRate = float64(s.Errors) / float64(s.Requests)
+	}
+	if s.ElapsedSeconds > 0 {
+		s.RequestRate = float64(s.Requests) / s.ElapsedSeconds
+	}
+	return s
+}
+
+// addTypes fills the per-type results and the global tables, and returns
+// the merged corrected and service histograms of all types.
+func (r *run) addTypes(res *Result, elapsed float64) (*hdr.Histogram, *hdr.Histogram) {
+	all, allService := newHistogram(), newHistogram()
+	for t := range requestTypeCount {
+		tt := &r.rec.types[t]
+		if tt.requests == 0 {
+			continue
+		}
+		c, s := r.rec.runCorrected[t], r.rec.runService[t]
+		all.Merge(c)
+		allService.Merge(s)
+		tr := &TypeResult{
+			Requests: tt.requests, Errors: tt.errors, Declines: tt.declines,
+			ErrorRate: float64(tt.errors) / float64(tt.requests),
+			Corrected: summarize(c), Service: summarize(s),
+			Status: map[string]int64{}, Codes: maps.Clone(tt.codes), Checks: maps.Clone(tt.checks),
+			BytesSent: tt.sent, BytesRecv: tt.recv,
+			HDR: HDRPair{Corrected: encodeHistogram(c), Service: encodeHistogram(s)},
+		}
+		if elapsed > 0 {
+			tr.Rate = float64(tt.requests) / elapsed
+		}
+		for code, n := range tt.status {
+			tr.Status[statusKey(code)] += n
+			res.StatusCodes[statusKey(code)] += n
+		}
+		addCounts(res.ErrorCodes, tt.codes)
+		addCounts(res.Checks, tt.checks)
+		res.Types[requestTypeNames[t]] = tr
+	}
+	return all, allService
+}
+
+func addCounts(dst, src map[string]int64) {
+	for k, n := range src {
+		dst[k] += n
+	}
+}
+
+func (r *run) addScenarios(res *Result, elapsed float64) {
+	for i, sc := range r.rec.scenarios {
+		if sc.iterations == 0 {
+			continue
+		}
+		sr := &ScenarioResult{
+			Iterations: sc.iterations, Failed: sc.failed,
+			ErrorRate: float64(sc.failed) / float64(sc.iterations),
+			Corrected: summarize(sc.hist), HDR: encodeHistogram(sc.hist),
+		}
+		if elapsed > 0 {
+			sr.Rate = float64(sc.iterations) / elapsed
+		}
+		res.Scenarios[scenarioTable[i].name] = sr
+	}
+}
+
+// addWindows joins the recorder's windows with the pacer's per-second
+// counts, the plan's target rate and the resource samples.
+func (r *run) addWindows(res *Result) {
+	res.Windows = r.rec.windows
+	server := bySecond(r.res.serverSamples)
+	injector := bySecond(r.res.injectorSamples)
+	for i := range res.Windows {
+		w := &res.Windows[i]
+		k := w.Second
+		w.Started = at(r.pacer.startedPerSecond, k)
+		w.Dropped = at(r.pacer.droppedPerSecond, k)
+		if r.plan.FloodCount == 0 {
+			w.TargetRate = r.plan.CountAt(secondsToDuration(k+1)) - r.plan.CountAt(secondsToDuration(k))
+		}
+		w.Server, w.Injector = server[k], injector[k]
+	}
+}
+
+func bySecond(samples []ResourceSample) map[int]*ResourceSample {
+	m := make(map[int]*ResourceSample, len(samples))
+	for i := range samples {
+		m[samples[i].Second] = &samples[i]
+	}
+	return m
+}
+
+func at(counts []int64, i int) int64 {
+	if i < 0 || i >= len(counts) {
+		return 0
+	}
+	return counts[i]
+}
+
+// warnings lists what the operator must know before trusting the numbers.
+func (r *run) warnings(res *Result) []string {
+	var w []string
+	s := res.Summary
+	if s.Dropped > 0 {
+		w = append(w, fmt.Sprintf("%d iterations dropped at --max-inflight %d: the offered load was lower than planned; the run fails its thresholds", s.Dropped, r.cfg.MaxInflight))
+	}
+	if r.pacer.truncated {
+		w = append(w, fmt.Sprintf("schedule cut at --max-iterations %d", r.cfg.MaxIterations))
+	}
+	if s.Interrupted {
+		w = append(w, "run interrupted: partial results")
+	}
+	if r.res.serverErr != nil {
+		w = append(w, "server resource sampling failed: "+r.res.serverErr.Error())
+	}
+	return append(w, injectorWarnings(res, r.pacer.pacerLate.Load())...)
+}
+
+// injectorWarnings blames the injector when it may be the bottleneck: its
+// CPU use near its usable cores, the machine saturated, or the pacer
+// launching iterations late.
+func injectorWarnings(res *Result, pacerLate int64) []string {
+	var w []string
+	inj, srv := res.Resources.Injector, res.Resources.Server
+	usable := float64(runtime.GOMAXPROCS(0)) * 100
+	if inj.CPUPercentAvg > InjectorCPUShareMax*usable {
+		w = append(w, fmt.Sprintf("injector CPU averaged %.0f%% of %.0f%% usable: the injector may be the bottleneck", inj.CPUPercentAvg, usable))
+	}
+	if all := float64(res.Resources.Cores) * 100; srv.Samples > 0 && inj.CPUPercentAvg+srv.CPUPercentAvg > MachineCPUShareMax*all {
+		w = append(w, fmt.Sprintf("injector and server together averaged %.0f%% of %.0f%% CPU: the machine is saturated", inj.CPUPercentAvg+srv.CPUPercentAvg, all))
+	}
+	if n := res.Summary.Iterations; n > 0 && float64(pacerLate) > PacerLagWarnShare*float64(n) {
+		w = append(w, fmt.Sprintf("the pacer itself started %d of %d iterations late: the injector is the bottleneck", pacerLate, n))
+	}
+	return w
+}

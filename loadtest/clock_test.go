@@ -1,0 +1,107 @@
+package loadtest
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stallServer answers at once, except that during [k*period, k*period+stall)
+// after its first request it holds every response until the stall ends. It
+// models a server that freezes (a GC pause, a lock, a failover).
+func stallServer(t *testing.T, period, stall time.Duration) *httptest.Server {
+	t.Helper()
+	var once sync.Once
+	var first time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { first = time.Now() })
+		since := time.Since(first)
+		if phase := since % period; phase < stall {
+			time.Sleep(stall - phase)
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// getConfig returns a quiet "get" run against url.
+func getConfig(url string, rate float64, d time.Duration) Config {
+	cfg := DefaultConfig()
+	cfg.URL = url
+	cfg.Mix = []MixEntry{{Name: "get", Weight: 1}}
+	cfg.Rate = rate
+	cfg.Duration = d
+	cfg.DrainTimeout = 10 * time.Second
+	return cfg
+}
+
+// TestCorrectedLatencySeesStall: a server that stalls for 1s every 5s must
+// show a corrected p99 near 1s, while the median service time stays small.
+// A closed-loop injector that measured only service time, or waited for
+// responses before sending, would report far less.
+func TestCorrectedLatencySeesStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 6s")
+	}
+	srv := stallServer(t, 5*time.Second, time.Second)
+	res, err := Run(context.Background(), getConfig(srv.URL, 100, 6*time.Second), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, s := res.Latency.Corrected, res.Latency.Service
+	t.Logf("corrected p50=%.1fms p99=%.1fms max=%.1fms; service p50=%.1fms p99=%.1fms; late=%d",
+		c.P50, c.P99, c.Max, s.P50, s.P99, res.Summary.LateStarts)
+	if c.P99 < 700 || c.P99 > 1300 {
+		t.Errorf("corrected p99 = %.1fms, want 700..1300ms", c.P99)
+	}
+	if s.P50 > 100 {
+		t.Errorf("service p50 = %.1fms, want < 100ms", s.P50)
+	}
+	if res.Summary.Errors != 0 || res.Summary.Dropped != 0 {
+		t.Errorf("errors = %d, dropped = %d, want 0, 0", res.Summary.Errors, res.Summary.Dropped)
+	}
+	if got := res.Summary.Iterations; got != 600 {
+		t.Errorf("iterations = %d, want 600", got)
+	}
+}
+
+// TestRateTimesDuration: at rate R for T seconds against a server that
+// keeps up, R·T iterations are sent (±1%) and each makes one request.
+func TestRateTimesDuration(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name    string
+		poisson bool
+		slack   float64
+	}{
+		{"Even", false, 0.01},
+		// Poisson counts have a standard deviation of sqrt(R·T) ≈ 24.5;
+		// five of them keep the test from flaking.
+		{"Poisson", true, 5 * math.Sqrt(600) / 600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := getConfig(srv.URL, 200, 3*time.Second)
+			cfg.Poisson = tc.poisson
+			res, err := Run(context.Background(), cfg, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 600.0
+			if got := float64(res.Summary.Iterations); math.Abs(got-want) > tc.slack*want {
+				t.Errorf("iterations = %v, want %v ±%.1f%%", got, want, 100*tc.slack)
+			}
+			if res.Summary.Requests != res.Summary.Iterations || res.Summary.Errors != 0 {
+				t.Errorf("requests = %d, errors = %d, want %d, 0", res.Summary.Requests, res.Summary.Errors, res.Summary.Iterations)
+			}
+			if math.Abs(res.Summary.AchievedRate-200) > tc.slack*200 {
+				t.Errorf("achieved rate = %.1f, want 200", res.Summary.AchievedRate)
+			}
+		})
+	}
+}

@@ -1,0 +1,211 @@
+package loadtest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicksPerSecond is Linux's USER_HZ, the unit of utime and stime in
+// /proc/PID/stat. It is 100 on every mainstream architecture; reading it
+// needs sysconf, which needs cgo.
+const clockTicksPerSecond = 100
+
+// metricsBytesMax bounds a Prometheus scrape.
+const metricsBytesMax = 4 << 20
+
+// sampler reads a process's cumulative CPU seconds and resident set size.
+type sampler interface {
+	sample(ctx context.Context) (cpuSeconds float64, rssBytes int64, err error)
+}
+
+// procSampler reads /proc/PID/stat; pid "self" is the injector.
+type procSampler struct{ pid string }
+
+func (p procSampler) sample(context.Context) (float64, int64, error) {
+	b, err := os.ReadFile("/proc/" + p.pid + "/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseProcStat(string(b))
+}
+
+// parseProcStat reads utime, stime and rss from a /proc/PID/stat line. The
+// command name may contain spaces and parentheses, so fields are counted
+// from the last ')'.
+func parseProcStat(s string) (float64, int64, error) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("proc stat: no command name")
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime is field 14, stime 15, rss 24.
+	if len(f) < 22 {
+		return 0, 0, fmt.Errorf("proc stat: %d fields", len(f)+2)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	rss, err3 := strconv.ParseInt(f[21], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, 0, fmt.Errorf("proc stat: bad number")
+	}
+	return float64(utime+stime) / clockTicksPerSecond, rss * int64(os.Getpagesize()), nil
+}
+
+// promSampler scrapes process_cpu_seconds_total and
+// process_resident_memory_bytes from a Prometheus text endpoint.
+type promSampler struct {
+	url    string
+	client *http.Client
+}
+
+func (p promSampler) sample(ctx context.Context) (float64, int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("scrape %s: status %d", p.url, resp.StatusCode)
+	}
+	return parsePromProcess(io.LimitReader(resp.Body, metricsBytesMax))
+}
+
+// parsePromProcess finds the two process metrics in Prometheus text format.
+func parsePromProcess(r io.Reader) (float64, int64, error) {
+	var cpu, rss float64
+	var found int
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		switch {
+		case err != nil:
+		case name == "process_cpu_seconds_total":
+			cpu, found = v, found|1
+		case name == "process_resident_memory_bytes":
+			rss, found = v, found|2
+		}
+	}
+	if found != 3 {
+		return 0, 0, fmt.Errorf("scrape: process_cpu_seconds_total or process_resident_memory_bytes missing")
+	}
+	return cpu, int64(rss), sc.Err()
+}
+
+// resourceMonitor samples the server and the injector every
+// ResourceSampleInterval. Its sample slices are read after done is closed.
+type resourceMonitor struct {
+	start        time.Time
+	server       sampler // nil when neither --server-pid nor --server-metrics is set
+	serverSource string
+	injector     sampler
+	done         chan struct{}
+
+	serverSamples   []ResourceSample
+	injectorSamples []ResourceSample
+	serverErr       error
+}
+
+func newResourceMonitor(cfg *Config, start time.Time) *resourceMonitor {
+	m := &resourceMonitor{start: start, injector: procSampler{"self"}, done: make(chan struct{})}
+	switch {
+	case cfg.ServerMetricsURL != "":
+		m.server = promSampler{cfg.ServerMetricsURL, &http.Client{Timeout: ResourceSampleInterval / 2}}
+		m.serverSource = "prometheus"
+	case cfg.ServerPID > 0:
+		m.server = procSampler{strconv.Itoa(cfg.ServerPID)}
+		m.serverSource = "proc"
+	}
+	return m
+}
+
+// loop samples until ctx ends.
+func (m *resourceMonitor) loop(ctx context.Context) {
+	defer close(m.done)
+	var server, injector cpuTracker
+	tick := time.NewTicker(ResourceSampleInterval)
+	defer tick.Stop()
+	server.prime(ctx, m.server)
+	injector.prime(ctx, m.injector)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			second := int(now.Sub(m.start) / WindowDuration)
+			if s, err := injector.next(ctx, m.injector, now, second); err == nil {
+				m.injectorSamples = append(m.injectorSamples, s)
+			}
+			if m.server == nil {
+				continue
+			}
+			s, err := server.next(ctx, m.server, now, second)
+			if err != nil {
+				m.serverErr = err
+				continue
+			}
+			m.serverSamples = append(m.serverSamples, s)
+		}
+	}
+}
+
+// cpuTracker turns cumulative CPU seconds into a percentage of one core.
+type cpuTracker struct {
+	cpu  float64
+	at   time.Time
+	have bool
+}
+
+func (c *cpuTracker) prime(ctx context.Context, s sampler) {
+	if s == nil {
+		return
+	}
+	if cpu, _, err := s.sample(ctx); err == nil {
+		c.cpu, c.at, c.have = cpu, time.Now(), true
+	}
+}
+
+func (c *cpuTracker) next(ctx context.Context, s sampler, now time.Time, second int) (ResourceSample, error) {
+	cpu, rss, err := s.sample(ctx)
+	if err != nil {
+		return ResourceSample{}, err
+	}
+	out := ResourceSample{Second: second, RSSBytes: rss}
+	if c.have {
+		if wall := now.Sub(c.at).Seconds(); wall > 0 {
+			out.CPUPercent = max(cpu-c.cpu, 0) / wall * 100
+		}
+	}
+	c.cpu, c.at, c.have = cpu, now, true
+	return out, nil
+}
+
+// summarizeResources reduces samples to a summary.
+func summarizeResources(source string, samples []ResourceSample) ResourceSummary {
+	out := ResourceSummary{Source: source, Samples: len(samples)}
+	var sum float64
+	for _, s := range samples {
+		sum += s.CPUPercent
+		out.CPUPercentMax = max(out.CPUPercentMax, s.CPUPercent)
+		out.RSSBytesMax = max(out.RSSBytesMax, s.RSSBytes)
+		out.RSSBytesLast = s.RSSBytes
+	}
+	if len(samples) > 0 {
+		out.CPUPercentAvg = sum / float64(len(samples))
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+package loadtest
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+)
+
+// printSummary writes the human-readable end-of-run summary.
+func printSummary(w io.Writer, r *Result) {
+	s := r.Summary
+	fmt.Fprintf(w, "target rate %.1f/s  achieved %.1f/s  iterations %d (failed %d)  late starts %d  dropped %d\n",
+		s.TargetRate, s.AchievedRate, s.Iterations, s.Failed, s.LateStarts, s.Dropped)
+	fmt.Fprintf(w, "requests %d (%.1f/s)  errors %d (%.3f%%)  declines %d  sent %d B  received %d B\n",
+		s.Requests, s.RequestRate, s.Errors, 100*s.ErrorRate, s.Declines, s.BytesSent, s.BytesRecv)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "type\trequests\trate/s\terrors\tp50 ms\tp95 ms\tp99 ms\tp99.9 ms\tmax ms\tsvc p50\tsvc p99\t")
+	printLatencyRow(tw, "all", s.Requests, s.RequestRate, s.ErrorRate, r.Latency)
+	for _, name := range sortedKeys(r.Types) {
+		t := r.Types[name]
+		printLatencyRow(tw, name, t.Requests, t.Rate, t.ErrorRate, LatencyPair{t.Corrected, t.Service})
+	}
+	for _, name := range sortedKeys(r.Scenarios) {
+		sc := r.Scenarios[name]
+		printLatencyRow(tw, "scenario "+name, sc.Iterations, sc.Rate, sc.ErrorRate, LatencyPair{Corrected: sc.Corrected})
+	}
+	tw.Flush()
+	printCodes(w, "status codes", r.StatusCodes)
+	printCodes(w, "error codes", r.ErrorCodes)
+	printCodes(w, "failed checks", r.Checks)
+	printStress(w, r.Stress)
+	fmt.Fprintf(w, "trend: p99 %+.3f ms/min, server RSS %+.0f B/min, injector RSS %+.0f B/min\n",
+		r.Trend.P99MsPerMinute, r.Trend.ServerRSSBytesPerMinute, r.Trend.InjectorRSSBytesPerMinute)
+	res := r.Resources
+	fmt.Fprintf(w, "resources: injector CPU avg %.0f%% max %.0f%% RSS max %d B; server (%s) CPU avg %.0f%% max %.0f%% RSS max %d B\n",
+		res.Injector.CPUPercentAvg, res.Injector.CPUPercentMax, res.Injector.RSSBytesMax,
+		orNone(res.Server.Source), res.Server.CPUPercentAvg, res.Server.CPUPercentMax, res.Server.RSSBytesMax)
+	for _, t := range r.Thresholds {
+		verdict := "ok"
+		if !t.OK {
+			verdict = "BREACHED"
+		}
+		fmt.Fprintf(w, "threshold %-32s observed %-12.4g %s\n", t.Threshold, t.Observed, verdict)
+	}
+}
+
+func printLatencyRow(w io.Writer, name string, n int64, rate, errRate float64, l LatencyPair) {
+	c, s := l.Corrected, l.Service
+	fmt.Fprintf(w, "%s\t%d\t%.1f\t%.2f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n",
+		name, n, rate, 100*errRate, c.P50, c.P95, c.P99, c.P999, c.Max, s.P50, s.P99)
+}
+
+func printCodes(w io.Writer, title string, m map[string]int64) {
+	if len(m) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s:", title)
+	for _, k := range sortedKeys(m) {
+		fmt.Fprintf(w, " %s=%d", k, m[k])
+	}
+	fmt.Fprintln(w)
+}
+
+func printStress(w io.Writer, st *StressResult) {
+	if st == nil {
+		return
+	}
+	for _, s := range st.Steps {
+		verdict := "held"
+		if !s.Held {
+			verdict = "BROKE: " + s.Reason
+		}
+		fmt.Fprintf(w, "step %8.1f/s achieved %8.1f/s p99 %9.2fms errors %6.3f%% %s\n",
+			s.Rate, s.AchievedRate, s.P99, 100*s.ErrorRate, verdict)
+	}
+	fmt.Fprintf(w, "capacity: %.1f iterations/s (SLO broken: %v)\n", st.CapacityRate, st.Broken)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "not sampled"
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

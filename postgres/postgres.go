@@ -1,0 +1,167 @@
+// Package postgres is the PostgreSQL implementation of surgepay.Store, the
+// production store: several surgepay nodes may share one database.
+//
+// Writes are group-committed (package groupcommit): Config.Writers
+// committers each take up to Config.BatchSizeMax queued Writes and store
+// them in one transaction, pipelined with pgx.Batch so that a batch costs
+// two to four round trips however many Writes it holds (see write.go). Reads
+// are single statements on a bounded pgxpool.
+//
+// Limits, stated plainly:
+//   - Times are stored as timestamptz, which holds microseconds: they are
+//     truncated to the microsecond on write and read back in UTC. Times
+//     inside a payment's transactions (jsonb) keep nanoseconds.
+//   - There are no foreign keys (see migrations/0001_init.sql): the store
+//     guards versions and idempotency keys, not references between rows.
+//   - A Write whose guard fails inside a batch may, for the duration of that
+//     batch, have held its idempotency key: a concurrent Write in the same
+//     batch with the same key then fails with idempotency_key_exists even
+//     though the first Write stored nothing. Retrying it succeeds.
+//   - If the connection breaks while COMMIT is in flight, the outcome is
+//     unknown: Apply returns EUNAVAILABLE with Reason
+//     "commit_outcome_unknown". Every Write is safe to replay (inserts use
+//     fresh IDs, updates are version-guarded, idempotency keys are unique),
+//     so a replay cannot apply twice, but it may report a conflict.
+//   - ListPayments filters on created by scanning the merchant's payments in
+//     ID order; there is no index on created.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/groupcommit"
+)
+
+// Config configures a DB. The zero value of every field but DSN is valid.
+type Config struct {
+	// DSN is a PostgreSQL connection string, URL or key=value form. Required.
+	// It may hold a password: it is never printed.
+	DSN string
+	// Schema, if set, is created if missing and made the connections'
+	// search_path, so that several stores can share one database. It must be
+	// a lower-case SQL identifier. Default: the search_path of the DSN.
+	Schema string
+	// PoolConnsMax bounds the connection pool, readers and committers
+	// together. It must exceed Writers. Default: Writers + max(4, NumCPU).
+	PoolConnsMax int32
+	// BatchSizeMax is the most Writes committed in one transaction.
+	// Default 256 (groupcommit's default).
+	BatchSizeMax int
+	// QueueDepthMax is the most Writes waiting to commit; Apply fails fast
+	// with EUNAVAILABLE beyond it. Default 4096 (groupcommit's default).
+	QueueDepthMax int
+	// FlushInterval is how long a committer lingers for a partial batch to
+	// fill. Default 0: commit what is queued at once.
+	FlushInterval time.Duration
+	// Writers is the number of concurrent group committers, each holding
+	// one connection while it commits. Default 4.
+	Writers int
+}
+
+// Limits of the package. Each bounds a wait or a loop.
+const (
+	// WritersDefault is the default number of concurrent committers.
+	WritersDefault = 4
+	// commitTimeout bounds one batch transaction, all round trips included.
+	// A batch outlives its callers' contexts (groupcommit: once queued, a
+	// write goes ahead), so it needs a bound of its own.
+	commitTimeout = 30 * time.Second
+	// soloAttemptsMax bounds the attempts at one Write retried alone after
+	// its batch failed, for deadlocks and serialization failures.
+	soloAttemptsMax = 3
+	// migrateTimeout bounds the migration transaction, lock wait included.
+	migrateTimeout = 2 * time.Minute
+)
+
+var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+func (c Config) withDefaults() Config {
+	if c.Writers <= 0 {
+		c.Writers = WritersDefault
+	}
+	if c.PoolConnsMax <= 0 {
+		c.PoolConnsMax = int32(c.Writers + max(4, runtime.NumCPU()))
+	}
+	return c
+}
+
+// Validate checks c, with defaults applied, and returns an error naming the
+// offending field.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.DSN == "":
+		return errors.New("postgres: DSN is required")
+	case c.Schema != "" && !schemaPattern.MatchString(c.Schema):
+		return fmt.Errorf("postgres: Schema %q must match %s", c.Schema, schemaPattern)
+	case int(c.PoolConnsMax) <= c.Writers:
+		return fmt.Errorf("postgres: PoolConnsMax (%d) must exceed Writers (%d), or reads wait for commits",
+			c.PoolConnsMax, c.Writers)
+	case c.BatchSizeMax < 0 || c.QueueDepthMax < 0 || c.FlushInterval < 0:
+		return errors.New("postgres: BatchSizeMax, QueueDepthMax and FlushInterval must not be negative")
+	}
+	return nil
+}
+
+// DB is a surgepay.Store on PostgreSQL. Safe for concurrent use.
+type DB struct {
+	pool      *pgxpool.Pool
+	committer *groupcommit.Committer[*surgepay.Write]
+}
+
+var _ surgepay.Store = (*DB)(nil)
+
+// Open connects, applies pending migrations and starts the committers.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		// pgx's message may quote the DSN, password included.
+		return nil, errors.New("postgres: cannot parse DSN")
+	}
+	pcfg.MaxConns = cfg.PoolConnsMax
+	if cfg.Schema != "" {
+		pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := migrate(ctx, pool, cfg.Schema); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	db := &DB{pool: pool}
+	db.committer = groupcommit.New(groupcommit.Config{
+		BatchSizeMax:  cfg.BatchSizeMax,
+		QueueDepthMax: cfg.QueueDepthMax,
+		FlushInterval: cfg.FlushInterval,
+		Writers:       cfg.Writers,
+	}, db.commit)
+	return db, nil
+}
+
+// Close commits the queued Writes, then closes the pool. Apply after Close
+// returns EUNAVAILABLE.
+func (db *DB) Close() error {
+	db.committer.Close()
+	db.pool.Close()
+	return nil
+}
+
+// CommitStats returns the group committer's running totals.
+func (db *DB) CommitStats() groupcommit.Stats { return db.committer.Stats() }
+
+// QueueDepth returns the number of Writes waiting to commit.
+func (db *DB) QueueDepth() int { return db.committer.QueueDepth() }

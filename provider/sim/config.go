@@ -1,0 +1,174 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// RecordsMaxDefault is the default Config.RecordsMax. At roughly 300 bytes
+// per stored operation it bounds the simulator near 1.5 GB.
+const RecordsMaxDefault = 5_000_000
+
+// RecordsMaxLimit is the largest Config.RecordsMax accepted.
+const RecordsMaxLimit = 100_000_000
+
+// Config is the simulator's behaviour. All fields except Seed and
+// RecordsMax can change at run time with (*Provider).SetConfig or
+// PUT /v1/config. Its JSON form is what /v1/config serves.
+type Config struct {
+	// Latency is how long every call waits before the network answers.
+	// Default: fixed 0.
+	Latency Latency `json:"latency"`
+	// TimeoutLatency is how long a call that times out (amount 9101 or
+	// TimeoutRate) waits before it returns NotPerformed. Default: fixed 0;
+	// set e.g. fixed:30s to mimic a real gateway's timeout.
+	TimeoutLatency Latency `json:"timeout_latency"`
+
+	// DeclineRate, TimeoutRate, UnknownRate and RateLimitRate are the
+	// probabilities, each in [0, 1] and together at most 1, that a call
+	// meets that fault at random. Timeouts and rate limits happen before
+	// the network, to any Authorize, Capture, Void or Refund call, replays
+	// included. A random decline (surgepay.DeclineGeneric) replaces an
+	// approval of an operation performed for the first time, and records
+	// no effect. An unknown outcome befalls an operation performed for the
+	// first time: it is performed and stored, but the answer is lost; a
+	// replay or Lookup returns it. Lookup is never faulted at random.
+	// Default: 0.
+	DeclineRate   float64 `json:"decline_rate"`
+	TimeoutRate   float64 `json:"timeout_rate"`
+	UnknownRate   float64 `json:"unknown_rate"`
+	RateLimitRate float64 `json:"rate_limit_rate"`
+
+	// Outage makes every call, Lookup included, return NotPerformed with
+	// ErrOutage at once, without latency.
+	Outage bool `json:"outage"`
+
+	// UnknownDropsConnection makes the HTTP handler answer an unknown
+	// outcome by closing the connection without a response, instead of
+	// status 504. Both leave the client with Unknown.
+	UnknownDropsConnection bool `json:"unknown_drops_connection"`
+
+	// Seed seeds the random faults and latencies: with the same seed and
+	// the same calls made one at a time, a run repeats exactly. 0 picks a
+	// random seed at New; Config then reports the seed in use. Fixed at New:
+	// SetConfig rejects a different non-zero seed.
+	Seed uint64 `json:"seed"`
+
+	// RecordsMax bounds the stored operations. Beyond it the oldest are
+	// evicted first in, first out (per shard of the key space), and counted
+	// in Totals.RecordsEvicted. An evicted key is forgotten: a replay of it
+	// performs the operation again, and Lookup no longer finds it. 0 means
+	// RecordsMaxDefault. Fixed at New: SetConfig rejects a different
+	// non-zero value.
+	RecordsMax int `json:"records_max"`
+}
+
+// DefaultConfig returns a simulator that answers at once, never faults at
+// random, and keeps up to RecordsMaxDefault operations.
+func DefaultConfig() Config {
+	return Config{
+		Latency:        Latency{Kind: LatencyFixed},
+		TimeoutLatency: Latency{Kind: LatencyFixed},
+		RecordsMax:     RecordsMaxDefault,
+	}
+}
+
+// Validate checks the latencies, that each rate is in [0, 1] and that the
+// rates sum to at most 1, and that RecordsMax is in [0, RecordsMaxLimit].
+func (c *Config) Validate() error {
+	if err := c.Latency.Validate(); err != nil {
+		return fmt.Errorf("latency: %w", err)
+	}
+	if err := c.TimeoutLatency.Validate(); err != nil {
+		return fmt.Errorf("timeout_latency: %w", err)
+	}
+	rates := []struct {
+		name string
+		v    float64
+	}{
+		{"decline_rate", c.DeclineRate}, {"timeout_rate", c.TimeoutRate},
+		{"unknown_rate", c.UnknownRate}, {"rate_limit_rate", c.RateLimitRate},
+	}
+	sum := 0.0
+	for _, r := range rates {
+		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
+			return fmt.Errorf("%s %v must be between 0 and 1", r.name, r.v)
+		}
+		sum += r.v
+	}
+	if sum > 1+1e-9 {
+		return fmt.Errorf("decline_rate + timeout_rate + unknown_rate + rate_limit_rate = %v must be at most 1", sum)
+	}
+	if c.RecordsMax < 0 || c.RecordsMax > RecordsMaxLimit {
+		return fmt.Errorf("records_max %d must be between 0 (default %d) and %d", c.RecordsMax, RecordsMaxDefault, RecordsMaxLimit)
+	}
+	return nil
+}
+
+// Errors carried by *surgepay.ProviderError. Test them with errors.Is; the
+// HTTP client maps the server's error codes back to them.
+var (
+	// ErrKeyReused: the idempotency key was used before with different
+	// parameters (operation, amount, currency, authorization reference,
+	// card last4 or capture flag). NotPerformed.
+	ErrKeyReused = errors.New("idempotency key reused with different parameters")
+	// ErrNoSuchOperation: Lookup found nothing under the key. NotPerformed.
+	ErrNoSuchOperation = errors.New("no operation under this idempotency key")
+	// ErrRateLimited: the network refused the call. NotPerformed.
+	ErrRateLimited = errors.New("rate limited by the network")
+	// ErrTimeout: the call timed out before it reached the network. NotPerformed.
+	ErrTimeout = errors.New("timed out before reaching the network")
+	// ErrOutage: the network is down. NotPerformed.
+	ErrOutage = errors.New("network outage")
+	// ErrAnswerLost: the operation was performed but its answer was lost. Unknown.
+	ErrAnswerLost = errors.New("operation performed but the answer was lost")
+	// ErrKeyInvalid: the idempotency key is empty or longer than
+	// surgepay.IdempotencyKeyBytesMax bytes. NotPerformed.
+	ErrKeyInvalid = errors.New("idempotency key missing or too long")
+	// ErrRequestInvalid: the HTTP request could not be read. NotPerformed.
+	ErrRequestInvalid = errors.New("invalid request")
+)
+
+// Decline codes the simulator adds to the surgepay.DeclineXxx ones.
+const (
+	// DeclineInvalidRequest: the request breaks a money rule (capture more
+	// than authorized, capture twice, void a captured authorization, refund
+	// more than captured, unknown authorization, currency mismatch, ...).
+	DeclineInvalidRequest = "invalid_request"
+	// DeclineIncorrectNumber: the card number is not digits or fails Luhn.
+	DeclineIncorrectNumber = "incorrect_number"
+)
+
+// errorCodes names the errors on the wire, both ways.
+var errorCodes = []struct {
+	code string
+	err  error
+}{
+	{"key_reused", ErrKeyReused},
+	{"no_such_operation", ErrNoSuchOperation},
+	{"rate_limited", ErrRateLimited},
+	{"timeout", ErrTimeout},
+	{"outage", ErrOutage},
+	{"answer_lost", ErrAnswerLost},
+	{"key_invalid", ErrKeyInvalid},
+	{"invalid_request", ErrRequestInvalid},
+}
+
+func errorCode(err error) string {
+	for _, c := range errorCodes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return "other"
+}
+
+func codeError(code string) error {
+	for _, c := range errorCodes {
+		if c.code == code {
+			return c.err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Server limits for Main.
+const (
+	// ShutdownTimeout bounds the graceful shutdown once ctx is cancelled.
+	ShutdownTimeout = 10 * time.Second
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout = 10 * time.Second
+	// IdleTimeout closes keep-alive connections idle this long.
+	IdleTimeout = 2 * time.Minute
+)
+
+// Exit codes of Main.
+const (
+	ExitOK    = 0
+	ExitError = 1 // the listener or the server failed.
+	ExitUsage = 2 // bad flags or configuration.
+)
+
+// Main is the body of `surgepay simulator [flags]`: it serves NewHandler on
+// --listen until ctx is cancelled, then shuts down gracefully. Calls
+// still sleeping through their latency end NotPerformed (they did nothing)
+// rather than hold up the shutdown. It prints the address it listens on to
+// stdout and problems to stderr, and returns an exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("surgepay simulator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := DefaultConfig()
+	listen := fs.String("listen", "127.0.0.1:8181", "`address` to serve the simulator's HTTP API on (no authentication: keep it private)")
+	fs.TextVar(&cfg.Latency, "latency", cfg.Latency, "latency of every call: 0, fixed:D, uniform:D-D or lognormal:mean=D,p99=D")
+	fs.TextVar(&cfg.TimeoutLatency, "timeout-latency", cfg.TimeoutLatency, "how long a timed-out call (amount 9101, --timeout-rate) waits before it fails")
+	fs.Float64Var(&cfg.DeclineRate, "decline-rate", 0, "probability in [0,1] of a random generic_decline")
+	fs.Float64Var(&cfg.TimeoutRate, "timeout-rate", 0, "probability in [0,1] of a timeout before the network (not performed)")
+	fs.Float64Var(&cfg.UnknownRate, "unknown-rate", 0, "probability in [0,1] that a performed operation's answer is lost (unknown)")
+	fs.Float64Var(&cfg.RateLimitRate, "rate-limit-rate", 0, "probability in [0,1] of a rate-limit refusal (not performed)")
+	fs.BoolVar(&cfg.Outage, "outage", false, "start in an outage: every call fails, not performed")
+	fs.BoolVar(&cfg.UnknownDropsConnection, "unknown-drops-connection", false, "answer unknown outcomes by closing the connection instead of status 504")
+	fs.Uint64Var(&cfg.Seed, "seed", 0, "random seed for faults and latencies; 0 picks one")
+	fs.IntVar(&cfg.RecordsMax, "records-max", RecordsMaxDefault, "operations kept for idempotency and lookup; the oldest are evicted beyond it")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "simulator: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "simulator: %v\n", err)
+		return ExitUsage
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "simulator: %v\n", err)
+		return ExitError
+	}
+	return serve(ctx, ln, New(cfg), stdout, stderr)
+}
+
+func serve(ctx context.Context, ln net.Listener, p *Provider, stdout, stderr io.Writer) int {
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           NewHandler(p),
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    BodyBytesMax,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          log.New(stderr, "simulator: ", 0),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	cfg := p.Config()
+	fmt.Fprintf(stdout, "surgepay simulator listening on http://%s (latency %v, seed %d)\n", ln.Addr(), cfg.Latency, cfg.Seed)
+	select {
+	case err := <-errc:
+		fmt.Fprintf(stderr, "simulator: %v\n", err)
+		return ExitError
+	case <-ctx.Done():
+	}
+	cancelBase() // sleeping calls end NotPerformed instead of delaying shutdown.
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		fmt.Fprintf(stderr, "simulator: shutdown: %v\n", err)
+		return ExitError
+	}
+	return ExitOK
+}

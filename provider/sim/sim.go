@@ -1,0 +1,511 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/surgepay/surgepay"
+)
+
+// Amounts (minor units) that trigger a fault when they are the amount of an
+// Authorize, Capture or Refund call. They take precedence over the random
+// rates.
+const (
+	// AmountTimeout times out before the network: after TimeoutLatency the
+	// call returns NotPerformed with ErrTimeout, and nothing is stored.
+	AmountTimeout int64 = 9101
+	// AmountUnknown performs and stores the operation, then loses the
+	// answer: the call returns Unknown with ErrAnswerLost. Lookup, or a
+	// replay under the same key, returns the stored result.
+	AmountUnknown int64 = 9102
+	// AmountRateLimited returns NotPerformed with ErrRateLimited at once.
+	AmountRateLimited int64 = 9103
+	// AmountDecline declines with surgepay.DeclineGeneric (when the money
+	// rules and the card allow the operation), and stores the decline.
+	AmountDecline int64 = 9104
+)
+
+// OpLookup is the ProviderError.Op of a failed Lookup.
+const OpLookup = "lookup"
+
+// Provider is the card-network simulator. It implements surgepay.Provider
+// in memory: idempotency by key, the money rules of authorizations, test
+// card numbers and amounts that trigger each outcome, configurable latency
+// and random faults, and a record of every effect.
+//
+// Safe for concurrent use. State is split into 64 shards by a hash of the
+// idempotency key, each behind its own mutex; no call takes a global lock,
+// starts a goroutine or logs.
+type Provider struct {
+	state    atomic.Pointer[state]
+	shards   [shardCount]shard
+	payments [shardCount]paymentShard
+
+	instance           string // random tag in references, so a restarted simulator never honours old ones.
+	authPrefix         string // "auth_" + instance + "_"
+	recordsPerShardMax int
+
+	// sleep waits d or until ctx is done. Tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+var _ surgepay.Provider = (*Provider)(nil)
+
+// state is one immutable configuration with its derived samplers.
+type state struct {
+	cfg            Config
+	latency        sampler
+	timeoutLatency sampler
+	random         bool // whether a call needs random numbers at all.
+}
+
+func newState(cfg Config) *state {
+	st := &state{cfg: cfg, latency: newSampler(cfg.Latency), timeoutLatency: newSampler(cfg.TimeoutLatency)}
+	st.random = st.latency.random() || st.timeoutLatency.random() ||
+		cfg.TimeoutRate+cfg.RateLimitRate+cfg.DeclineRate+cfg.UnknownRate > 0
+	return st
+}
+
+// fault is what befalls one call.
+type fault uint8
+
+const (
+	faultNone fault = iota
+	faultTimeout
+	faultRateLimit
+	faultDecline
+	faultUnknown
+)
+
+// randomFault maps a uniform u in [0, 1) onto the configured rates.
+func (st *state) randomFault(u float64) fault {
+	c := &st.cfg
+	switch {
+	case u < c.TimeoutRate:
+		return faultTimeout
+	case u < c.TimeoutRate+c.RateLimitRate:
+		return faultRateLimit
+	case u < c.TimeoutRate+c.RateLimitRate+c.DeclineRate:
+		return faultDecline
+	case u < c.TimeoutRate+c.RateLimitRate+c.DeclineRate+c.UnknownRate:
+		return faultUnknown
+	}
+	return faultNone
+}
+
+func amountFault(amount int64) fault {
+	switch amount {
+	case AmountTimeout:
+		return faultTimeout
+	case AmountUnknown:
+		return faultUnknown
+	case AmountRateLimited:
+		return faultRateLimit
+	case AmountDecline:
+		return faultDecline
+	}
+	return faultNone
+}
+
+// New returns a simulator with cfg. Zero Seed and RecordsMax take their
+// defaults. New panics if cfg.Validate fails: validate operator input first.
+func New(cfg Config) *Provider {
+	if err := cfg.Validate(); err != nil {
+		panic("sim.New: invalid config: " + err.Error())
+	}
+	if cfg.RecordsMax == 0 {
+		cfg.RecordsMax = RecordsMaxDefault
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64() | 1
+	}
+	p := &Provider{
+		instance:           fmt.Sprintf("%08x", rand.Uint32()),
+		recordsPerShardMax: max(1, cfg.RecordsMax/shardCount),
+		sleep:              sleepContext,
+	}
+	p.authPrefix = refPrefixAuthorization + p.instance + "_"
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.index = uint64(i)
+		s.rng = rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
+		s.clear()
+		p.payments[i].m = make(map[string][]*authorization)
+	}
+	p.state.Store(newState(cfg))
+	return p
+}
+
+// Config returns the configuration in use, with the effective Seed and
+// RecordsMax.
+func (p *Provider) Config() Config { return p.state.Load().cfg }
+
+// SetConfig replaces the configuration at run time; calls already sleeping
+// keep the latency they drew. A zero Seed or RecordsMax keeps the current
+// value; a different non-zero one is an error, as is anything Validate
+// rejects. Safe for concurrent use with calls.
+func (p *Provider) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cur := p.state.Load().cfg
+	switch {
+	case cfg.Seed == 0:
+		cfg.Seed = cur.Seed
+	case cfg.Seed != cur.Seed:
+		return fmt.Errorf("seed is fixed when the simulator starts (%d); restart it to change the seed", cur.Seed)
+	}
+	switch {
+	case cfg.RecordsMax == 0:
+		cfg.RecordsMax = cur.RecordsMax
+	case cfg.RecordsMax != cur.RecordsMax:
+		return fmt.Errorf("records_max is fixed when the simulator starts (%d); restart it to change it", cur.RecordsMax)
+	}
+	p.state.Store(newState(cfg))
+	return nil
+}
+
+func sleepContext(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func notPerformed(op string, err error) error {
+	return &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: op, Err: err}
+}
+
+// before runs everything that happens before the network: key check,
+// outage, faults that stop the call (timeout, rate limit), and the latency
+// sleep. It returns the key's shard and the fault left for the operation
+// (none, decline or unknown). Sleeping before performing means a call
+// cancelled during its latency is NotPerformed; answers lost after
+// performing are the AmountUnknown and UnknownRate path.
+func (p *Provider) before(ctx context.Context, op, key string, amount int64, faults bool) (*shard, fault, error) {
+	if key == "" || len(key) > surgepay.IdempotencyKeyBytesMax {
+		return nil, faultNone, notPerformed(op, ErrKeyInvalid)
+	}
+	st := p.state.Load()
+	if st.cfg.Outage {
+		return nil, faultNone, notPerformed(op, ErrOutage)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, faultNone, notPerformed(op, err)
+	}
+	s := p.shardOf(key)
+	f := faultNone
+	if faults {
+		f = amountFault(amount)
+	}
+	d := st.latency.fixed
+	if st.random {
+		s.mu.Lock()
+		u := s.rng.Float64()
+		if f == faultNone && faults {
+			f = st.randomFault(u)
+		}
+		d = st.latency.sample(s.rng)
+		if f == faultTimeout {
+			d = st.timeoutLatency.sample(s.rng)
+		}
+		s.mu.Unlock()
+	} else if f == faultTimeout {
+		d = st.timeoutLatency.fixed
+	}
+	switch f {
+	case faultTimeout:
+		if err := p.sleep(ctx, d); err != nil {
+			return nil, f, notPerformed(op, err)
+		}
+		return nil, f, notPerformed(op, ErrTimeout)
+	case faultRateLimit:
+		return nil, f, notPerformed(op, ErrRateLimited)
+	}
+	if err := p.sleep(ctx, d); err != nil {
+		return nil, f, notPerformed(op, err)
+	}
+	return s, f, nil
+}
+
+// after turns a performed call into its answer: a freshly performed
+// operation under faultUnknown loses its answer.
+func after(op string, res *surgepay.ProviderResult, fresh bool, f fault, err error) (*surgepay.ProviderResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	if fresh && f == faultUnknown {
+		return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: op, Err: ErrAnswerLost}
+	}
+	return res, nil
+}
+
+// Authorize authorizes req.Amount on the card, or with req.Capture
+// authorizes and captures it at once (a sale). See the package
+// documentation for the test cards and amounts.
+func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
+	const op = surgepay.TxAuthorization
+	s, f, err := p.before(ctx, op, req.IdempotencyKey, req.Amount, true)
+	if err != nil {
+		return nil, err
+	}
+	prm := params{op: op, amount: req.Amount, currency: req.Currency, last4: req.Card.Number.Last4(), capture: req.Capture}
+	s.mu.Lock()
+	res, fresh, err := p.authorizeLocked(s, req, prm, f)
+	s.mu.Unlock()
+	return after(op, res, fresh, f, err)
+}
+
+func (p *Provider) authorizeLocked(s *shard, req *surgepay.AuthorizeRequest, prm params, f fault) (*surgepay.ProviderResult, bool, error) {
+	if r, ok := s.records[req.IdempotencyKey]; ok {
+		return r.replay(prm)
+	}
+	ref, n := p.newRef(s, refPrefixAuthorization)
+	a := &authorization{n: n, shard: s.index, paymentID: req.PaymentID, currency: req.Currency}
+	res := surgepay.ProviderResult{Reference: ref, Amount: req.Amount, Operation: surgepay.TxAuthorization}
+	number := req.Card.Number.Digits()
+	if code, msg := decideAuthorize(req, number, f); code != "" {
+		res.DeclineCode, res.Message = code, msg
+		a.declined = true
+		s.totals.Declines++
+		s.totals.AuthorizationsDeclined++
+	} else {
+		res.Approved, res.Captured = true, req.Capture
+		a.authorized = req.Amount
+		a.captureDeclined = number == cardCaptureDeclined
+		if req.Capture {
+			a.captured, a.captures = req.Amount, 1
+		}
+		s.totals.authorized(a, req.Capture)
+	}
+	s.auths[n] = a
+	p.store(s, &record{key: req.IdempotencyKey, params: prm, result: res, auth: a})
+	p.indexPayment(a)
+	return &res, true, nil
+}
+
+// decideAuthorize returns the decline code and message for an authorization,
+// or "" to approve it. Messages mention the card's last four digits at most.
+func decideAuthorize(req *surgepay.AuthorizeRequest, number string, f fault) (code, msg string) {
+	if req.Amount <= 0 || req.Amount > surgepay.AmountMinorMax {
+		return DeclineInvalidRequest, fmt.Sprintf("amount must be between 1 and %d minor units", surgepay.AmountMinorMax)
+	}
+	if _, ok := surgepay.LookupCurrency(req.Currency); !ok {
+		return DeclineInvalidRequest, "currency is not an ISO 4217 code"
+	}
+	if !validNumber(number) {
+		return DeclineIncorrectNumber, "the card number is invalid"
+	}
+	last4 := req.Card.Number.Last4()
+	if code, ok := cardDeclines[number]; ok {
+		return code, fmt.Sprintf("declined: %s (test card ending %s)", code, last4)
+	}
+	if req.Capture && number == cardCaptureDeclined {
+		return surgepay.DeclineGeneric, "the issuer declined the capture of this sale (test card ending " + last4 + ")"
+	}
+	if f == faultDecline {
+		return surgepay.DeclineGeneric, faultDeclineMessage(req.Amount)
+	}
+	return "", ""
+}
+
+func faultDeclineMessage(amount int64) string {
+	if amount == AmountDecline {
+		return "declined: amount 9104 triggers a decline"
+	}
+	return "declined at random (decline_rate)"
+}
+
+// Capture captures req.Amount of the authorization req.AuthorizationRef.
+// An authorization is captured once; a partial capture releases the rest.
+func (p *Provider) Capture(ctx context.Context, req *surgepay.CaptureRequest) (*surgepay.ProviderResult, error) {
+	return p.refOp(ctx, surgepay.TxCapture, req.IdempotencyKey, req.AuthorizationRef, req.Currency, req.Amount)
+}
+
+// Void releases the uncaptured authorization req.AuthorizationRef.
+func (p *Provider) Void(ctx context.Context, req *surgepay.VoidRequest) (*surgepay.ProviderResult, error) {
+	return p.refOp(ctx, surgepay.TxVoid, req.IdempotencyKey, req.AuthorizationRef, "", 0)
+}
+
+// Refund returns req.Amount of the captured authorization
+// req.AuthorizationRef; refunds may repeat up to the captured amount.
+func (p *Provider) Refund(ctx context.Context, req *surgepay.RefundRequest) (*surgepay.ProviderResult, error) {
+	return p.refOp(ctx, surgepay.TxRefund, req.IdempotencyKey, req.AuthorizationRef, req.Currency, req.Amount)
+}
+
+// refOp performs a capture, void or refund. The operation's record lives in
+// the shard of its key; the authorization lives in the shard its reference
+// names. Both are locked, in shard order, so a replay check and the money
+// rules see one consistent state.
+func (p *Provider) refOp(ctx context.Context, op, key, ref, currency string, amount int64) (*surgepay.ProviderResult, error) {
+	ks, f, err := p.before(ctx, op, key, amount, true)
+	if err != nil {
+		return nil, err
+	}
+	prm := params{op: op, amount: amount, currency: currency, ref: ref}
+	as, n, known := p.authShard(ref)
+	if !known {
+		as = ks
+	}
+	lockPair(ks, as)
+	res, fresh, err := p.refOpLocked(ks, as, n, known, key, prm, f)
+	unlockPair(ks, as)
+	return after(op, res, fresh, f, err)
+}
+
+func (p *Provider) refOpLocked(ks, as *shard, n uint64, known bool, key string, prm params, f fault) (*surgepay.ProviderResult, bool, error) {
+	if r, ok := ks.records[key]; ok {
+		return r.replay(prm)
+	}
+	var a *authorization
+	if known {
+		a = as.auths[n]
+	}
+	ref, _ := p.newRef(ks, refPrefix(prm.op))
+	res := surgepay.ProviderResult{Reference: ref, Amount: prm.amount, Operation: prm.op}
+	if code, msg := decideRefOp(a, prm, f); code != "" {
+		res.DeclineCode, res.Message = code, msg
+		as.totals.Declines++
+	} else {
+		res.Approved = true
+		if prm.op == surgepay.TxVoid {
+			res.Amount = a.authorized
+		}
+		a.apply(prm, &as.totals)
+	}
+	p.store(ks, &record{key: key, params: prm, result: res})
+	return &res, true, nil
+}
+
+// decideRefOp applies the money rules to a capture, void or refund of a
+// (nil if unknown). It returns a decline code and message, or "".
+func decideRefOp(a *authorization, prm params, f fault) (code, msg string) {
+	invalid := func(format string, args ...any) (string, string) {
+		return DeclineInvalidRequest, fmt.Sprintf(format, args...)
+	}
+	switch {
+	case a == nil:
+		return invalid("no such authorization")
+	case a.declined:
+		return invalid("the authorization was declined")
+	case prm.op == surgepay.TxVoid && a.voided:
+		return invalid("the authorization is already voided")
+	case prm.op == surgepay.TxVoid && a.captures > 0:
+		return invalid("a captured authorization cannot be voided; refund it instead")
+	case prm.op == surgepay.TxVoid:
+		// Allowed.
+	case a.voided:
+		return invalid("the authorization was voided")
+	case prm.op == surgepay.TxCapture && a.captures > 0:
+		return invalid("the authorization is already captured; an authorization is captured once")
+	case prm.op == surgepay.TxRefund && a.captures == 0:
+		return invalid("the authorization is not captured")
+	case prm.currency != a.currency:
+		return invalid("currency does not match the authorization's %s", a.currency)
+	case prm.amount <= 0:
+		return invalid("%s amount must be positive", prm.op)
+	case prm.op == surgepay.TxCapture && prm.amount > a.authorized:
+		return invalid("capture amount %d exceeds the authorized amount %d", prm.amount, a.authorized)
+	case prm.op == surgepay.TxRefund && prm.amount > a.captured-a.refunded:
+		return invalid("refund amount %d exceeds the refundable amount %d", prm.amount, a.captured-a.refunded)
+	case prm.op == surgepay.TxCapture && a.captureDeclined:
+		return surgepay.DeclineGeneric, "the issuer declined the capture (test card ending 0259)"
+	}
+	if f == faultDecline {
+		return surgepay.DeclineGeneric, faultDeclineMessage(prm.amount)
+	}
+	return "", ""
+}
+
+// Lookup returns the stored result of the operation performed under key,
+// with Operation set and, for an authorization, Captured (it was a sale).
+// It answers NotPerformed with ErrNoSuchOperation if there is none. Lookup
+// waits the configured latency and fails during an Outage, but never meets
+// a random fault.
+func (p *Provider) Lookup(ctx context.Context, key string) (*surgepay.ProviderResult, error) {
+	s, _, err := p.before(ctx, OpLookup, key, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	r, ok := s.records[key]
+	var res surgepay.ProviderResult
+	if ok {
+		res = r.result
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil, notPerformed(OpLookup, ErrNoSuchOperation)
+	}
+	return &res, nil
+}
+
+// Reference prefixes name the operation.
+const (
+	refPrefixAuthorization = "auth_"
+	refPrefixCapture       = "cap_"
+	refPrefixVoid          = "void_"
+	refPrefixRefund        = "re_"
+)
+
+func refPrefix(op string) string {
+	switch op {
+	case surgepay.TxCapture:
+		return refPrefixCapture
+	case surgepay.TxVoid:
+		return refPrefixVoid
+	}
+	return refPrefixRefund
+}
+
+// newRef returns a new reference and its number. The number is unique per
+// simulator and names its shard (n mod shardCount), so a capture finds the
+// authorization's shard from the reference alone. Call with s locked.
+func (p *Provider) newRef(s *shard, prefix string) (string, uint64) {
+	s.seq++
+	n := s.seq*shardCount + s.index
+	var buf [64]byte
+	b := append(buf[:0], prefix...)
+	b = append(b, p.instance...)
+	b = append(b, '_')
+	b = strconv.AppendUint(b, n, 36)
+	return string(b), n
+}
+
+// authShard returns the shard and number of an authorization reference, and
+// false if ref is not one of this simulator's authorization references.
+func (p *Provider) authShard(ref string) (*shard, uint64, bool) {
+	rest, ok := strings.CutPrefix(ref, p.authPrefix)
+	if !ok {
+		return nil, 0, false
+	}
+	n, err := strconv.ParseUint(rest, 36, 64)
+	if err != nil {
+		return nil, 0, false
+	}
+	return &p.shards[n%shardCount], n, true
+}
+
+func validNumber(n string) bool {
+	if len(n) < 12 || len(n) > 19 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return surgepay.Luhn(n)
+}

@@ -1,0 +1,341 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/surgepay/surgepay"
+)
+
+// Times are INTEGER Unix nanoseconds, NULL for the zero time, and are read
+// back in UTC.
+
+func timeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func timeOf(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+// JSON columns have their own field names, so renaming a Go field does not
+// change stored rows. nil is NULL.
+
+type txJSON struct {
+	ID             string `json:"id"`
+	Type           string `json:"type"`
+	Status         string `json:"status"`
+	Amount         int64  `json:"amount"`
+	ProviderRef    string `json:"provider_ref,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	DeclineCode    string `json:"decline_code,omitempty"`
+	Message        string `json:"message,omitempty"`
+	Created        *int64 `json:"created,omitempty"` // Unix nanoseconds; nil for the zero time
+}
+
+type pendingJSON struct {
+	Type           string          `json:"type"`
+	Amount         int64           `json:"amount"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Capture        bool            `json:"capture,omitempty"`
+	From           surgepay.Status `json:"from"`
+	TxID           string          `json:"tx_id"`
+}
+
+type taxJSON struct {
+	Country    string `json:"country"`
+	Region     string `json:"region,omitempty"`
+	PostalCode string `json:"postal_code,omitempty"`
+	Category   string `json:"category,omitempty"`
+	RateBPS    int    `json:"rate_bps"`
+}
+
+// jsonArg returns v as JSON text, or nil (NULL) if isNil.
+func jsonArg(isNil bool, v any) (any, error) {
+	if isNil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// fromJSON decodes a JSON column into v; NULL leaves v alone.
+func fromJSON(col string, s sql.NullString, v any) error {
+	if !s.Valid {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(s.String), v); err != nil {
+		return fmt.Errorf("decode %s: %w", col, err)
+	}
+	return nil
+}
+
+func metadataArg(m map[string]string) (any, error) { return jsonArg(m == nil, m) }
+
+func transactionsArg(txs []surgepay.Transaction) (any, error) {
+	if txs == nil {
+		return nil, nil
+	}
+	out := make([]txJSON, len(txs))
+	for i, tx := range txs {
+		out[i] = txJSON{ID: tx.ID, Type: tx.Type, Status: tx.Status, Amount: tx.Amount,
+			ProviderRef: tx.ProviderRef, IdempotencyKey: tx.IdempotencyKey,
+			DeclineCode: tx.DeclineCode, Message: tx.Message}
+		if !tx.Created.IsZero() {
+			n := tx.Created.UnixNano()
+			out[i].Created = &n
+		}
+	}
+	return jsonArg(false, out)
+}
+
+func transactionsOf(s sql.NullString) ([]surgepay.Transaction, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	var in []txJSON
+	if err := fromJSON("transactions", s, &in); err != nil {
+		return nil, err
+	}
+	out := make([]surgepay.Transaction, len(in))
+	for i, tx := range in {
+		out[i] = surgepay.Transaction{ID: tx.ID, Type: tx.Type, Status: tx.Status, Amount: tx.Amount,
+			ProviderRef: tx.ProviderRef, IdempotencyKey: tx.IdempotencyKey,
+			DeclineCode: tx.DeclineCode, Message: tx.Message}
+		if tx.Created != nil {
+			out[i].Created = time.Unix(0, *tx.Created).UTC()
+		}
+	}
+	return out, nil
+}
+
+func pendingArg(p *surgepay.Pending) (any, error) {
+	if p == nil {
+		return nil, nil
+	}
+	return jsonArg(false, pendingJSON{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
+		Capture: p.Capture, From: p.From, TxID: p.TxID})
+}
+
+func pendingOf(s sql.NullString) (*surgepay.Pending, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	var p pendingJSON
+	if err := fromJSON("pending", s, &p); err != nil {
+		return nil, err
+	}
+	return &surgepay.Pending{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
+		Capture: p.Capture, From: p.From, TxID: p.TxID}, nil
+}
+
+func taxArg(t *surgepay.Tax) (any, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return jsonArg(false, taxJSON{Country: t.Country, Region: t.Region, PostalCode: t.PostalCode,
+		Category: t.Category, RateBPS: t.RateBPS})
+}
+
+func taxOf(s sql.NullString) (*surgepay.Tax, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	var t taxJSON
+	if err := fromJSON("tax", s, &t); err != nil {
+		return nil, err
+	}
+	return &surgepay.Tax{Country: t.Country, Region: t.Region, PostalCode: t.PostalCode,
+		Category: t.Category, RateBPS: t.RateBPS}, nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+const merchantCols = "id, name, created"
+
+func scanMerchant(r scanner) (*surgepay.Merchant, error) {
+	var m surgepay.Merchant
+	var created sql.NullInt64
+	if err := r.Scan(&m.ID, &m.Name, &created); err != nil {
+		return nil, err
+	}
+	m.Created = timeOf(created)
+	return &m, nil
+}
+
+const apiKeyCols = "id, merchant_id, hash, prefix, created, revoked"
+
+func scanAPIKey(r scanner) (*surgepay.APIKey, error) {
+	var k surgepay.APIKey
+	var created sql.NullInt64
+	if err := r.Scan(&k.ID, &k.MerchantID, &k.Hash, &k.Prefix, &created, &k.Revoked); err != nil {
+		return nil, err
+	}
+	k.Created = timeOf(created)
+	return &k, nil
+}
+
+const customerCols = "merchant_id, id, name, email, description, metadata, created, updated, version"
+
+func customerArgs(c *surgepay.Customer) ([]any, error) {
+	md, err := metadataArg(c.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("customer %s metadata: %w", c.ID, err)
+	}
+	return []any{c.MerchantID, c.ID, c.Name, c.Email, c.Description, md,
+		timeArg(c.Created), timeArg(c.Updated), c.Version}, nil
+}
+
+func scanCustomer(r scanner) (*surgepay.Customer, error) {
+	var c surgepay.Customer
+	var md sql.NullString
+	var created, updated sql.NullInt64
+	if err := r.Scan(&c.MerchantID, &c.ID, &c.Name, &c.Email, &c.Description, &md,
+		&created, &updated, &c.Version); err != nil {
+		return nil, err
+	}
+	c.Created, c.Updated = timeOf(created), timeOf(updated)
+	if err := fromJSON("metadata", md, &c.Metadata); err != nil {
+		return nil, fmt.Errorf("customer %s: %w", c.ID, err)
+	}
+	return &c, nil
+}
+
+const paymentMethodCols = "merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created"
+
+func paymentMethodArgs(pm *surgepay.PaymentMethod) []any {
+	return []any{pm.MerchantID, pm.ID, pm.CustomerID, pm.Brand, pm.Last4, pm.ExpMonth, pm.ExpYear,
+		pm.Fingerprint, pm.HolderName, pm.SealedPAN, timeArg(pm.Created)}
+}
+
+func scanPaymentMethod(r scanner) (*surgepay.PaymentMethod, error) {
+	var pm surgepay.PaymentMethod
+	var created sql.NullInt64
+	if err := r.Scan(&pm.MerchantID, &pm.ID, &pm.CustomerID, &pm.Brand, &pm.Last4, &pm.ExpMonth, &pm.ExpYear,
+		&pm.Fingerprint, &pm.HolderName, &pm.SealedPAN, &created); err != nil {
+		return nil, err
+	}
+	pm.Created = timeOf(created)
+	return &pm, nil
+}
+
+// paymentCols lists every column of payments, in the order of paymentArgs
+// and scanPayment; the key (merchant_id, id) comes first.
+const paymentCols = "merchant_id, id, customer_id, payment_method_id, amount, amount_tax, currency, " +
+	"capture_method, status, amount_authorized, amount_captured, amount_refunded, description, metadata, " +
+	"tax, decline_code, failure_message, authorization_ref, transactions, pending, path, version, created, updated"
+
+func paymentArgs(p *surgepay.Payment) ([]any, error) {
+	md, err := metadataArg(p.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("payment %s metadata: %w", p.ID, err)
+	}
+	tax, err := taxArg(p.Tax)
+	if err != nil {
+		return nil, fmt.Errorf("payment %s tax: %w", p.ID, err)
+	}
+	txs, err := transactionsArg(p.Transactions)
+	if err != nil {
+		return nil, fmt.Errorf("payment %s transactions: %w", p.ID, err)
+	}
+	pending, err := pendingArg(p.Pending)
+	if err != nil {
+		return nil, fmt.Errorf("payment %s pending: %w", p.ID, err)
+	}
+	return []any{p.MerchantID, p.ID, p.CustomerID, p.PaymentMethodID, p.Amount, p.AmountTax, p.Currency,
+		p.CaptureMethod, string(p.Status), p.AmountAuthorized, p.AmountCaptured, p.AmountRefunded,
+		p.Description, md, tax, p.DeclineCode, p.FailureMessage, p.AuthorizationRef, txs, pending,
+		p.Path, p.Version, timeArg(p.Created), timeArg(p.Updated)}, nil
+}
+
+func scanPayment(r scanner) (*surgepay.Payment, error) {
+	var p surgepay.Payment
+	var md, tax, txs, pending sql.NullString
+	var created, updated sql.NullInt64
+	if err := r.Scan(&p.MerchantID, &p.ID, &p.CustomerID, &p.PaymentMethodID, &p.Amount, &p.AmountTax,
+		&p.Currency, &p.CaptureMethod, &p.Status, &p.AmountAuthorized, &p.AmountCaptured, &p.AmountRefunded,
+		&p.Description, &md, &tax, &p.DeclineCode, &p.FailureMessage, &p.AuthorizationRef, &txs, &pending,
+		&p.Path, &p.Version, &created, &updated); err != nil {
+		return nil, err
+	}
+	p.Created, p.Updated = timeOf(created), timeOf(updated)
+	var err error
+	if err = fromJSON("metadata", md, &p.Metadata); err == nil {
+		if p.Tax, err = taxOf(tax); err == nil {
+			if p.Transactions, err = transactionsOf(txs); err == nil {
+				p.Pending, err = pendingOf(pending)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("payment %s: %w", p.ID, err)
+	}
+	return &p, nil
+}
+
+const eventCols = "id, merchant_id, payment_id, type, from_status, to_status, amount, actor_key_id, request_id, created"
+
+// eventColsN is the number of columns in eventCols.
+const eventColsN = 10
+
+func eventArgs(args []any, e *surgepay.Event) []any {
+	return append(args, e.ID, e.MerchantID, e.PaymentID, e.Type, string(e.FromStatus), string(e.ToStatus),
+		e.Amount, e.ActorKeyID, e.RequestID, timeArg(e.Created))
+}
+
+func scanEvent(r scanner) (*surgepay.Event, error) {
+	var e surgepay.Event
+	var created sql.NullInt64
+	if err := r.Scan(&e.ID, &e.MerchantID, &e.PaymentID, &e.Type, &e.FromStatus, &e.ToStatus,
+		&e.Amount, &e.ActorKeyID, &e.RequestID, &created); err != nil {
+		return nil, err
+	}
+	e.Created = timeOf(created)
+	return &e, nil
+}
+
+const idempotencyCols = "merchant_id, key, request_hash, status_code, body, created"
+
+func idempotencyArgs(r *surgepay.IdempotencyRecord) []any {
+	return []any{r.MerchantID, r.Key, r.RequestHash[:], r.StatusCode, r.Body, timeArg(r.Created)}
+}
+
+func scanIdempotency(r scanner) (*surgepay.IdempotencyRecord, error) {
+	var rec surgepay.IdempotencyRecord
+	var hash []byte
+	var created sql.NullInt64
+	if err := r.Scan(&rec.MerchantID, &rec.Key, &hash, &rec.StatusCode, &rec.Body, &created); err != nil {
+		return nil, err
+	}
+	if len(hash) != len(rec.RequestHash) {
+		return nil, fmt.Errorf("idempotency %s: request hash has %d bytes, want %d", rec.Key, len(hash), len(rec.RequestHash))
+	}
+	copy(rec.RequestHash[:], hash)
+	rec.Created = timeOf(created)
+	return &rec, nil
+}
+
+// placeholders returns "(?, ?, ...)" with n marks.
+func placeholders(n int) string {
+	b := make([]byte, 0, 3*n+1)
+	b = append(b, '(')
+	for i := range n {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '?')
+	}
+	return string(append(b, ')'))
+}

@@ -1,0 +1,274 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/surgepay/surgepay"
+)
+
+// ProcessingListMax bounds ListProcessing.
+const ProcessingListMax = 1000
+
+// readStmts are the fixed reads, prepared on the read pool (database/sql
+// prepares each on a connection at its first use there, then reuses it).
+type readStmts struct {
+	merchant, merchants, apiKey, apiKeys         *sql.Stmt
+	customer, paymentMethod, payment, processing *sql.Stmt
+	events, idempotency                          *sql.Stmt
+}
+
+func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
+	for _, s := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&r.merchant, "SELECT " + merchantCols + " FROM merchants WHERE id = ?"},
+		{&r.merchants, "SELECT " + merchantCols + " FROM merchants ORDER BY id"},
+		{&r.apiKey, "SELECT " + apiKeyCols + " FROM api_keys WHERE hash = ?"},
+		{&r.apiKeys, "SELECT " + apiKeyCols + " FROM api_keys ORDER BY id"},
+		{&r.customer, "SELECT " + customerCols + " FROM customers WHERE merchant_id = ? AND id = ?"},
+		{&r.paymentMethod, "SELECT " + paymentMethodCols + " FROM payment_methods WHERE merchant_id = ? AND id = ?"},
+		{&r.payment, "SELECT " + paymentCols + " FROM payments WHERE merchant_id = ? AND id = ?"},
+		{&r.processing, "SELECT " + paymentCols + " FROM payments WHERE status = 'processing' ORDER BY id LIMIT ?"},
+		{&r.events, "SELECT " + eventCols + " FROM payment_events WHERE merchant_id = ? AND payment_id = ? ORDER BY seq"},
+		{&r.idempotency, "SELECT " + idempotencyCols + " FROM idempotency WHERE merchant_id = ? AND key = ?"},
+	} {
+		st, err := db.PrepareContext(ctx, s.query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", s.query, err)
+		}
+		*s.dst = st
+	}
+	return nil
+}
+
+func (r *readStmts) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{r.merchant, r.merchants, r.apiKey, r.apiKeys, r.customer,
+		r.paymentMethod, r.payment, r.processing, r.events, r.idempotency} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// counted counts one SELECT on ctx's counter and returns a func that adds
+// the time since to the store time: defer db.counted(ctx)().
+func counted(ctx context.Context) func() {
+	surgepay.CountStatement(ctx, surgepay.StmtSelect)
+	start := time.Now()
+	return func() { surgepay.CountStoreTime(ctx, time.Since(start)) }
+}
+
+// findOne scans the single row of st(args) with scan; no row is
+// surgepay.NotFound(param, object).
+func findOne[T any](ctx context.Context, st *sql.Stmt, scan func(scanner) (*T, error),
+	param, object string, args ...any) (*T, error) {
+	defer counted(ctx)()
+	v, err := scan(st.QueryRowContext(ctx, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, surgepay.NotFound(param, object)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find %s: %w", object, err)
+	}
+	return v, nil
+}
+
+// queryAll runs st(args) and scans every row with scan.
+func queryAll[T any](ctx context.Context, st *sql.Stmt, scan func(scanner) (*T, error), args ...any) ([]*T, error) {
+	rows, err := st.QueryContext(ctx, args...)
+	return scanAll(rows, err, scan)
+}
+
+// scanAll scans every row of rows with scan.
+func scanAll[T any](rows *sql.Rows, err error, scan func(scanner) (*T, error)) ([]*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// FindMerchant returns ENOTFOUND if no merchant has id.
+func (db *DB) FindMerchant(ctx context.Context, id string) (*surgepay.Merchant, error) {
+	return findOne(ctx, db.readSt.merchant, scanMerchant, "id", "merchant", id)
+}
+
+// ListMerchants returns every merchant, by ID.
+func (db *DB) ListMerchants(ctx context.Context) ([]*surgepay.Merchant, error) {
+	defer counted(ctx)()
+	ms, err := queryAll(ctx, db.readSt.merchants, scanMerchant)
+	if err != nil {
+		return nil, fmt.Errorf("list merchants: %w", err)
+	}
+	return ms, nil
+}
+
+// FindAPIKeyByHash returns the key with this hash, ENOTFOUND if none.
+func (db *DB) FindAPIKeyByHash(ctx context.Context, hash []byte) (*surgepay.APIKey, error) {
+	return findOne(ctx, db.readSt.apiKey, scanAPIKey, "api_key", "API key", hash)
+}
+
+// ListAPIKeys returns every API key of every merchant, by ID.
+func (db *DB) ListAPIKeys(ctx context.Context) ([]*surgepay.APIKey, error) {
+	defer counted(ctx)()
+	ks, err := queryAll(ctx, db.readSt.apiKeys, scanAPIKey)
+	if err != nil {
+		return nil, fmt.Errorf("list API keys: %w", err)
+	}
+	return ks, nil
+}
+
+// FindCustomer returns ENOTFOUND if the merchant has no customer id.
+func (db *DB) FindCustomer(ctx context.Context, merchantID, id string) (*surgepay.Customer, error) {
+	return findOne(ctx, db.readSt.customer, scanCustomer, "id", "customer", merchantID, id)
+}
+
+// FindPaymentMethod returns ENOTFOUND if the merchant has no payment method id.
+func (db *DB) FindPaymentMethod(ctx context.Context, merchantID, id string) (*surgepay.PaymentMethod, error) {
+	return findOne(ctx, db.readSt.paymentMethod, scanPaymentMethod, "id", "payment_method", merchantID, id)
+}
+
+// FindPayment returns ENOTFOUND if the merchant has no payment id. It is one
+// SELECT: transactions are a column of the payment.
+func (db *DB) FindPayment(ctx context.Context, merchantID, id string) (*surgepay.Payment, error) {
+	return findOne(ctx, db.readSt.payment, scanPayment, "id", "payment", merchantID, id)
+}
+
+// FindIdempotency returns ENOTFOUND if the merchant has no record for key.
+func (db *DB) FindIdempotency(ctx context.Context, merchantID, key string) (*surgepay.IdempotencyRecord, error) {
+	return findOne(ctx, db.readSt.idempotency, scanIdempotency, "idempotency_key", "idempotency key", merchantID, key)
+}
+
+// ListEvents returns a payment's events in the order they were written;
+// none for another merchant's payment.
+func (db *DB) ListEvents(ctx context.Context, merchantID, paymentID string) ([]*surgepay.Event, error) {
+	defer counted(ctx)()
+	evs, err := queryAll(ctx, db.readSt.events, scanEvent, merchantID, paymentID)
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", paymentID, err)
+	}
+	return evs, nil
+}
+
+// ListProcessing returns up to limit (at most ProcessingListMax) payments
+// in processing, of every merchant, oldest first.
+func (db *DB) ListProcessing(ctx context.Context, limit int) ([]*surgepay.Payment, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	defer counted(ctx)()
+	ps, err := queryAll(ctx, db.readSt.processing, scanPayment, min(limit, ProcessingListMax))
+	if err != nil {
+		return nil, fmt.Errorf("list processing payments: %w", err)
+	}
+	return ps, nil
+}
+
+// pageLimit returns the page size: ListLimitDefault for 0, at most ListLimitMax.
+func pageLimit(n int) int {
+	if n <= 0 {
+		return surgepay.ListLimitDefault
+	}
+	return min(n, surgepay.ListLimitMax)
+}
+
+// listQuery builds "SELECT cols FROM table WHERE merchant_id = ? AND
+// conds... [AND id < ?] ORDER BY id DESC LIMIT limit+1": one row more than a
+// page tells whether there are more.
+type listQuery struct {
+	sql  strings.Builder
+	args []any
+}
+
+func newListQuery(cols, table, merchantID string) *listQuery {
+	q := &listQuery{}
+	q.sql.WriteString("SELECT " + cols + " FROM " + table + " WHERE merchant_id = ?")
+	q.args = append(q.args, merchantID)
+	return q
+}
+
+func (q *listQuery) where(cond string, arg any) {
+	q.sql.WriteString(" AND " + cond)
+	q.args = append(q.args, arg)
+}
+
+// listPage pages the query and scans the rows; it returns at most the page and
+// whether more rows follow.
+func listPage[T any](ctx context.Context, db *sql.DB, q *listQuery, page surgepay.Page,
+	scan func(scanner) (*T, error)) ([]*T, bool, error) {
+	if page.StartingAfter != "" {
+		q.where("id < ?", page.StartingAfter)
+	}
+	limit := pageLimit(page.Limit)
+	q.sql.WriteString(" ORDER BY id DESC LIMIT ?")
+	q.args = append(q.args, limit+1)
+	defer counted(ctx)()
+	rows, err := db.QueryContext(ctx, q.sql.String(), q.args...)
+	out, err := scanAll(rows, err, scan)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
+// ListCustomers lists the merchant's customers, newest first.
+func (db *DB) ListCustomers(ctx context.Context, merchantID string, page surgepay.Page) ([]*surgepay.Customer, bool, error) {
+	q := newListQuery(customerCols, "customers", merchantID)
+	cs, more, err := listPage(ctx, db.read, q, page, scanCustomer)
+	if err != nil {
+		return nil, false, fmt.Errorf("list customers: %w", err)
+	}
+	return cs, more, nil
+}
+
+// ListPaymentMethods lists a customer's cards, newest first.
+func (db *DB) ListPaymentMethods(ctx context.Context, merchantID, customerID string, page surgepay.Page) ([]*surgepay.PaymentMethod, bool, error) {
+	q := newListQuery(paymentMethodCols, "payment_methods", merchantID)
+	q.where("customer_id = ?", customerID)
+	pms, more, err := listPage(ctx, db.read, q, page, scanPaymentMethod)
+	if err != nil {
+		return nil, false, fmt.Errorf("list payment methods of %s: %w", customerID, err)
+	}
+	return pms, more, nil
+}
+
+// ListPayments lists the merchant's payments that pass f, newest first.
+func (db *DB) ListPayments(ctx context.Context, merchantID string, f surgepay.PaymentFilter) ([]*surgepay.Payment, bool, error) {
+	q := newListQuery(paymentCols, "payments", merchantID)
+	if f.Status != "" {
+		q.where("status = ?", string(f.Status))
+	}
+	if f.CustomerID != "" {
+		q.where("customer_id = ?", f.CustomerID)
+	}
+	if !f.CreatedGTE.IsZero() {
+		q.where("created >= ?", f.CreatedGTE.UnixNano())
+	}
+	if !f.CreatedBefore.IsZero() {
+		q.where("created < ?", f.CreatedBefore.UnixNano())
+	}
+	ps, more, err := listPage(ctx, db.read, q, f.Page, scanPayment)
+	if err != nil {
+		return nil, false, fmt.Errorf("list payments: %w", err)
+	}
+	return ps, more, nil
+}

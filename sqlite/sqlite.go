@@ -1,0 +1,310 @@
+// Package sqlite is the embedded default surgepay.Store, on one SQLite
+// database file (modernc.org/sqlite, pure Go).
+//
+// Limits, admitted:
+//   - The SQLite store serialises writes. One connection writes, driven by
+//     one group-commit writer (package groupcommit): concurrent Applies wait
+//     in a bounded queue (Config.QueueDepthMax; beyond it Apply fails fast
+//     with EUNAVAILABLE) and are committed up to Config.BatchSizeMax per
+//     transaction, each in its own savepoint so a failed guard undoes only
+//     its own Write. Write throughput is bounded by one core and one fsync
+//     per batch, not per Write.
+//   - Durability is WAL with synchronous=FULL: a batch is durable when its
+//     COMMIT returns, after one fsync of the WAL. A power loss loses no
+//     acknowledged Write; it may lose a batch whose callers were not yet
+//     answered.
+//   - Reads run on a pool of Config.ReadConnsMax query_only connections and
+//     see the last committed batch (WAL snapshot isolation); they never block
+//     the writer or each other.
+//   - One process: the database file must not be opened by another process
+//     while a DB is open (the writer would meet SQLITE_BUSY).
+//   - Times are stored as Unix nanoseconds: years 1678 to 2262.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/groupcommit"
+)
+
+// Config configures a DB. Zero values take the defaults.
+type Config struct {
+	// Path is the database file; it and its -wal and -shm companions are
+	// created if missing. Required.
+	Path string
+	// BatchSizeMax is the most Writes committed in one transaction.
+	// Default 256.
+	BatchSizeMax int
+	// QueueDepthMax is the most Writes waiting for the writer; beyond it
+	// Apply returns EUNAVAILABLE at once. Default 4096.
+	QueueDepthMax int
+	// FlushInterval is how long the writer lingers for a partial batch to
+	// fill. Default 0: commit what is queued at once (batches still grow with
+	// load, from the Writes that arrive during a commit).
+	FlushInterval time.Duration
+	// ReadConnsMax is the size of the read connection pool. Default 4.
+	ReadConnsMax int
+	// BusyTimeout is how long a connection waits for a lock held by another
+	// connection before failing with SQLITE_BUSY. Default 5s.
+	BusyTimeout time.Duration
+}
+
+// Defaults and ceilings of Config.
+const (
+	ReadConnsDefault   = 4
+	ReadConnsMax       = 64
+	BusyTimeoutDefault = 5 * time.Second
+
+	// eventsPerWriteMax bounds Write.Events: events are one multi-row INSERT
+	// and SQLite binds at most 32766 parameters to a statement.
+	eventsPerWriteMax = 100
+	// eventStmtsCached is how many multi-row event INSERTs (1..n rows) stay
+	// prepared on the writer connection; a purchase has 2 events, an update 1.
+	eventStmtsCached = 8
+)
+
+func (c Config) withDefaults() Config {
+	if c.ReadConnsMax <= 0 {
+		c.ReadConnsMax = ReadConnsDefault
+	}
+	if c.BusyTimeout <= 0 {
+		c.BusyTimeout = BusyTimeoutDefault
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.Path == "":
+		return errors.New("sqlite: Path is required")
+	case strings.ContainsRune(c.Path, '?'):
+		return fmt.Errorf("sqlite: Path %q must not contain '?'", c.Path)
+	case c.BatchSizeMax < 0, c.QueueDepthMax < 0, c.FlushInterval < 0, c.ReadConnsMax < 0:
+		return errors.New("sqlite: BatchSizeMax, QueueDepthMax, FlushInterval and ReadConnsMax must not be negative")
+	case c.ReadConnsMax > ReadConnsMax:
+		return fmt.Errorf("sqlite: ReadConnsMax %d exceeds %d", c.ReadConnsMax, ReadConnsMax)
+	}
+	return nil
+}
+
+// DB is a surgepay.Store on one SQLite database. Safe for concurrent use.
+type DB struct {
+	read   *sql.DB // query_only pool
+	readSt readStmts
+
+	write  *sql.DB   // MaxOpenConns=1; used only by the committer
+	wconn  *sql.Conn // the one writer connection, held for the DB's life
+	writer writer    // statements prepared on wconn
+	commit *groupcommit.Committer[*op]
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ surgepay.Store = (*DB)(nil)
+
+// dsn returns the data source name of a connection to path with pragmas.
+func dsn(path string, busy time.Duration, pragmas ...string) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	return path + "?" + q.Encode()
+}
+
+// Open opens or creates the database at cfg.Path, applies pending
+// migrations and starts the writer. Close releases it.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	db := &DB{}
+	if err := db.open(ctx, cfg); err != nil {
+		db.closeAll()
+		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+	}
+	db.commit = groupcommit.New(groupcommit.Config{
+		BatchSizeMax:  cfg.BatchSizeMax,
+		QueueDepthMax: cfg.QueueDepthMax,
+		FlushInterval: cfg.FlushInterval,
+		Writers:       1, // SQLite has one writer.
+	}, db.commitBatch)
+	return db, nil
+}
+
+func (db *DB) open(ctx context.Context, cfg Config) error {
+	var err error
+	// The writer: WAL, and synchronous=FULL so that a COMMIT has reached the
+	// disk before its callers are answered.
+	db.write, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout,
+		"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(0)"))
+	if err != nil {
+		return err
+	}
+	db.write.SetMaxOpenConns(1)
+	db.write.SetMaxIdleConns(1)
+	db.write.SetConnMaxLifetime(0)
+	db.write.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, db.write); err != nil {
+		return err
+	}
+	if db.wconn, err = db.write.Conn(ctx); err != nil {
+		return err
+	}
+	if err := db.writer.prepare(ctx, db.wconn); err != nil {
+		return err
+	}
+
+	db.read, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout, "query_only(1)"))
+	if err != nil {
+		return err
+	}
+	db.read.SetMaxOpenConns(cfg.ReadConnsMax)
+	db.read.SetMaxIdleConns(cfg.ReadConnsMax)
+	db.read.SetConnMaxIdleTime(0)
+	if err := db.read.PingContext(ctx); err != nil {
+		return err
+	}
+	return db.readSt.prepare(ctx, db.read)
+}
+
+// Close commits the Writes already queued, then closes the connections.
+// Apply after Close returns EUNAVAILABLE. Close may be called more than
+// once; later calls return the first call's error.
+func (db *DB) Close() error {
+	db.closeOnce.Do(func() {
+		if db.commit != nil {
+			db.commit.Close()
+		}
+		db.closeErr = db.closeAll()
+	})
+	return db.closeErr
+}
+
+func (db *DB) closeAll() error {
+	var errs []error
+	errs = append(errs, db.readSt.close(), db.writer.close())
+	if db.wconn != nil {
+		errs = append(errs, db.wconn.Close())
+	}
+	for _, d := range []*sql.DB{db.read, db.write} {
+		if d != nil {
+			errs = append(errs, d.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CommitStats returns the group-commit writer's running totals.
+func (db *DB) CommitStats() groupcommit.Stats { return db.commit.Stats() }
+
+// QueueDepth returns the number of Writes waiting for the writer.
+func (db *DB) QueueDepth() int { return db.commit.QueueDepth() }
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+type migration struct {
+	version int
+	name    string
+}
+
+// listMigrations returns the embedded migrations in version order. A file
+// is named NNNN_description.sql; NNNN is its version.
+func listMigrations() ([]migration, error) {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive version and '_'", base)
+		}
+		ms = append(ms, migration{version: v, name: name})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("migration %s: version %d used twice", path.Base(ms[i].name), ms[i].version)
+		}
+	}
+	return ms, nil
+}
+
+// migrate applies the migrations not yet recorded in schema_migrations, in
+// order, in one transaction: a failed migration leaves the schema as it was.
+func migrate(ctx context.Context, db *sql.DB) error {
+	ms, err := listMigrations()
+	if err != nil {
+		return err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// IMMEDIATE: take the write lock before reading the applied versions, so
+	// two processes opening one new file cannot both migrate it.
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("migrate: begin: %w", err)
+	}
+	if err := migrateTx(ctx, conn, ms); err != nil {
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		return fmt.Errorf("migrate: commit: %w", err)
+	}
+	return nil
+}
+
+func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
+	if _, err := conn.ExecContext(ctx,
+		"CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied INTEGER NOT NULL) STRICT"); err != nil {
+		return fmt.Errorf("migrate: create schema_migrations: %w", err)
+	}
+	var current int
+	if err := conn.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&current); err != nil {
+		return fmt.Errorf("migrate: read version: %w", err)
+	}
+	for _, m := range ms {
+		if m.version <= current {
+			continue
+		}
+		text, err := migrations.ReadFile(m.name)
+		if err != nil {
+			return err
+		}
+		if _, err := conn.ExecContext(ctx, string(text)); err != nil {
+			return fmt.Errorf("migrate: %s: %w", path.Base(m.name), err)
+		}
+		if _, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied) VALUES (?, ?)",
+			m.version, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("migrate: record %d: %w", m.version, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/sqlite"
+	"github.com/surgepay/surgepay/storetest"
+)
+
+// open opens a fresh database in a temporary directory, closed at the end
+// of the test.
+func open(t testing.TB, cfg sqlite.Config) *sqlite.DB {
+	t.Helper()
+	if cfg.Path == "" {
+		cfg.Path = filepath.Join(t.TempDir(), "surgepay.db")
+	}
+	db, err := sqlite.Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return db
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) surgepay.Store { return open(t, sqlite.Config{}) })
+}
+
+// purchase returns a sale's Write: idempotency record, payment, two events.
+func purchase(merchantID string) (*surgepay.Write, *surgepay.Payment) {
+	now := time.Now().UTC()
+	p := &surgepay.Payment{ID: surgepay.NewID("pay"), MerchantID: merchantID, PaymentMethodID: surgepay.NewID("pm"),
+		Amount: 1999, Currency: "usd", CaptureMethod: surgepay.CaptureAutomatic, Status: surgepay.StatusSucceeded,
+		AmountAuthorized: 1999, AmountCaptured: 1999, Path: "streamlined", Version: 1, Created: now, Updated: now,
+		Transactions: []surgepay.Transaction{{ID: surgepay.NewID("tx"), Type: surgepay.TxAuthorization,
+			Status: surgepay.TxSucceeded, Amount: 1999, Created: now}}}
+	event := func(typ string, from, to surgepay.Status) *surgepay.Event {
+		return &surgepay.Event{ID: surgepay.NewID("evt"), PaymentID: p.ID, MerchantID: merchantID, Type: typ,
+			FromStatus: from, ToStatus: to, Amount: p.Amount, ActorKeyID: "key_bench", RequestID: "req", Created: now}
+	}
+	return &surgepay.Write{
+		Idempotency: &surgepay.IdempotencyRecord{MerchantID: merchantID, Key: surgepay.NewID("idem"),
+			StatusCode: 201, Body: []byte(`{"status":"succeeded"}`), Created: now},
+		PaymentInsert: p,
+		Events: []*surgepay.Event{event(surgepay.TxAuthorization, "", surgepay.StatusRequiresCapture),
+			event(surgepay.TxCapture, surgepay.StatusRequiresCapture, surgepay.StatusSucceeded)},
+	}, p
+}
+
+func newMerchant(t testing.TB, db *sqlite.DB) *surgepay.Merchant {
+	t.Helper()
+	m := &surgepay.Merchant{ID: surgepay.NewID("mch"), Name: "test", Created: time.Now().UTC()}
+	if err := db.Apply(t.Context(), &surgepay.Write{Merchant: m}); err != nil {
+		t.Fatalf("Apply(merchant): %v", err)
+	}
+	return m
+}
+
+// applyAll applies ws concurrently and returns each one's error.
+func applyAll(t testing.TB, db *sqlite.DB, ws []*surgepay.Write) []error {
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i := range ws {
+		wg.Go(func() { errs[i] = db.Apply(t.Context(), ws[i]) })
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestDurableAcrossReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMerchant(t, db)
+	var ws []*surgepay.Write
+	var ps []*surgepay.Payment
+	for range 100 {
+		w, p := purchase(m.ID)
+		ws, ps = append(ws, w), append(ps, p)
+	}
+	for i, err := range applyAll(t, db, ws) {
+		if err != nil {
+			t.Fatalf("Apply(%d): %v", i, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	// Reopening runs the migrations again: they must be a no-op.
+	db = open(t, sqlite.Config{Path: path})
+	if _, err := db.FindMerchant(t.Context(), m.ID); err != nil {
+		t.Fatalf("FindMerchant after reopen: %v", err)
+	}
+	for i, want := range ps {
+		got, err := db.FindPayment(t.Context(), m.ID, want.ID)
+		if err != nil {
+			t.Fatalf("FindPayment(%d) after reopen: %v", i, err)
+		}
+		if got.Version != want.Version || got.Status != want.Status || !got.Created.Equal(want.Created) ||
+			len(got.Transactions) != 1 {
+			t.Fatalf("FindPayment(%d) after reopen = %+v, want %+v", i, got, want)
+		}
+		evs, err := db.ListEvents(t.Context(), m.ID, want.ID)
+		if err != nil || len(evs) != 2 {
+			t.Fatalf("ListEvents(%d) after reopen = %d events, %v; want 2", i, len(evs), err)
+		}
+		if _, err := db.FindIdempotency(t.Context(), m.ID, ws[i].Idempotency.Key); err != nil {
+			t.Fatalf("FindIdempotency(%d) after reopen: %v", i, err)
+		}
+	}
+}
+
+// lockWriter takes SQLite's write lock from another connection, as another
+// process would, until the returned func is called.
+func lockWriter(t *testing.T, path string) (unlock func()) {
+	t.Helper()
+	other, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := other.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatalf("BEGIN IMMEDIATE: %v", err)
+	}
+	return func() {
+		if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+			t.Errorf("ROLLBACK: %v", err)
+		}
+		conn.Close()
+		other.Close()
+	}
+}
+
+// waitFor polls cond until it holds, failing t after a few seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func TestApplyErrQueueFull(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db := open(t, sqlite.Config{Path: path, QueueDepthMax: 1, BatchSizeMax: 1})
+	m := newMerchant(t, db)
+
+	// The writer blocks in BEGIN on the lock, holding write #1; #2 waits in
+	// the queue, which is then full.
+	unlock := lockWriter(t, path)
+	w1, _ := purchase(m.ID)
+	w2, _ := purchase(m.ID)
+	errs := make(chan error, 2)
+	go func() { errs <- db.Apply(t.Context(), w1) }()
+	waitFor(t, "the writer to take write #1", func() bool { return db.CommitStats().Items == 1 && db.QueueDepth() == 0 })
+	go func() { errs <- db.Apply(t.Context(), w2) }()
+	waitFor(t, "write #2 to be queued", func() bool { return db.QueueDepth() == 1 })
+
+	w3, p3 := purchase(m.ID)
+	start := time.Now()
+	err := db.Apply(t.Context(), w3)
+	var se *surgepay.Error
+	if !errors.As(err, &se) || se.Code != surgepay.EUNAVAILABLE || se.Reason != "write_queue_full" || se.RetryAfter <= 0 {
+		t.Fatalf("Apply with a full queue = %#v, want EUNAVAILABLE write_queue_full with RetryAfter", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Apply with a full queue took %v, want an answer at once", d)
+	}
+	if _, err := db.FindPayment(t.Context(), m.ID, p3.ID); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+		t.Errorf("FindPayment(refused write) = %v, want ENOTFOUND", err)
+	}
+
+	unlock()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("queued Apply after the lock was released: %v", err)
+		}
+	}
+}
+
+// TestBatchFailureIsolatesBadWrite puts one Write that fails on a
+// constraint (not a guard) in a batch with good ones: the batch transaction
+// fails, each Write is retried alone, and only the bad one fails.
+func TestBatchFailureIsolatesBadWrite(t *testing.T) {
+	db := open(t, sqlite.Config{FlushInterval: 50 * time.Millisecond})
+	m := newMerchant(t, db)
+	stored, _ := purchase(m.ID)
+	if err := db.Apply(t.Context(), stored); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 20
+	ws := make([]*surgepay.Write, n)
+	ps := make([]*surgepay.Payment, n)
+	for i := range ws {
+		ws[i], ps[i] = purchase(m.ID)
+	}
+	const bad = 7
+	dup := *stored.Events[0] // an event ID that exists: the INSERT fails
+	dup.PaymentID = ps[bad].ID
+	ws[bad].Events = append(ws[bad].Events, &dup)
+	before := db.CommitStats()
+
+	errs := applyAll(t, db, ws)
+	after := db.CommitStats()
+	if after.Batches-before.Batches >= n {
+		t.Fatalf("%d writes took %d batches: the test needs them batched", n, after.Batches-before.Batches)
+	}
+	for i, err := range errs {
+		_, ferr := db.FindPayment(t.Context(), m.ID, ps[i].ID)
+		switch {
+		case i == bad && (err == nil || surgepay.ErrorCode(err) != surgepay.EINTERNAL):
+			t.Errorf("bad write: Apply = %v, want an internal error", err)
+		case i == bad && surgepay.ErrorCode(ferr) != surgepay.ENOTFOUND:
+			t.Errorf("bad write: FindPayment = %v, want ENOTFOUND", ferr)
+		case i != bad && (err != nil || ferr != nil):
+			t.Errorf("write %d beside a bad one: Apply = %v, FindPayment = %v; want both nil", i, err, ferr)
+		}
+	}
+}
+
+func TestApplyErrBusyReturns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db := open(t, sqlite.Config{Path: path, BusyTimeout: 50 * time.Millisecond})
+	m := newMerchant(t, db)
+	unlock := lockWriter(t, path)
+	w, p := purchase(m.ID)
+	err := db.Apply(t.Context(), w)
+	unlock()
+	if err == nil {
+		t.Fatal("Apply while another connection holds the write lock succeeded, want SQLITE_BUSY")
+	}
+	// The writer recovers once the lock is free.
+	if err := db.Apply(t.Context(), w); err != nil {
+		t.Fatalf("Apply after the lock was released: %v", err)
+	}
+	if _, err := db.FindPayment(t.Context(), m.ID, p.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkApplyPurchaseParallel measures group-committed purchases (an
+// idempotency record, a payment and two events; three statements) from many
+// goroutines, each Apply durable (WAL, synchronous=FULL) on return.
+func BenchmarkApplyPurchaseParallel(b *testing.B) {
+	db := open(b, sqlite.Config{})
+	m := newMerchant(b, db)
+	b.SetParallelism(16) // 16 × GOMAXPROCS concurrent requests
+	before := db.CommitStats()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			w, _ := purchase(m.ID)
+			if err := db.Apply(context.Background(), w); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	st := db.CommitStats()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+	if batches := st.Batches - before.Batches; batches > 0 {
+		b.ReportMetric(float64(st.Items-before.Items)/float64(batches), "writes/batch")
+	}
+}

@@ -1,0 +1,425 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/groupcommit"
+)
+
+// PurgeLimitMax bounds the rows one DeleteIdempotencyBefore deletes, so
+// that a purge is a short transaction that does not stall the writer.
+const PurgeLimitMax = 10_000
+
+// op is one unit of work for the writer: a Write, or (w nil) a purge of
+// idempotency records.
+type op struct {
+	w *surgepay.Write
+
+	purgeBefore time.Time
+	purgeLimit  int
+	purged      int // set by the writer
+}
+
+// writer holds the statements prepared on the one writer connection. Only
+// the committer's single goroutine uses it.
+type writer struct {
+	conn *sql.Conn
+
+	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
+
+	insIdempotency, insMerchant, insAPIKey                    *sql.Stmt
+	insCustomer, updCustomer, delCustomer, delCustomerMethods *sql.Stmt
+	customerVersion                                           *sql.Stmt
+	insPaymentMethod, delPaymentMethod                        *sql.Stmt
+	insPayment, updPayment, paymentVersion                    *sql.Stmt
+	purgeIdempotency                                          *sql.Stmt
+	insEvents                                                 [eventStmtsCached + 1]*sql.Stmt // by rows; [0] unused
+}
+
+// setCols returns "a = ?, b = ?" for the columns of cols after the first skip.
+func setCols(cols string, skip int) string {
+	names := strings.Split(cols, ", ")[skip:]
+	for i, n := range names {
+		names[i] = n + " = ?"
+	}
+	return strings.Join(names, ", ")
+}
+
+func insertSQL(table, cols string) string {
+	return "INSERT INTO " + table + " (" + cols + ") VALUES " + placeholders(strings.Count(cols, ",")+1)
+}
+
+func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
+	w.conn = conn
+	stmts := []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		// IMMEDIATE: take the write lock at BEGIN, not at the first write.
+		{&w.begin, "BEGIN IMMEDIATE"},
+		{&w.commit, "COMMIT"},
+		{&w.rollback, "ROLLBACK"},
+		{&w.savepoint, "SAVEPOINT w"},
+		{&w.release, "RELEASE w"},
+		{&w.rollbackTo, "ROLLBACK TO w"},
+		{&w.insIdempotency, insertSQL("idempotency", idempotencyCols) + " ON CONFLICT DO NOTHING"},
+		{&w.insMerchant, insertSQL("merchants", merchantCols)},
+		{&w.insAPIKey, insertSQL("api_keys", apiKeyCols)},
+		{&w.insCustomer, insertSQL("customers", customerCols)},
+		{&w.updCustomer, "UPDATE customers SET " + setCols(customerCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
+		{&w.delCustomer, "DELETE FROM customers WHERE merchant_id = ? AND id = ? AND version = ?"},
+		{&w.delCustomerMethods, "DELETE FROM payment_methods WHERE merchant_id = ? AND customer_id = ?"},
+		{&w.customerVersion, "SELECT version FROM customers WHERE merchant_id = ? AND id = ?"},
+		{&w.insPaymentMethod, insertSQL("payment_methods", paymentMethodCols)},
+		{&w.delPaymentMethod, "DELETE FROM payment_methods WHERE merchant_id = ? AND id = ?"},
+		{&w.insPayment, insertSQL("payments", paymentCols)},
+		{&w.updPayment, "UPDATE payments SET " + setCols(paymentCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
+		{&w.paymentVersion, "SELECT version FROM payments WHERE merchant_id = ? AND id = ?"},
+		{&w.purgeIdempotency, "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency WHERE created < ? LIMIT ?)"},
+	}
+	for n := 1; n <= eventStmtsCached; n++ {
+		stmts = append(stmts, struct {
+			dst   **sql.Stmt
+			query string
+		}{&w.insEvents[n], insertEventsSQL(n)})
+	}
+	for _, s := range stmts {
+		st, err := conn.PrepareContext(ctx, s.query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", s.query, err)
+		}
+		*s.dst = st
+	}
+	return nil
+}
+
+func insertEventsSQL(rows int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO payment_events (" + eventCols + ") VALUES ")
+	row := placeholders(eventColsN)
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+func (w *writer) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
+		w.insIdempotency, w.insMerchant, w.insAPIKey, w.insCustomer, w.updCustomer, w.delCustomer,
+		w.delCustomerMethods, w.customerVersion, w.insPaymentMethod, w.delPaymentMethod, w.insPayment,
+		w.updPayment, w.paymentVersion, w.purgeIdempotency} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	for _, st := range w.insEvents {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Apply stores w atomically, group-committed with concurrent Applies, and
+// returns once it is durable or refused. See surgepay.Store for the guards.
+// A full write queue is EUNAVAILABLE "write_queue_full" with RetryAfter;
+// Apply after Close is EUNAVAILABLE "store_closed". Once queued, a Write
+// goes ahead even if ctx ends, and Apply waits to report its outcome.
+func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
+	if len(w.Events) > eventsPerWriteMax {
+		return fmt.Errorf("apply: %d events in one Write, at most %d", len(w.Events), eventsPerWriteMax)
+	}
+	return db.submit(ctx, &op{w: w})
+}
+
+// DeleteIdempotencyBefore deletes up to limit (at most PurgeLimitMax)
+// records created before t, through the writer, and returns how many it
+// deleted.
+func (db *DB) DeleteIdempotencyBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	o := &op{purgeBefore: t, purgeLimit: min(limit, PurgeLimitMax)}
+	if err := db.submit(ctx, o); err != nil {
+		return 0, err
+	}
+	return o.purged, nil
+}
+
+func (db *DB) submit(ctx context.Context, o *op) error {
+	start := time.Now()
+	err := db.commit.Submit(ctx, o)
+	surgepay.CountStoreTime(ctx, time.Since(start))
+	switch {
+	case errors.Is(err, groupcommit.ErrQueueFull):
+		return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "write_queue_full", RetryAfter: 1,
+			Message: "the store is busy: its write queue is full; retry shortly"}
+	case errors.Is(err, groupcommit.ErrClosed):
+		return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_closed",
+			Message: "the store is closed"}
+	}
+	return err
+}
+
+// commitBatch is the committer's CommitFunc: the batch in one transaction,
+// each item in a savepoint. If the transaction fails as a whole (a
+// statement error that is not a guard, SQLITE_BUSY, an I/O error at
+// COMMIT), each item is committed alone, so that one bad Write cannot fail
+// its neighbours; only then are errors reported.
+func (db *DB) commitBatch(items []*groupcommit.Item[*op]) error {
+	err := db.commitTx(items)
+	if err == nil || len(items) == 1 {
+		return err
+	}
+	for i, it := range items {
+		if err := db.commitTx(items[i : i+1]); err != nil {
+			it.Err = err
+		}
+	}
+	return nil
+}
+
+// commitTx commits items in one transaction. A guard failure is the item's
+// Err and rolls back only its savepoint; any other error rolls back the
+// whole transaction and is returned.
+func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
+	w := &db.writer
+	if err := w.control(w.begin); err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	for _, it := range items {
+		if err := w.applyItem(it); err != nil {
+			_ = w.control(w.rollback) // fails if SQLite has rolled back already
+			return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
+		}
+	}
+	if err := w.control(w.commit); err != nil {
+		_ = w.control(w.rollback)
+		return fmt.Errorf("sqlite: commit batch of %d: commit: %w", len(items), err)
+	}
+	return nil
+}
+
+// control runs a transaction-control statement: not counted, shared by the
+// batch, never cancelled.
+func (w *writer) control(st *sql.Stmt) error {
+	_, err := st.ExecContext(context.Background())
+	return err
+}
+
+func (w *writer) applyItem(it *groupcommit.Item[*op]) error {
+	it.Err = nil
+	if err := w.control(w.savepoint); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	var err error
+	if o := it.Value; o.w != nil {
+		err = w.applyWrite(it.Ctx, o.w)
+	} else {
+		o.purged, err = w.purge(it.Ctx, o)
+	}
+	var guard *surgepay.Error
+	if errors.As(err, &guard) {
+		if err := w.control(w.rollbackTo); err != nil {
+			return fmt.Errorf("rollback to savepoint: %w", err)
+		}
+		it.Err = guard
+	} else if err != nil {
+		return err
+	}
+	if err := w.control(w.release); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	return nil
+}
+
+// exec runs a counted statement of kind for the request in ctx and returns
+// the rows it changed. The statement runs even if ctx has ended: the Write
+// was accepted, and its caller waits for the outcome.
+func exec(ctx context.Context, kind int, st *sql.Stmt, args ...any) (int64, error) {
+	surgepay.CountStatement(ctx, kind)
+	res, err := st.ExecContext(context.Background(), args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// applyWrite runs the statements of one Write in the order of its fields.
+// A failed guard is returned as a *surgepay.Error.
+func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
+	if r := wr.Idempotency; r != nil {
+		n, err := exec(ctx, surgepay.StmtInsert, w.insIdempotency, idempotencyArgs(r)...)
+		if err != nil {
+			return fmt.Errorf("insert idempotency record: %w", err)
+		}
+		if n == 0 {
+			return &surgepay.Error{Code: surgepay.ECONFLICT, Reason: "idempotency_key_exists",
+				Param: "Idempotency-Key", Message: "a request with this Idempotency-Key has already been stored"}
+		}
+	}
+	if m := wr.Merchant; m != nil {
+		if _, err := exec(ctx, surgepay.StmtInsert, w.insMerchant, m.ID, m.Name, timeArg(m.Created)); err != nil {
+			return fmt.Errorf("insert merchant %s: %w", m.ID, err)
+		}
+	}
+	if k := wr.APIKey; k != nil {
+		revoked := 0
+		if k.Revoked {
+			revoked = 1
+		}
+		if _, err := exec(ctx, surgepay.StmtInsert, w.insAPIKey, k.ID, k.MerchantID, k.Hash, k.Prefix,
+			timeArg(k.Created), revoked); err != nil {
+			return fmt.Errorf("insert API key %s: %w", k.ID, err)
+		}
+	}
+	if err := w.applyCustomer(ctx, wr); err != nil {
+		return err
+	}
+	if err := w.applyPaymentMethod(ctx, wr); err != nil {
+		return err
+	}
+	if err := w.applyPayment(ctx, wr); err != nil {
+		return err
+	}
+	return w.insertEvents(ctx, wr.Events)
+}
+
+func (w *writer) applyCustomer(ctx context.Context, wr *surgepay.Write) error {
+	if c := wr.CustomerInsert; c != nil {
+		args, err := customerArgs(c)
+		if err == nil {
+			_, err = exec(ctx, surgepay.StmtInsert, w.insCustomer, args...)
+		}
+		if err != nil {
+			return fmt.Errorf("insert customer %s: %w", c.ID, err)
+		}
+	}
+	if c := wr.CustomerUpdate; c != nil {
+		args, err := customerArgs(c)
+		if err != nil {
+			return fmt.Errorf("update customer %s: %w", c.ID, err)
+		}
+		n, err := exec(ctx, surgepay.StmtUpdate, w.updCustomer, append(args[2:], c.MerchantID, c.ID, c.Version-1)...)
+		if err != nil {
+			return fmt.Errorf("update customer %s: %w", c.ID, err)
+		}
+		if n == 0 {
+			return staleOrMissing(ctx, w.customerVersion, "customer", c.MerchantID, c.ID)
+		}
+	}
+	if c := wr.CustomerDelete; c != nil {
+		n, err := exec(ctx, surgepay.StmtDelete, w.delCustomer, c.MerchantID, c.ID, c.Version)
+		if err != nil {
+			return fmt.Errorf("delete customer %s: %w", c.ID, err)
+		}
+		if n == 0 {
+			return staleOrMissing(ctx, w.customerVersion, "customer", c.MerchantID, c.ID)
+		}
+		if _, err := exec(ctx, surgepay.StmtDelete, w.delCustomerMethods, c.MerchantID, c.ID); err != nil {
+			return fmt.Errorf("delete payment methods of customer %s: %w", c.ID, err)
+		}
+	}
+	return nil
+}
+
+func (w *writer) applyPaymentMethod(ctx context.Context, wr *surgepay.Write) error {
+	if pm := wr.PaymentMethodInsert; pm != nil {
+		if _, err := exec(ctx, surgepay.StmtInsert, w.insPaymentMethod, paymentMethodArgs(pm)...); err != nil {
+			return fmt.Errorf("insert payment method %s: %w", pm.ID, err)
+		}
+	}
+	if pm := wr.PaymentMethodDelete; pm != nil {
+		if _, err := exec(ctx, surgepay.StmtDelete, w.delPaymentMethod, pm.MerchantID, pm.ID); err != nil {
+			return fmt.Errorf("delete payment method %s: %w", pm.ID, err)
+		}
+	}
+	return nil
+}
+
+func (w *writer) applyPayment(ctx context.Context, wr *surgepay.Write) error {
+	if p := wr.PaymentInsert; p != nil {
+		args, err := paymentArgs(p)
+		if err == nil {
+			_, err = exec(ctx, surgepay.StmtInsert, w.insPayment, args...)
+		}
+		if err != nil {
+			return fmt.Errorf("insert payment %s: %w", p.ID, err)
+		}
+	}
+	if p := wr.PaymentUpdate; p != nil {
+		args, err := paymentArgs(p)
+		if err != nil {
+			return fmt.Errorf("update payment %s: %w", p.ID, err)
+		}
+		n, err := exec(ctx, surgepay.StmtUpdate, w.updPayment, append(args[2:], p.MerchantID, p.ID, p.Version-1)...)
+		if err != nil {
+			return fmt.Errorf("update payment %s: %w", p.ID, err)
+		}
+		if n == 0 {
+			return staleOrMissing(ctx, w.paymentVersion, "payment", p.MerchantID, p.ID)
+		}
+	}
+	return nil
+}
+
+// staleOrMissing tells, after a versioned UPDATE or DELETE changed no row,
+// whether the row is gone (ENOTFOUND) or at another version (ECONFLICT
+// "concurrent_update"). It costs a SELECT on the failure path only.
+func staleOrMissing(ctx context.Context, version *sql.Stmt, object, merchantID, id string) error {
+	surgepay.CountStatement(ctx, surgepay.StmtSelect)
+	var v int64
+	err := version.QueryRowContext(context.Background(), merchantID, id).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return surgepay.NotFound("id", object)
+	}
+	if err != nil {
+		return fmt.Errorf("read version of %s %s: %w", object, id, err)
+	}
+	return surgepay.Conflict("concurrent_update",
+		"the %s was changed by another request at the same time; retry", object)
+}
+
+// insertEvents inserts events with one multi-row INSERT.
+func (w *writer) insertEvents(ctx context.Context, events []*surgepay.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	var st *sql.Stmt
+	if len(events) <= eventStmtsCached {
+		st = w.insEvents[len(events)]
+	} else {
+		// Rare: more rows than the cached statements have.
+		var err error
+		if st, err = w.conn.PrepareContext(context.Background(), insertEventsSQL(len(events))); err != nil {
+			return fmt.Errorf("prepare insert of %d events: %w", len(events), err)
+		}
+		defer st.Close()
+	}
+	args := make([]any, 0, len(events)*eventColsN)
+	for _, e := range events {
+		args = eventArgs(args, e)
+	}
+	if _, err := exec(ctx, surgepay.StmtInsert, st, args...); err != nil {
+		return fmt.Errorf("insert %d events of payment %s: %w", len(events), events[0].PaymentID, err)
+	}
+	return nil
+}
+
+func (w *writer) purge(ctx context.Context, o *op) (int, error) {
+	n, err := exec(ctx, surgepay.StmtDelete, w.purgeIdempotency, o.purgeBefore.UnixNano(), o.purgeLimit)
+	if err != nil {
+		return 0, fmt.Errorf("delete idempotency records before %v: %w", o.purgeBefore, err)
+	}
+	return int(n), nil
+}

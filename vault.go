@@ -1,0 +1,23 @@
+package surgepay
+
+// Vault encrypts card numbers at rest and fingerprints them. Package vault
+// implements it with a rotatable AES-256-GCM keyring.
+type Vault interface {
+	// Encrypt seals plaintext bound to aad (the record it belongs to).
+	Encrypt(plaintext, aad []byte) ([]byte, error)
+	// Decrypt opens a sealed blob under any key of the ring, checking aad.
+	Decrypt(sealed, aad []byte) ([]byte, error)
+	// Fingerprint returns a keyed, irreversible, per-merchant card fingerprint.
+	Fingerprint(merchantID string, pan []byte) string
+	// APIKeySecret returns the server secret API keys are hashed with.
+	APIKeySecret() []byte
+}
+
+// TaxTable answers tax rates from an in-memory table.
+type TaxTable interface {
+	// RateBPS returns the rate in basis points for the most specific match.
+	RateBPS(country, region, postalCode, category string) (bps int, ok bool)
+	// Compute returns the tax on amountMinor at rateBPS under the table's
+	// documented rounding rule.
+	Compute(amountMinor int64, rateBPS int) (int64, error)
+}
