@@ -23,7 +23,7 @@ import (
 
 // env is a real surgepay API over loopback HTTP on a real store.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	store surgepay.Store
 	sim   *sim.Provider
@@ -59,6 +59,14 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 }
 
 func newEnv(t *testing.T, store surgepay.Store) *env {
+	t.Helper()
+	return newEnvTB(t, store)
+}
+
+// newFuzzEnv is an env on SQLite for a fuzz target.
+func newFuzzEnv(f *testing.F) *env { return newEnvTB(f, testenv.OpenSQLite(f)) }
+
+func newEnvTB(t testing.TB, store surgepay.Store) *env {
 	t.Helper()
 	keys, err := vault.Generate()
 	if err != nil {
@@ -109,9 +117,15 @@ func (r *response) errField(k string) string {
 // do sends a request as the API key, with an optional Idempotency-Key.
 func (e *env) do(key, method, path, body, idem string) *response {
 	e.t.Helper()
+	return e.doT(e.t, key, method, path, body, idem)
+}
+
+// doT is do reporting to t (a fuzz target's own T).
+func (e *env) doT(t testing.TB, key, method, path, body, idem string) *response {
+	t.Helper()
 	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -122,14 +136,14 @@ func (e *env) do(key, method, path, body, idem string) *response {
 	req.Header.Set("Content-Type", "application/json")
 	res, err := e.http.Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
 	out := &response{Status: res.StatusCode, Header: res.Header, Raw: raw}
 	_ = json.Unmarshal(raw, &out.JSON)
 	if res.StatusCode >= 500 && res.StatusCode != 503 {
-		e.t.Errorf("%s %s: status %d: %s", method, path, res.StatusCode, raw)
+		t.Errorf("%s %s: status %d: %s", method, path, res.StatusCode, raw)
 	}
 	return out
 }
@@ -157,4 +171,16 @@ func paymentBody(cus, pm string, amount int64, capture string) string {
 	b, _ := json.Marshal(map[string]any{"amount": amount, "currency": "usd", "customer": cus,
 		"payment_method": pm, "capture_method": capture})
 	return string(b)
+}
+
+func openSQLite(t *testing.T) surgepay.Store { return testenv.OpenSQLite(t) }
+
+// callFor returns an engine call for the merchant of an API key.
+func callFor(e *env, key string) *engine.Call {
+	e.t.Helper()
+	k, err := e.eng.Authenticate(context.Background(), key)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &engine.Call{MerchantID: k.MerchantID, KeyID: k.ID}
 }

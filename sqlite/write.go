@@ -81,7 +81,7 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.insPayment, insertSQL("payments", paymentCols)},
 		{&w.updPayment, "UPDATE payments SET " + setCols(paymentCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
 		{&w.paymentVersion, "SELECT version FROM payments WHERE merchant_id = ? AND id = ?"},
-		{&w.purgeIdempotency, "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency WHERE created < ? LIMIT ?)"},
+		{&w.purgeIdempotency, "DELETE FROM idempotency WHERE (merchant_id, key) IN (SELECT merchant_id, key FROM idempotency WHERE created < ? LIMIT ?)"},
 	}
 	for n := 1; n <= eventStmtsCached; n++ {
 		stmts = append(stmts, struct {
@@ -136,6 +136,9 @@ func (w *writer) close() error {
 // Apply after Close is EUNAVAILABLE "store_closed". Once queued, a Write
 // goes ahead even if ctx ends, and Apply waits to report its outcome.
 func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
+	if w == nil {
+		return errors.New("apply: nil Write")
+	}
 	if len(w.Events) > eventsPerWriteMax {
 		return fmt.Errorf("apply: %d events in one Write, at most %d", len(w.Events), eventsPerWriteMax)
 	}

@@ -246,7 +246,7 @@ func testPaymentListFilters(t *testing.T, s surgepay.Store) {
 		{"CreatedGTEInclusive", surgepay.PaymentFilter{CreatedGTE: at(20)}, pick(2, 3, 4, 5), false},
 		{"CreatedBeforeExclusive", surgepay.PaymentFilter{CreatedBefore: at(20)}, pick(0, 1), false},
 		{"CreatedRange", surgepay.PaymentFilter{CreatedGTE: at(10), CreatedBefore: at(40)}, pick(1, 2, 3), false},
-		{"CreatedRangeNanosecond", surgepay.PaymentFilter{CreatedGTE: at(10).Add(time.Microsecond), CreatedBefore: at(40).Add(time.Microsecond)}, pick(2, 3, 4), false},
+		{"CreatedRangeMicrosecond", surgepay.PaymentFilter{CreatedGTE: at(10).Add(time.Microsecond), CreatedBefore: at(40).Add(time.Microsecond)}, pick(2, 3, 4), false},
 		{"StatusPaged", surgepay.PaymentFilter{Status: surgepay.StatusSucceeded, Page: surgepay.Page{Limit: 2}}, pick(0, 2, 4)[:2], true},
 		{"StatusPagedRest", surgepay.PaymentFilter{Status: surgepay.StatusSucceeded,
 			Page: surgepay.Page{Limit: 2, StartingAfter: pick(0, 2, 4)[1]}}, pick(0, 2, 4)[2:], false},

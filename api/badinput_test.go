@@ -1,0 +1,136 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+
+)
+
+// TestBadInput sends malformed requests to every route: each gets a 4xx
+// naming the field, never a 5xx, and nothing stored changes.
+func TestBadInput(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+		pay := e.must(200, e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "manual")).str("id")
+		sale := e.must(200, e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "automatic")).str("id")
+		card := func(number, month, year, cvc string) string {
+			return `{"customer":"` + cus + `","card":{"number":` + number + `,"exp_month":` + month + `,"exp_year":` + year + `,"cvc":` + cvc + `}}`
+		}
+		payment := func(fields string) string {
+			return `{"currency":"usd","customer":"` + cus + `","payment_method":"` + pm + `",` + fields + `}`
+		}
+		big := `{"name":"` + strings.Repeat("a", 70<<10) + `"}`
+		tests := []struct {
+			name, method, path, body string
+			status                   int
+			param                    string
+		}{
+			{"MalformedJSON", "POST", "/v1/customers", `{"name":`, 400, "body"},
+			{"NotAnObject", "POST", "/v1/customers", `[1,2]`, 400, "body"},
+			{"TrailingData", "POST", "/v1/customers", `{} {}`, 400, "body"},
+			{"UnknownField", "POST", "/v1/customers", `{"nmae":"x"}`, 400, "nmae"},
+			{"WrongType", "POST", "/v1/customers", `{"name":5}`, 400, "name"},
+			{"BadEmail", "POST", "/v1/customers", `{"email":"not-an-email"}`, 400, "email"},
+			{"TooLongName", "POST", "/v1/customers", `{"name":"` + strings.Repeat("n", 1001) + `"}`, 400, "name"},
+			{"OversizedBody", "POST", "/v1/customers", big, 400, "body"},
+			{"MetadataType", "POST", "/v1/customers", `{"metadata":{"a":1}}`, 400, "metadata"},
+			{"TooManyMetadataKeys", "POST", "/v1/customers", `{"metadata":{` + manyKeys(21) + `}}`, 400, "metadata"},
+			{"UpdateUnknownField", "POST", "/v1/customers/" + cus, `{"id":"cus_x"}`, 400, "id"},
+			{"UpdateMissing", "POST", "/v1/customers/cus_missing", `{"name":"x"}`, 404, "id"},
+			{"GetMissing", "GET", "/v1/customers/cus_missing", ``, 404, "id"},
+			{"ListLimitZero", "GET", "/v1/customers?limit=0", ``, 400, "limit"},
+			{"ListLimitHuge", "GET", "/v1/customers?limit=1000", ``, 400, "limit"},
+			{"ListLimitText", "GET", "/v1/payments?limit=ten", ``, 400, "limit"},
+			{"ListBadStatus", "GET", "/v1/payments?status=paid", ``, 400, "status"},
+			{"ListBadCreated", "GET", "/v1/payments?created_gte=yesterday", ``, 400, "created_gte"},
+			{"CardLuhn", "POST", "/v1/payment_methods", card(`"4242424242424241"`, "12", "2030", `"123"`), 400, "card.number"},
+			{"CardNumberAsNumber", "POST", "/v1/payment_methods", card(`4242424242424242`, "12", "2030", `"123"`), 400, "card.number"},
+			{"CardExpired", "POST", "/v1/payment_methods", card(`"4242424242424242"`, "1", "2020", `"123"`), 400, "card.exp_year"},
+			{"CardMonth", "POST", "/v1/payment_methods", card(`"4242424242424242"`, "13", "2030", `"123"`), 400, "card.exp_month"},
+			{"CardMonthText", "POST", "/v1/payment_methods", card(`"4242424242424242"`, `"12"`, "2030", `"123"`), 400, "card.exp_month"},
+			{"CardCVC", "POST", "/v1/payment_methods", card(`"4242424242424242"`, "12", "2030", `"12a"`), 400, "card.cvc"},
+			{"CardMissing", "POST", "/v1/payment_methods", `{"customer":"` + cus + `"}`, 400, "card"},
+			{"CardNoCustomer", "POST", "/v1/payment_methods", `{"card":{"number":"4242424242424242","exp_month":12,"exp_year":2030}}`, 400, "customer"},
+			{"CardUnknownCustomer", "POST", "/v1/payment_methods", `{"customer":"cus_nope","card":{"number":"4242424242424242","exp_month":12,"exp_year":2030}}`, 404, "customer"},
+			{"AmountZero", "POST", "/v1/payments", payment(`"amount":0`), 400, "amount"},
+			{"AmountNegative", "POST", "/v1/payments", payment(`"amount":-100`), 400, "amount"},
+			{"AmountFraction", "POST", "/v1/payments", payment(`"amount":10.5`), 400, "amount"},
+			{"AmountOverflow", "POST", "/v1/payments", payment(`"amount":99999999999999999999999`), 400, "amount"},
+			{"AmountTooLarge", "POST", "/v1/payments", payment(`"amount":10000000000`), 400, "amount"},
+			{"AmountString", "POST", "/v1/payments", payment(`"amount":"100"`), 400, "amount"},
+			{"CurrencyUnknown", "POST", "/v1/payments", `{"amount":100,"currency":"xyz","payment_method":"` + pm + `"}`, 400, "currency"},
+			{"CurrencyMissing", "POST", "/v1/payments", `{"amount":100,"payment_method":"` + pm + `"}`, 400, "currency"},
+			{"CaptureMethod", "POST", "/v1/payments", payment(`"amount":100,"capture_method":"later"`), 400, "capture_method"},
+			{"PaymentMethodMissing", "POST", "/v1/payments", `{"amount":100,"currency":"usd"}`, 400, "payment_method"},
+			{"PaymentMethodUnknown", "POST", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"pm_nope"}`, 404, "payment_method"},
+			{"TaxNoCountry", "POST", "/v1/payments", payment(`"amount":100,"tax":{"region":"CA"}`), 400, "tax.country"},
+			{"TaxUnknownPlace", "POST", "/v1/payments", payment(`"amount":100,"tax":{"country":"ZZ"}`), 400, "tax.country"},
+			{"CaptureNegative", "POST", "/v1/payments/" + pay + "/capture", `{"amount":-5}`, 400, "amount"},
+			{"CaptureUnknownField", "POST", "/v1/payments/" + pay + "/capture", `{"amount_to_capture":5}`, 400, "amount_to_capture"},
+			{"CaptureMissingPayment", "POST", "/v1/payments/pay_nope/capture", ``, 404, "id"},
+			{"VoidBody", "POST", "/v1/payments/" + pay + "/void", `{"reason":"x"}`, 400, "reason"},
+			{"RefundFraction", "POST", "/v1/payments/" + sale + "/refunds", `{"amount":1.5}`, 400, "amount"},
+			{"IdempotencyKeyTooLong", "POST", "/v1/customers", `{}`, 400, "Idempotency-Key"},
+			{"UnknownRoute", "GET", "/v1/nothing", ``, 404, ""},
+		}
+		before := snapshotAll(e, cus, pm, pay, sale)
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				idem := ""
+				if tt.name == "IdempotencyKeyTooLong" {
+					idem = strings.Repeat("k", 256)
+				}
+				r := e.do(e.keyA, tt.method, tt.path, tt.body, idem)
+				if r.Status != tt.status || r.errField("param") != tt.param {
+					t.Fatalf("got %d param %q: %s; want %d param %q", r.Status, r.errField("param"), r.Raw, tt.status, tt.param)
+				}
+				if r.errField("message") == "" || r.errField("type") == "" || r.errField("code") == "" {
+					t.Fatalf("error body lacks type, code or message: %s", r.Raw)
+				}
+			})
+		}
+		if after := snapshotAll(e, cus, pm, pay, sale); after != before {
+			t.Fatalf("stored objects changed:\n%s\n%s", before, after)
+		}
+	})
+}
+
+func manyKeys(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = `"k` + string(rune('a'+i)) + `":"v"`
+	}
+	return strings.Join(parts, ",")
+}
+
+func snapshotAll(e *env, cus, pm string, pays ...string) string {
+	var b strings.Builder
+	b.Write(e.must(200, e.keyA, "GET", "/v1/customers/"+cus, "").Raw)
+	b.Write(e.must(200, e.keyA, "GET", "/v1/payment_methods/"+pm, "").Raw)
+	b.Write(e.must(200, e.keyA, "GET", "/v1/customers?limit=100", "").Raw)
+	for _, p := range pays {
+		b.Write(e.must(200, e.keyA, "GET", "/v1/payments/"+p, "").Raw)
+	}
+	b.Write(e.must(200, e.keyA, "GET", "/v1/payments?limit=100", "").Raw)
+	return b.String()
+}
+
+// FuzzDecodePayment sends arbitrary bodies to payment creation: the answer
+// is always a well-formed JSON response, never a 5xx or a panic.
+func FuzzDecodePayment(f *testing.F) {
+	for _, s := range []string{`{"amount":100,"currency":"usd","payment_method":"pm_x"}`, `{"amount":1e400}`,
+		`{"amount":-0}`, `{"tax":{"country":"US"}}`, `{"metadata":{"":""}}`, `[`, `{"amount":9223372036854775808}`, "\x00"} {
+		f.Add(s)
+	}
+	e := newFuzzEnv(f)
+	f.Fuzz(func(t *testing.T, body string) {
+		r := e.doT(t, e.keyA, "POST", "/v1/payments", body, "")
+		if r.Status >= 500 || r.JSON == nil {
+			t.Fatalf("body %q: got %d %s", body, r.Status, r.Raw)
+		}
+	})
+}
+
+
+
+

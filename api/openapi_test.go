@@ -1,0 +1,333 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The tests in this file keep api/openapi.json in step with the router and
+// with the JSON types of types.go and json.go.
+
+// openAPIDoc parses the embedded document.
+func openAPIDoc(t *testing.T) map[string]any {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(OpenAPI(), &doc); err != nil {
+		t.Fatalf("openapi.json is not valid JSON: %v", err)
+	}
+	return doc
+}
+
+// object walks doc along keys, failing the test if a step is not an object.
+func object(t *testing.T, doc map[string]any, keys ...string) map[string]any {
+	t.Helper()
+	cur := doc
+	for i, k := range keys {
+		next, ok := cur[k].(map[string]any)
+		if !ok {
+			t.Fatalf("openapi.json: %s is not an object", strings.Join(keys[:i+1], "."))
+		}
+		cur = next
+	}
+	return cur
+}
+
+func TestOpenAPIDocument(t *testing.T) {
+	doc := openAPIDoc(t)
+	v, _ := doc["openapi"].(string)
+	if !strings.HasPrefix(v, "3.0.") {
+		t.Errorf("openapi = %q, want 3.0.x", v)
+	}
+	info := object(t, doc, "info")
+	if info["title"] != "surgepay" || info["version"] != "1.0.0" {
+		t.Errorf("info title/version = %v/%v, want surgepay/1.0.0", info["title"], info["version"])
+	}
+	if _, ok := object(t, doc, "components", "securitySchemes")["bearerAuth"]; !ok {
+		t.Error("components.securitySchemes.bearerAuth is missing")
+	}
+}
+
+var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// unauthenticatedRoutes are served by the mux directly, not through Routes().
+var unauthenticatedRoutes = []string{"GET /v1/openapi.json", "GET /healthz", "GET /readyz"}
+
+// specOperations returns the document's operations by "METHOD /path".
+func specOperations(t *testing.T, doc map[string]any) map[string]map[string]any {
+	t.Helper()
+	ops := map[string]map[string]any{}
+	for path, item := range object(t, doc, "paths") {
+		item, ok := item.(map[string]any)
+		if !ok {
+			t.Fatalf("paths[%q] is not an object", path)
+		}
+		for _, m := range httpMethods {
+			if o, ok := item[m].(map[string]any); ok {
+				ops[strings.ToUpper(m)+" "+path] = o
+			}
+		}
+	}
+	return ops
+}
+
+func TestOpenAPIRoutesMatchRouter(t *testing.T) {
+	doc := openAPIDoc(t)
+	spec := map[string]bool{}
+	for k := range specOperations(t, doc) {
+		spec[k] = true
+	}
+	code := map[string]bool{}
+	for _, r := range New(Config{}).Routes() {
+		code[r] = true
+	}
+	for _, r := range unauthenticatedRoutes {
+		code[r] = true
+	}
+	var notInSpec, notInRouter []string
+	for r := range code {
+		if !spec[r] {
+			notInSpec = append(notInSpec, r)
+		}
+	}
+	for r := range spec {
+		if !code[r] {
+			notInRouter = append(notInRouter, r)
+		}
+	}
+	sort.Strings(notInSpec)
+	sort.Strings(notInRouter)
+	if len(notInSpec) > 0 {
+		t.Errorf("routes missing from openapi.json:\n  %s", strings.Join(notInSpec, "\n  "))
+	}
+	if len(notInRouter) > 0 {
+		t.Errorf("operations in openapi.json that the router does not serve:\n  %s", strings.Join(notInRouter, "\n  "))
+	}
+}
+
+// TestOpenAPIOperations checks the cross-cutting parts every operation must
+// document: security, Idempotency-Key, path parameters and error statuses.
+func TestOpenAPIOperations(t *testing.T) {
+	doc := openAPIDoc(t)
+	if sec, ok := doc["security"].([]any); !ok || len(sec) == 0 {
+		t.Error("no global security requirement")
+	}
+	const idemRef = "#/components/parameters/Idempotency-Key"
+	for key, o := range specOperations(t, doc) {
+		method, path, _ := strings.Cut(key, " ")
+		unauth := slices.Contains(unauthenticatedRoutes, key)
+		sec, hasSec := o["security"].([]any)
+		if unauth && (!hasSec || len(sec) != 0) {
+			t.Errorf("%s: unauthenticated route must have security: []", key)
+		}
+		if !unauth && hasSec {
+			t.Errorf("%s: authenticated route must use the global security", key)
+		}
+		var refs []string
+		pathParams := map[string]bool{}
+		params, _ := o["parameters"].([]any)
+		for _, p := range params {
+			p, _ := p.(map[string]any)
+			if ref, ok := p["$ref"].(string); ok {
+				refs = append(refs, ref)
+				if target, ok := resolveRef(doc, ref).(map[string]any); ok && target["in"] == "path" {
+					pathParams[target["name"].(string)] = true
+				}
+			}
+		}
+		idem := slices.Contains(refs, idemRef)
+		if (method == "POST" || method == "DELETE") != idem {
+			t.Errorf("%s: Idempotency-Key parameter present = %v, want it exactly on POST and DELETE", key, idem)
+		}
+		for _, seg := range strings.Split(path, "/") {
+			if strings.HasPrefix(seg, "{") && !pathParams[strings.Trim(seg, "{}")] {
+				t.Errorf("%s: path parameter %s is not declared", key, seg)
+			}
+		}
+		resp, _ := o["responses"].(map[string]any)
+		want := []string{"200", "503"}
+		if !unauth {
+			want = append(want, "401", "500")
+		}
+		if method == "POST" || method == "DELETE" {
+			want = append(want, "400", "409", "422")
+		}
+		for _, code := range want {
+			if _, ok := resp[code]; !ok {
+				t.Errorf("%s: response %s is not documented", key, code)
+			}
+		}
+	}
+}
+
+// resolveRef returns the value a local "#/..." reference points at, or nil.
+func resolveRef(doc map[string]any, ref string) any {
+	frag, ok := strings.CutPrefix(ref, "#/")
+	if !ok {
+		return nil
+	}
+	var cur any = doc
+	for _, tok := range strings.Split(frag, "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		if cur, ok = m[tok]; !ok {
+			return nil
+		}
+	}
+	return cur
+}
+
+func TestOpenAPIRefsResolve(t *testing.T) {
+	doc := openAPIDoc(t)
+	n := 0
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch x := v.(type) {
+		case map[string]any:
+			if ref, ok := x["$ref"].(string); ok {
+				n++
+				if resolveRef(doc, ref) == nil {
+					t.Errorf("%s: $ref %q does not resolve inside the document", at, ref)
+				}
+			}
+			for k, c := range x {
+				walk(c, at+"/"+k)
+			}
+		case []any:
+			for _, c := range x {
+				walk(c, at+"/[]")
+			}
+		}
+	}
+	walk(doc, "#")
+	if n == 0 {
+		t.Error("the document has no $ref at all")
+	}
+}
+
+// jsonFields returns the JSON names of a struct type's fields and whether
+// each is always present (no omitempty).
+func jsonFields(t *testing.T, typ reflect.Type) map[string]bool {
+	t.Helper()
+	fields := map[string]bool{}
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = !strings.Contains(","+opts+",", ",omitempty,")
+	}
+	return fields
+}
+
+// TestOpenAPISchemasMatchTypes checks, both ways, that each schema's
+// properties are the JSON field names of the Go type the server marshals
+// (responses) or decodes strictly (requests), that response schemas
+// require exactly the fields without omitempty, and that request schemas
+// refuse unknown fields as the decoder does.
+func TestOpenAPISchemasMatchTypes(t *testing.T) {
+	doc := openAPIDoc(t)
+	schemas := object(t, doc, "components", "schemas")
+	cases := []struct {
+		schema  string
+		typ     any
+		request bool
+	}{
+		{"Customer", customerJSON{}, false},
+		{"PaymentMethod", paymentMethodJSON{}, false},
+		{"Card", cardJSON{}, false},
+		{"BillingDetails", billingJSON{}, false},
+		{"Payment", paymentJSON{}, false},
+		{"Tax", taxJSON{}, false},
+		{"Transaction", transactionJSON{}, false},
+		{"Event", eventJSON{}, false},
+		{"Deleted", deletedJSON{}, false},
+		{"CustomerList", listJSON{}, false},
+		{"PaymentMethodList", listJSON{}, false},
+		{"PaymentList", listJSON{}, false},
+		{"EventList", listJSON{}, false},
+		{"Error", errorBody{}, false},
+		{"CustomerRequest", customerRequest{}, true},
+		{"CardRequest", cardRequest{}, true},
+		{"BillingDetailsRequest", billingJSON{}, true},
+		{"PaymentMethodRequest", paymentMethodRequest{}, true},
+		{"TaxRequest", taxRequest{}, true},
+		{"PaymentRequest", paymentRequest{}, true},
+		{"AmountRequest", amountRequest{}, true},
+		{"VoidRequest", struct{}{}, true},
+	}
+	// The error envelope's inner object is checked against errorJSON too.
+	errInner := object(t, schemas, "Error", "properties", "error")
+	check := func(name string, schema map[string]any, typ reflect.Type, request bool) {
+		props, _ := schema["properties"].(map[string]any)
+		fields := jsonFields(t, typ)
+		for f := range fields {
+			if _, ok := props[f]; !ok {
+				t.Errorf("schema %s: property %q of Go type %s is missing", name, f, typ.Name())
+			}
+		}
+		for p := range props {
+			if _, ok := fields[p]; !ok {
+				t.Errorf("schema %s: property %q is not a JSON field of Go type %s", name, p, typ.Name())
+			}
+		}
+		if request {
+			if ap, ok := schema["additionalProperties"].(bool); !ok || ap {
+				t.Errorf("schema %s: the server refuses unknown fields; want additionalProperties: false", name)
+			}
+			return
+		}
+		required := map[string]bool{}
+		if rs, ok := schema["required"].([]any); ok {
+			for _, r := range rs {
+				required[r.(string)] = true
+			}
+		}
+		for f, always := range fields {
+			if always != required[f] {
+				t.Errorf("schema %s: %q required = %v, want %v (omitempty = %v)", name, f, required[f], always, !always)
+			}
+		}
+	}
+	for _, c := range cases {
+		s, ok := schemas[c.schema].(map[string]any)
+		if !ok {
+			t.Errorf("components.schemas.%s is missing", c.schema)
+			continue
+		}
+		check(c.schema, s, reflect.TypeOf(c.typ), c.request)
+	}
+	check("Error.error", errInner, reflect.TypeFor[errorJSON](), false)
+}
+
+// TestOpenAPIServed checks that a Server without an engine serves the
+// document and the probes without authentication.
+func TestOpenAPIServed(t *testing.T) {
+	s := New(Config{})
+	for _, path := range []string{"/v1/openapi.json", "/healthz", "/readyz"} {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK {
+			t.Errorf("GET %s = %d, want 200", path, rec.Code)
+		}
+		if rec.Header().Get("X-Request-Id") == "" {
+			t.Errorf("GET %s: no X-Request-Id", path)
+		}
+		if path == "/v1/openapi.json" && rec.Body.String() != string(OpenAPI()) {
+			t.Errorf("GET %s does not serve the embedded document", path)
+		}
+	}
+}
