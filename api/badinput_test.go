@@ -3,7 +3,6 @@ package api_test
 import (
 	"strings"
 	"testing"
-
 )
 
 // TestBadInput sends malformed requests to every route: each gets a 4xx
@@ -130,7 +129,3 @@ func FuzzDecodePayment(f *testing.F) {
 		}
 	})
 }
-
-
-
-

@@ -50,7 +50,9 @@ func TestWalkthrough(t *testing.T) {
 func TestIllegalTransitions(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
-		auth := func() string { return e.must(200, e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "manual")).str("id") }
+		auth := func() string {
+			return e.must(200, e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "manual")).str("id")
+		}
 		sale := e.must(200, e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "automatic")).str("id")
 		voided := auth()
 		e.must(200, e.keyA, "POST", "/v1/payments/"+voided+"/void", ``)

@@ -56,6 +56,48 @@ func OpenSQLite(t testing.TB) surgepay.Store {
 // OpenPostgres opens a store in a fresh schema, dropped at cleanup.
 func OpenPostgres(t testing.TB) surgepay.Store {
 	t.Helper()
+	db, _ := OpenPostgresSchema(t)
+	return db
+}
+
+// DumpPostgres returns the text of every row of every table in schema.
+func DumpPostgres(t testing.TB, schema string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = $1", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, table := range tables {
+		rows, err := conn.Query(ctx, "SELECT t::text FROM "+pgx.Identifier{schema, table}.Sanitize()+" t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range texts {
+			out = append(out, s...)
+			out = append(out, '\n')
+		}
+	}
+	return string(out)
+}
+
+// OpenPostgresSchema is OpenPostgres that also returns the schema's name.
+func OpenPostgresSchema(t testing.TB) (surgepay.Store, string) {
+	t.Helper()
 	url := PostgresURL(t)
 	if url == "" {
 		t.Skip("SURGEPAY_TEST_POSTGRES_URL not set")
@@ -76,5 +118,5 @@ func OpenPostgres(t testing.TB) surgepay.Store {
 		defer conn.Close(context.Background())
 		conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 	})
-	return db
+	return db, schema
 }
