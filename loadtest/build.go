@@ -74,8 +74,12 @@ func (r *run) summary(interrupted bool) Summary {
 		s.ElapsedSeconds = s.PlannedSeconds
 		s.TargetRate = r.plan.Count() / s.PlannedSeconds
 	default:
-		s.ElapsedSeconds = p.end.Sub(r.start).Seconds()
-		s.TargetRate = r.plan.Count() / s.PlannedSeconds
+		// Stopped early: the target is the plan's mean over the part run.
+		elapsed := p.end.Sub(r.start)
+		s.ElapsedSeconds = elapsed.Seconds()
+		if s.ElapsedSeconds > 0 {
+			s.TargetRate = r.plan.CountAt(elapsed) / s.ElapsedSeconds
+		}
 	}
 	if s.ElapsedSeconds > 0 {
 		s.AchievedRate = float64(s.Iterations) / s.ElapsedSeconds
@@ -222,7 +226,7 @@ func injectorWarnings(res *Result, pacerLate int64) []string {
 	if all := float64(res.Resources.Cores) * 100; srv.Samples > 0 && inj.CPUPercentAvg+srv.CPUPercentAvg > MachineCPUShareMax*all {
 		w = append(w, fmt.Sprintf("injector and server together averaged %.0f%% of %.0f%% CPU: the machine is saturated", inj.CPUPercentAvg+srv.CPUPercentAvg, all))
 	}
-	if n := res.Summary.Iterations; n > 0 && float64(pacerLate) > PacerLagWarnShare*float64(n) {
+	if n := res.Summary.Iterations; pacerLate >= PacerLagWarnCountMin && float64(pacerLate) > PacerLagWarnShare*float64(n) {
 		w = append(w, fmt.Sprintf("the pacer itself started %d of %d iterations late: the injector is the bottleneck", pacerLate, n))
 	}
 	return w

@@ -105,3 +105,34 @@ func TestRateTimesDuration(t *testing.T) {
 		})
 	}
 }
+
+// TestCorrectedFromIntendedStart: an iteration that starts 300ms after its
+// intended time (the CPU was busy, the pacer was late) is charged those
+// 300ms in corrected latency but not in service time, and counts as late.
+// Its second request is measured from the end of its first.
+func TestCorrectedFromIntendedStart(t *testing.T) {
+	srv := okServer(t)
+	rec := newRecorder(time.Now(), DefaultLateThreshold, 1)
+	cl := newClient(srv.URL, "", 5*time.Second, 10)
+	defer cl.close()
+	e := &env{cl: cl, rec: rec, pool: &pool{}, path: "/"}
+	it := &iteration{ctx: context.Background(), env: e, next: time.Now().Add(-300 * time.Millisecond)}
+	runGet(it)
+	runGet(it)
+	c, s := rec.active.corrected[typeGet], rec.active.service[typeGet]
+	if c.TotalCount() != 2 {
+		t.Fatalf("recorded %d requests, want 2", c.TotalCount())
+	}
+	if got := usToMs(c.Max()); got < 300 || got > 1000 {
+		t.Errorf("corrected max = %.1fms, want 300ms plus service time", got)
+	}
+	if got := usToMs(c.Min()); got > 100 {
+		t.Errorf("corrected min = %.1fms, want the second request measured from the first's end", got)
+	}
+	if got := usToMs(s.Max()); got > 100 {
+		t.Errorf("service max = %.1fms, want small", got)
+	}
+	if rec.late != 1 {
+		t.Errorf("late starts = %d, want 1", rec.late)
+	}
+}

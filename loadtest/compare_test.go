@@ -141,3 +141,14 @@ func TestMergeFixtures(t *testing.T) {
 		}
 	}
 }
+
+func TestMainTable(t *testing.T) {
+	code, stdout, _ := runMain(t, "table", "--header", "testdata/compare_base.json")
+	if code != ExitOK {
+		t.Fatalf("exit code = %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[2], "| compare_base.json | constant |") || !strings.Contains(lines[2], "| 30.00 |") {
+		t.Errorf("table = %q, want header, rule and a row with p99 30.00", stdout)
+	}
+}

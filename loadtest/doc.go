@@ -8,6 +8,7 @@
 //	surgepay loadtest [flags]
 //	surgepay loadtest compare base.json new.json [--tolerance 10%]
 //	surgepay loadtest merge a.json b.json --out merged.json
+//	surgepay loadtest table [--header] a.json...   (Markdown rows for bench/RESULTS.md)
 //
 // # Workload model
 //

@@ -63,8 +63,14 @@ const (
 	// server together above which the run warns the machine is saturated.
 	MachineCPUShareMax = 0.9
 	// PacerLagWarnShare is the share of iterations the pacer itself launched
-	// later than --late-threshold above which the injector is blamed.
-	PacerLagWarnShare = 0.01
+	// later than --late-threshold above which the injector is blamed, once
+	// at least PacerLagWarnCountMin were: a lone scheduler hiccup (seen at
+	// start-up on a 2-core machine) is not a bottleneck.
+	PacerLagWarnShare    = 0.01
+	PacerLagWarnCountMin = 20
+	// TrendWindowCountMin is how many one-second windows a run needs before
+	// its trend slopes are computed; over a few seconds they are noise.
+	TrendWindowCountMin = 60
 
 	// ErrorRateSlack is the absolute error-rate increase compare ignores,
 	// so that 0 → 0.01% is not a regression at any tolerance.

@@ -25,6 +25,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return mainCompare(args[1:], stdout, stderr)
 		case "merge":
 			return mainMerge(args[1:], stdout, stderr)
+		case "table":
+			return mainTable(args[1:], stdout, stderr)
 		case "run":
 			args = args[1:]
 		}
@@ -175,6 +177,7 @@ func usage(fs *flag.FlagSet, w io.Writer) {
 	fmt.Fprint(w, `usage: surgepay loadtest [flags]
        surgepay loadtest compare base.json new.json [--tolerance 10%]
        surgepay loadtest merge a.json b.json... --out merged.json
+       surgepay loadtest table [--header] [--label NAME] a.json...
 
 exit codes: 0 ok, 1 usage or set-up error, 2 thresholds breached or
 iterations dropped, 3 compare regression, 4 interrupted.

@@ -53,7 +53,9 @@ func (d *display) live(ctx context.Context, w io.Writer, status func() liveStatu
 	for {
 		select {
 		case <-ctx.Done():
-			bar.SetTotal(-1, true)
+			// The bar was built with a positive total, so reaching it is
+			// what completes the bar and lets Wait return.
+			bar.SetCurrent(total)
 			p.Wait()
 			return
 		case <-tick.C:

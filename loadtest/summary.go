@@ -1,9 +1,12 @@
 package loadtest
 
 import (
+	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -47,8 +50,12 @@ func printSummary(w io.Writer, r *Result) {
 
 func printLatencyRow(w io.Writer, name string, n int64, rate, errRate float64, l LatencyPair) {
 	c, s := l.Corrected, l.Service
-	fmt.Fprintf(w, "%s\t%d\t%.1f\t%.2f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n",
-		name, n, rate, 100*errRate, c.P50, c.P95, c.P99, c.P999, c.Max, s.P50, s.P99)
+	svc := "-\t-"
+	if s.Count > 0 {
+		svc = fmt.Sprintf("%.2f\t%.2f", s.P50, s.P99)
+	}
+	fmt.Fprintf(w, "%s\t%d\t%.1f\t%.2f%%\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n",
+		name, n, rate, 100*errRate, c.P50, c.P95, c.P99, c.P999, c.Max, svc)
 }
 
 func printCodes(w io.Writer, title string, m map[string]int64) {
@@ -91,4 +98,54 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// mainTable runs "table [--header] a.json...": one Markdown table row per
+// result, for appending to bench/RESULTS.md.
+func mainTable(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("loadtest table", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	header := fs.Bool("header", false, "print the table header first")
+	label := fs.String("label", "", "label for the rows (default: the file name)")
+	files, err := parseInterleaved(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if *header {
+		fmt.Fprintln(stdout, "| run | profile | scenarios | capacity/s | achieved/s | p50 ms | p99 ms | errors | dropped | injector CPU % | server CPU % | server RSS MiB |")
+		fmt.Fprintln(stdout, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	}
+	for _, f := range files {
+		r, err := ReadResult(f)
+		if err != nil {
+			fmt.Fprintf(stderr, "loadtest table: %v\n", err)
+			return ExitUsage
+		}
+		name := *label
+		if name == "" {
+			name = filepath.Base(f)
+		}
+		fmt.Fprintln(stdout, markdownRow(name, r))
+	}
+	return ExitOK
+}
+
+func markdownRow(name string, r *Result) string {
+	var mix []string
+	for _, m := range r.Config.Mix {
+		mix = append(mix, fmt.Sprintf("%s×%d", m.Name, m.Weight))
+	}
+	capacity := "-"
+	if r.Stress != nil {
+		capacity = fmt.Sprintf("%.0f", r.Stress.CapacityRate)
+		if !r.Stress.Broken {
+			// The steps ran out before the SLO broke.
+			capacity = "≥" + capacity
+		}
+	}
+	s, c, res := r.Summary, r.Latency.Corrected, r.Resources
+	return fmt.Sprintf("| %s | %s | %s | %s | %.1f | %.2f | %.2f | %.3f%% | %d | %.0f | %.0f | %.1f |",
+		name, r.Config.Profile, strings.Join(mix, " "), capacity, s.AchievedRate, c.P50, c.P99,
+		100*s.ErrorRate, s.Dropped, res.Injector.CPUPercentAvg, res.Server.CPUPercentAvg,
+		float64(res.Server.RSSBytesMax)/(1<<20))
 }

@@ -4,8 +4,12 @@ import "time"
 
 // computeTrend fits least-squares lines over the windows: corrected p99 and
 // the RSS of server and injector against time in minutes. A soak run that
-// leaks or degrades shows a positive slope.
+// leaks or degrades shows a positive slope. Runs shorter than
+// TrendWindowCountMin windows report zero slopes.
 func computeTrend(windows []Window) Trend {
+	if len(windows) < TrendWindowCountMin {
+		return Trend{}
+	}
 	var p99, server, injector []point
 	for _, w := range windows {
 		x := float64(w.Second) / 60

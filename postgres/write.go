@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -151,19 +152,16 @@ func (db *DB) commitAlone(o *op) (unreachable bool, err error) {
 		o.reset()
 		unknown, err := db.commitOps([]*op{o})
 		var pe *pgconn.PgError
-		var pre pgx.ErrPreprocessingBatch
 		switch {
 		case err == nil:
 			return false, o.err
 		case unknown:
 			return false, outcomeUnknown(err)
-		case errors.As(err, &pe):
-			if (pe.Code == "40P01" || pe.Code == "40001") && attempt < soloAttemptsMax {
+		case statementError(err):
+			if errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001") && attempt < soloAttemptsMax {
 				continue // deadlock_detected, serialization_failure
 			}
 			return false, fmt.Errorf("postgres: apply: %w", err)
-		case errors.As(err, &pre):
-			return false, fmt.Errorf("postgres: apply: %w", err) // an argument failed to encode
 		case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) || attempt >= soloAttemptsMax:
 			// A hung database gets no second wait: it would only hold the callers longer.
 			return true, fmt.Errorf("%w: %w", &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_unavailable",
@@ -218,10 +216,24 @@ func (db *DB) commitOps(ops []*op) (unknown bool, err error) {
 	if err == nil {
 		return false, nil
 	}
+	return !statementError(err) && !pgconn.SafeToRetry(err), err
+}
+
+// statementError reports whether err is the refusal of a statement on a
+// working connection, so that the transaction surely did not commit: an
+// argument that failed to encode, or an ERROR from the server. A FATAL
+// error (the backend was terminated) or a connection exception is not: it
+// is a broken connection.
+func statementError(err error) bool {
 	var pe *pgconn.PgError
 	var pre pgx.ErrPreprocessingBatch
-	sent := !errors.As(err, &pe) && !errors.As(err, &pre) && !pgconn.SafeToRetry(err)
-	return sent, err
+	switch {
+	case errors.As(err, &pre):
+		return true
+	case errors.As(err, &pe):
+		return pe.Severity == "ERROR" && !strings.HasPrefix(pe.Code, "08")
+	}
+	return false
 }
 
 // txn is a transaction run as pipelined rounds on one connection.

@@ -1,0 +1,391 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/google/go-cmp/cmp"
+)
+
+// envOf returns an environment lookup over m, so that tests never read the
+// process environment.
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+var noEnv = envOf(nil)
+
+// defaultsFilled is DefaultConfig with the paths LoadConfig derives from
+// data_dir.
+func defaultsFilled() Config {
+	c := DefaultConfig()
+	c.fillPaths()
+	return c
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDefaultConfig(t *testing.T) {
+	t.Run("Validates", func(t *testing.T) {
+		c := defaultsFilled()
+		if err := c.Validate(); err != nil {
+			t.Fatalf("DefaultConfig().Validate() = %v, want nil", err)
+		}
+	})
+	t.Run("LoadWithoutFileOrEnv", func(t *testing.T) {
+		got, err := LoadConfig("", noEnv)
+		if err != nil {
+			t.Fatalf("LoadConfig: %v", err)
+		}
+		if diff := cmp.Diff(defaultsFilled(), got); diff != "" {
+			t.Errorf("LoadConfig(\"\", no env) differs from the defaults (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("PathsFollowDataDir", func(t *testing.T) {
+		got, err := LoadConfig("", envOf(map[string]string{"SURGEPAY_DATA_DIR": "/srv/pay"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.SQLite.Path != "/srv/pay/surgepay.db" || got.KeyringFile != "/srv/pay/keyring.json" {
+			t.Errorf("sqlite.path, keyring_file = %q, %q; want both under /srv/pay", got.SQLite.Path, got.KeyringFile)
+		}
+	})
+}
+
+func TestLoadConfigFile(t *testing.T) {
+	path := writeFile(t, "surgepay.toml", `
+listen = "0.0.0.0:9090"
+data_dir = "/var/lib/surgepay"
+storage = "postgres"
+debug = true
+log_format = "text"
+log_level = "debug"
+inflight_max = 100
+idempotency_retention = "72h"
+reconcile_interval = "250ms"
+
+[sqlite]
+batch_size_max = 64
+flush_interval = "2ms"
+
+[postgres]
+dsn = "postgres://u:p@db:5432/pay"
+schema = "pay"
+pool_conns_max = 32
+writers = 8
+
+[provider]
+kind = "sim-http"
+url = "http://sim:8181"
+decline_rate = 0.25
+timeout = "5s"
+
+[cache]
+ttl = "1m"
+`)
+	got, err := LoadConfig(path, noEnv)
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	want := DefaultConfig()
+	want.Listen, want.DataDir, want.Storage, want.Debug = "0.0.0.0:9090", "/var/lib/surgepay", "postgres", true
+	want.LogFormat, want.LogLevel, want.InflightMax = "text", "debug", 100
+	want.IdempotencyRetention, want.ReconcileInterval = Duration{72 * time.Hour}, Duration{250 * time.Millisecond}
+	want.SQLite.BatchSizeMax, want.SQLite.FlushInterval = 64, Duration{2 * time.Millisecond}
+	want.Postgres.DSN, want.Postgres.Schema, want.Postgres.PoolConnsMax, want.Postgres.Writers = "postgres://u:p@db:5432/pay", "pay", 32, 8
+	want.Provider.Kind, want.Provider.URL, want.Provider.DeclineRate, want.Provider.Timeout = "sim-http", "http://sim:8181", 0.25, Duration{5 * time.Second}
+	want.Cache.TTL = Duration{time.Minute}
+	want.fillPaths()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LoadConfig(file) (-want +got):\n%s", diff)
+	}
+
+	t.Run("FromSURGEPAY_CONFIG", func(t *testing.T) {
+		got, err := LoadConfig("", envOf(map[string]string{"SURGEPAY_CONFIG": path}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Listen != "0.0.0.0:9090" {
+			t.Errorf("listen = %q, want the file's 0.0.0.0:9090", got.Listen)
+		}
+	})
+	t.Run("ErrFileMissing", func(t *testing.T) {
+		missing := filepath.Join(t.TempDir(), "nope.toml")
+		_, err := LoadConfig(missing, noEnv)
+		if err == nil || !strings.Contains(err.Error(), missing) {
+			t.Errorf("LoadConfig(missing file) = %v, want an error naming %s", err, missing)
+		}
+	})
+}
+
+func TestLoadConfigEnvOverridesFile(t *testing.T) {
+	path := writeFile(t, "surgepay.toml", `
+listen = "127.0.0.1:1111"
+data_dir = "/from/file"
+inflight_max = 10
+log_level = "error"
+[sqlite]
+queue_depth_max = 20
+`)
+	env := map[string]string{
+		"SURGEPAY_LISTEN": "127.0.0.1:2222", "SURGEPAY_DATA_DIR": "/from/env", "SURGEPAY_STORAGE": "postgres",
+		"SURGEPAY_POSTGRES_DSN": "postgres://x@y/z", "SURGEPAY_POSTGRES_SCHEMA": "s1",
+		"SURGEPAY_LOG_FORMAT": "text", "SURGEPAY_LOG_LEVEL": "warn", "SURGEPAY_TAX_TABLE": "/t.csv",
+		"SURGEPAY_PROVIDER": "sim-http", "SURGEPAY_PROVIDER_URL": "https://sim.example",
+		"SURGEPAY_SIM_LATENCY": "fixed:5ms", "SURGEPAY_DEBUG": "true",
+		"SURGEPAY_INFLIGHT_MAX": "77", "SURGEPAY_QUEUE_DEPTH_MAX": "88",
+	}
+	got, err := LoadConfig(path, envOf(env))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	want := DefaultConfig()
+	want.Listen, want.DataDir, want.Storage = "127.0.0.1:2222", "/from/env", "postgres"
+	want.Postgres.DSN, want.Postgres.Schema = "postgres://x@y/z", "s1"
+	want.LogFormat, want.LogLevel, want.TaxTable, want.Debug = "text", "warn", "/t.csv", true
+	want.Provider.Kind, want.Provider.URL, want.Provider.Latency = "sim-http", "https://sim.example", "fixed:5ms"
+	want.InflightMax, want.SQLite.QueueDepthMax = 77, 88
+	want.fillPaths() // Paths derive from the environment's data_dir.
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LoadConfig(file, env) (-want +got):\n%s", diff)
+	}
+
+	t.Run("SQLitePath", func(t *testing.T) {
+		got, err := LoadConfig(path, envOf(map[string]string{"SURGEPAY_SQLITE_PATH": "/db/x.db"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.SQLite.Path != "/db/x.db" || got.DataDir != "/from/file" {
+			t.Errorf("sqlite.path, data_dir = %q, %q; want /db/x.db, /from/file", got.SQLite.Path, got.DataDir)
+		}
+	})
+	for _, tc := range []struct{ name, key, value string }{
+		{"ErrDebugNotBool", "SURGEPAY_DEBUG", "maybe"},
+		{"ErrInflightMaxNotInt", "SURGEPAY_INFLIGHT_MAX", "lots"},
+		{"ErrQueueDepthMaxNotInt", "SURGEPAY_QUEUE_DEPTH_MAX", "1e3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig("", envOf(map[string]string{tc.key: tc.value}))
+			if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), tc.value) {
+				t.Errorf("LoadConfig with %s=%q: err = %v, want one naming the variable and the value", tc.key, tc.value, err)
+			}
+		})
+	}
+}
+
+func TestLoadConfigFileRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       []string // substrings of the error
+	}{
+		{"ErrUnknownKey", "listen = \"127.0.0.1:1\"\nlisten_address = \"x\"\n", []string{"unknown setting", "listen_address"}},
+		{"ErrUnknownNestedKey", "[sqlite]\nbatch_size = 3\n", []string{"unknown setting", "sqlite.batch_size"}},
+		{"ErrUnknownTable", "[redis]\nurl = \"x\"\n", []string{"unknown setting", "redis"}},
+		{"ErrWrongType", "inflight_max = \"lots\"\n", []string{"inflight_max"}},
+		{"ErrBadDuration", "idempotency_retention = \"1 day\"\n", []string{"1 day", "not a duration"}},
+		{"ErrSyntax", "listen = \n", []string{"config "}},
+		{"ErrValidation", "storage = \"mysql\"\n", []string{"config storage", "mysql"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, "bad.toml", tc.text)
+			_, err := LoadConfig(path, noEnv)
+			if err == nil {
+				t.Fatalf("LoadConfig(%q) = nil error, want one", tc.text)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("LoadConfig(%q) error = %q, want it to contain %q", tc.text, err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name  string
+		edit  func(c *Config)
+		field string // the name the error must carry
+	}{
+		{"ErrListenNoPort", func(c *Config) { c.Listen = "localhost" }, "config listen"},
+		{"ErrListenEmpty", func(c *Config) { c.Listen = "" }, "config listen"},
+		{"ErrDataDirEmpty", func(c *Config) { c.DataDir = "" }, "config data_dir"},
+		{"ErrStorageUnknown", func(c *Config) { c.Storage = "mysql" }, "config storage"},
+		{"ErrPostgresWithoutDSN", func(c *Config) { c.Storage = "postgres" }, "config postgres.dsn"},
+		{"ErrLogFormat", func(c *Config) { c.LogFormat = "xml" }, "config log_format"},
+		{"ErrLogLevel", func(c *Config) { c.LogLevel = "loud" }, "config log_level"},
+		{"ErrInflightMaxZero", func(c *Config) { c.InflightMax = 0 }, "config inflight_max"},
+		{"ErrInflightMaxHuge", func(c *Config) { c.InflightMax = 1_000_001 }, "config inflight_max"},
+		{"ErrRetentionUnder24h", func(c *Config) { c.IdempotencyRetention = Duration{23 * time.Hour} }, "config idempotency_retention"},
+		{"ErrReconcileIntervalShort", func(c *Config) { c.ReconcileInterval = Duration{time.Millisecond} }, "config reconcile_interval"},
+		{"ErrSQLiteBatchSizeMax", func(c *Config) { c.SQLite.BatchSizeMax = 0 }, "config sqlite.batch_size_max"},
+		{"ErrSQLiteQueueDepthMax", func(c *Config) { c.SQLite.QueueDepthMax = -1 }, "config sqlite.queue_depth_max"},
+		{"ErrSQLiteReadConnsMax", func(c *Config) { c.SQLite.ReadConnsMax = 0 }, "config sqlite.read_conns_max"},
+		{"ErrPostgresBatchSizeMax", func(c *Config) { c.Postgres.BatchSizeMax = 10_000_001 }, "config postgres.batch_size_max"},
+		{"ErrPostgresQueueDepthMax", func(c *Config) { c.Postgres.QueueDepthMax = 0 }, "config postgres.queue_depth_max"},
+		{"ErrPostgresWriters", func(c *Config) { c.Postgres.Writers = 0 }, "config postgres.writers"},
+		{"ErrCacheEntriesMax", func(c *Config) { c.Cache.EntriesMax = 0 }, "config cache.entries_max"},
+		{"ErrProviderKind", func(c *Config) { c.Provider.Kind = "stripe" }, "config provider.kind"},
+		{"ErrProviderURLMissing", func(c *Config) { c.Provider.Kind = "sim-http" }, "config provider.url"},
+		{"ErrProviderURLNotHTTP", func(c *Config) { c.Provider.Kind, c.Provider.URL = "sim-http", "ftp://x" }, "config provider.url"},
+		{"ErrDeclineRateNegative", func(c *Config) { c.Provider.DeclineRate = -0.1 }, "config provider.decline_rate"},
+		{"ErrTimeoutRateAboveOne", func(c *Config) { c.Provider.TimeoutRate = 1.5 }, "config provider.timeout_rate"},
+		{"ErrUnknownRateAboveOne", func(c *Config) { c.Provider.UnknownRate = 2 }, "config provider.unknown_rate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := defaultsFilled()
+			tc.edit(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.field+":") {
+				t.Errorf("Validate() = %v, want an error naming %q", err, tc.field)
+			}
+		})
+	}
+	t.Run("OK", func(t *testing.T) {
+		for _, edit := range []func(c *Config){
+			func(c *Config) { c.Storage, c.Postgres.DSN = "postgres", "postgres://x@y/z" },
+			func(c *Config) { c.Provider.Kind, c.Provider.URL = "sim-http", "http://127.0.0.1:8181" },
+			func(c *Config) { c.LogLevel = "WARN" },
+			func(c *Config) { c.Listen = ":8080" },
+			func(c *Config) { c.Provider.DeclineRate, c.Provider.UnknownRate = 1, 0 },
+		} {
+			c := defaultsFilled()
+			edit(&c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		}
+	})
+	t.Run("ErrEveryBadFieldNamed", func(t *testing.T) {
+		c := defaultsFilled()
+		var fields []string
+		for _, tc := range cases {
+			if tc.name == "ErrProviderURLNotHTTP" || tc.name == "ErrListenEmpty" || tc.name == "ErrInflightMaxHuge" ||
+				tc.name == "ErrStorageUnknown" || tc.name == "ErrProviderKind" {
+				continue // They set fields that other cases already break.
+			}
+			tc.edit(&c)
+			fields = append(fields, tc.field)
+		}
+		err := c.Validate()
+		if err == nil {
+			t.Fatal("Validate() = nil, want every bad field reported")
+		}
+		for _, f := range fields {
+			if !strings.Contains(err.Error(), f+":") {
+				t.Errorf("Validate() error does not name %s:\n%v", f, err)
+			}
+		}
+		if got := len(strings.Split(err.Error(), "\n")); got != len(fields) {
+			t.Errorf("Validate() reported %d problems, want %d:\n%v", got, len(fields), err)
+		}
+	})
+}
+
+func TestConfigRedacted(t *testing.T) {
+	const secret = "hunter2-very-secret"
+	c := defaultsFilled()
+	c.Storage, c.Postgres.DSN = "postgres", "postgres://pay:"+secret+"@db:5432/pay"
+	r := c.Redacted()
+	for _, s := range []string{fmt.Sprintf("%+v", r), fmt.Sprintf("%#v", r), tomlOf(t, r)} {
+		if strings.Contains(s, secret) {
+			t.Errorf("Redacted config prints the DSN's password: %s", s)
+		}
+	}
+	if r.Postgres.DSN == "" {
+		t.Error("Redacted DSN is empty, want a placeholder that shows a DSN is set")
+	}
+	if !strings.Contains(c.Postgres.DSN, secret) {
+		t.Error("Redacted changed the original config")
+	}
+	if r := defaultsFilled().Redacted(); r.Postgres.DSN != "" {
+		t.Errorf("Redacted of a config without DSN has DSN %q, want empty", r.Postgres.DSN)
+	}
+}
+
+func tomlOf(t *testing.T, c Config) string {
+	t.Helper()
+	var b strings.Builder
+	if err := toml.NewEncoder(&b).Encode(c); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+const exampleConfig = "../../etc/surgepay.toml"
+
+// TestExampleConfig keeps etc/surgepay.toml loadable, at the defaults, and
+// complete: a setting added to Config without a line there fails it.
+func TestExampleConfig(t *testing.T) {
+	got, err := LoadConfig(exampleConfig, noEnv)
+	if err != nil {
+		t.Fatalf("LoadConfig(%s): %v", exampleConfig, err)
+	}
+	if diff := cmp.Diff(defaultsFilled(), got); diff != "" {
+		t.Errorf("%s differs from DefaultConfig (-want +got):\n%s", exampleConfig, diff)
+	}
+
+	t.Run("NamesEverySetting", func(t *testing.T) {
+		text, err := os.ReadFile(exampleConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Uncomment the "# key = value" lines: the settings without a fixed
+		// default are there as examples.
+		uncommented := regexp.MustCompile(`(?m)^# ?([a-z_]+ = )`).ReplaceAll(text, []byte("$1"))
+		var c Config
+		md, err := toml.Decode(string(uncommented), &c)
+		if err != nil {
+			t.Fatalf("%s with its examples uncommented: %v", exampleConfig, err)
+		}
+		if un := md.Undecoded(); len(un) > 0 {
+			t.Errorf("%s names unknown settings %v", exampleConfig, un)
+		}
+		var named []string
+		for _, k := range md.Keys() {
+			named = append(named, k.String())
+		}
+		for _, k := range tomlKeys(reflect.TypeFor[Config](), "") {
+			if !slices.Contains(named, k) {
+				t.Errorf("%s does not name setting %s", exampleConfig, k)
+			}
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s with its examples uncommented does not validate: %v", exampleConfig, err)
+		}
+	})
+}
+
+// tomlKeys lists the dotted TOML keys of the leaf fields of struct type t.
+func tomlKeys(t reflect.Type, prefix string) []string {
+	var keys []string
+	durationType := reflect.TypeFor[Duration]()
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		if f.Type.Kind() == reflect.Struct && f.Type != durationType {
+			keys = append(keys, tomlKeys(f.Type, prefix+name+".")...)
+			continue
+		}
+		keys = append(keys, prefix+name)
+	}
+	return keys
+}
