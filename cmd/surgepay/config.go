@@ -18,6 +18,10 @@ import (
 type Config struct {
 	// Listen is the API's address. Default 127.0.0.1:8080.
 	Listen string `toml:"listen"`
+	// AdminListen is the admin listener's address: health, readiness and
+	// /debug/pprof. Never expose it publicly. Empty disables it.
+	// Default 127.0.0.1:9090.
+	AdminListen string `toml:"admin_listen"`
 	// DataDir holds the embedded database, the keyring and the dev API key.
 	// Default ./data.
 	DataDir string `toml:"data_dir"`
@@ -112,7 +116,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 // in-process simulator, 127.0.0.1:8080.
 func DefaultConfig() Config {
 	return Config{
-		Listen: "127.0.0.1:8080", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
+		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
 		InflightMax: 4096, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
 		SQLite:   SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4},
 		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
@@ -147,7 +151,7 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 // applyEnv applies SURGEPAY_* overrides.
 func (c *Config) applyEnv(env func(string) string) error {
 	str := map[string]*string{
-		"SURGEPAY_LISTEN": &c.Listen, "SURGEPAY_DATA_DIR": &c.DataDir, "SURGEPAY_STORAGE": &c.Storage,
+		"SURGEPAY_LISTEN": &c.Listen, "SURGEPAY_ADMIN_LISTEN": &c.AdminListen, "SURGEPAY_DATA_DIR": &c.DataDir, "SURGEPAY_STORAGE": &c.Storage,
 		"SURGEPAY_POSTGRES_DSN": &c.Postgres.DSN, "SURGEPAY_POSTGRES_SCHEMA": &c.Postgres.Schema,
 		"SURGEPAY_LOG_FORMAT": &c.LogFormat, "SURGEPAY_LOG_LEVEL": &c.LogLevel, "SURGEPAY_TAX_TABLE": &c.TaxTable,
 		"SURGEPAY_PROVIDER": &c.Provider.Kind, "SURGEPAY_PROVIDER_URL": &c.Provider.URL,
@@ -195,6 +199,9 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%q is not host:port", c.Listen)
+	}
+	if _, _, err := net.SplitHostPort(c.AdminListen); c.AdminListen != "" && err != nil {
+		bad("admin_listen", "%q is not host:port", c.AdminListen)
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "must not be empty")

@@ -257,6 +257,12 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
+	t.Run("ErrAdminListen", func(t *testing.T) {
+		_, err := LoadConfig("", envOf(map[string]string{"SURGEPAY_ADMIN_LISTEN": "nine-oh-nine-oh"}))
+		if err == nil || !strings.Contains(err.Error(), "config admin_listen:") {
+			t.Errorf("LoadConfig with a bad SURGEPAY_ADMIN_LISTEN: err = %v, want one naming admin_listen", err)
+		}
+	})
 	t.Run("OK", func(t *testing.T) {
 		for _, edit := range []func(c *Config){
 			func(c *Config) { c.Storage, c.Postgres.DSN = "postgres", "postgres://x@y/z" },

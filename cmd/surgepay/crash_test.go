@@ -20,11 +20,11 @@ import (
 
 // Bounds of the crash test.
 const (
-	crashRounds          = 3                      // kill/restart rounds
-	crashWorkers         = 16                     // concurrent clients
+	crashRounds          = 3                       // kill/restart rounds
+	crashWorkers         = 16                      // concurrent clients
 	crashLoadDuration    = 1500 * time.Millisecond // load before the SIGKILL
-	crashCreatesMax      = 3000                   // per round: SIGKILL once this many payments were answered
-	crashOpsPerWorkerMax = 2000                   // per round and worker; above crashCreatesMax/crashWorkers, so the kill lands mid-flight
+	crashCreatesMax      = 3000                    // per round: SIGKILL once this many payments were answered
+	crashOpsPerWorkerMax = 2000                    // per round and worker; above crashCreatesMax/crashWorkers, so the kill lands mid-flight
 	crashCustomers       = 4
 	crashTestTimeout     = 4 * time.Minute // one backend's whole run
 	crashRetriesMax      = 5               // attempts at one in-flight request after the restart
@@ -172,6 +172,7 @@ type told struct {
 	status                        string
 	total, captured, refunded     int64
 	customer, createKey, lastPath string
+	retried                       bool // the last answer was to a retry after a restart
 }
 
 // request is a POST the client sent; kept to retry it after a kill.
@@ -201,7 +202,6 @@ type card struct{ customer, method string }
 
 func newCrashRun(t *testing.T, bin string, env map[string]string) *crashRun {
 	r := &crashRun{t: t, bin: bin, dataDir: t.TempDir(), env: env, ledger: map[string]*told{}}
-	if d := os.Getenv("CRASH_KEEP_DIR"); d != "" { r.dataDir = d }
 	simAddr := freeAddr(t)
 	sim := startProcess(t, "simulator", bin, []string{"simulator", "--listen", simAddr}, nil)
 	r.simURL = "http://" + simAddr
@@ -229,19 +229,20 @@ func (r *crashRun) run(ctx context.Context) {
 			r.setUp(ctx)
 		}
 		retried := len(r.inflight)
-		r.retryInflight(ctx)
+		replayed := r.retryInflight(ctx)
 		r.verify(ctx)
 		if t.Failed() {
 			return
 		}
+		checked := len(r.ledger)
 		if round > crashRounds {
-			t.Logf("final restart: %d payments; %d in-flight requests retried; checked in %s",
-				len(r.ledger), retried, time.Since(start).Round(time.Millisecond))
+			t.Logf("final restart: %d requests in flight at the kill retried (%d replayed), %d payments checked; %s",
+				retried, replayed, checked, time.Since(start).Round(time.Millisecond))
 			break
 		}
 		answered := r.load(ctx, round)
-		t.Logf("round %d: %d in-flight requests of the last kill retried, %d payments checked, %d answered POSTs before SIGKILL, %d unanswered; %s",
-			round, retried, len(r.ledger), answered, len(r.inflight), time.Since(start).Round(time.Millisecond))
+		t.Logf("round %d: %d requests in flight at the kill retried (%d replayed), %d payments checked, then %d POSTs answered and %d in flight at SIGKILL; %s",
+			round, retried, replayed, checked, answered, len(r.inflight), time.Since(start).Round(time.Millisecond))
 	}
 	r.checkNoDuplicates(ctx)
 	r.checkNetwork(ctx)
@@ -254,7 +255,8 @@ func (r *crashRun) run(ctx context.Context) {
 func (r *crashRun) start(ctx context.Context) {
 	t := r.t
 	addr := freeAddr(t)
-	env := map[string]string{"SURGEPAY_DATA_DIR": r.dataDir, "SURGEPAY_LISTEN": addr, "SURGEPAY_LOG_LEVEL": "warn",
+	env := map[string]string{"SURGEPAY_DATA_DIR": r.dataDir, "SURGEPAY_LISTEN": addr,
+		"SURGEPAY_ADMIN_LISTEN": freeAddr(t), "SURGEPAY_LOG_LEVEL": "warn",
 		"SURGEPAY_PROVIDER": "sim-http", "SURGEPAY_PROVIDER_URL": r.simURL}
 	for k, v := range r.env {
 		env[k] = v
@@ -367,7 +369,7 @@ func (r *crashRun) send(ctx context.Context, req request) (*payment, bool) {
 		r.mu.Unlock()
 		return nil, false
 	}
-	p, err := r.record(req, resp)
+	p, err := r.record(req, resp, false)
 	if err != nil {
 		r.errorf("%v", err)
 		return nil, false
@@ -376,7 +378,7 @@ func (r *crashRun) send(ctx context.Context, req request) (*payment, bool) {
 }
 
 // record puts a 2xx answer to req in the ledger.
-func (r *crashRun) record(req request, resp *response) (*payment, error) {
+func (r *crashRun) record(req request, resp *response, retried bool) (*payment, error) {
 	if resp.status/100 != 2 {
 		return nil, fmt.Errorf("POST %s (key %s): status %d, want 2xx; body %s", req.path, req.key, resp.status, resp.body)
 	}
@@ -391,14 +393,16 @@ func (r *crashRun) record(req request, resp *response) (*payment, error) {
 		e = &told{customer: p.Customer, createKey: p.Metadata["idem"]}
 		r.ledger[p.ID] = e
 	}
-	e.status, e.total, e.captured, e.refunded, e.lastPath = p.Status, p.AmountTotal, p.AmountCaptured, p.AmountRefunded, req.path
+	e.status, e.total, e.captured, e.refunded = p.Status, p.AmountTotal, p.AmountCaptured, p.AmountRefunded
+	e.lastPath, e.retried = req.path, retried
 	return &p, nil
 }
 
 // retryInflight sends again, with the same Idempotency-Key and body, every
 // request that went unanswered at the last kill. Each must now answer 2xx:
 // the stored answer if the first attempt committed, else a fresh success.
-func (r *crashRun) retryInflight(ctx context.Context) {
+// It returns how many were replays of a stored answer.
+func (r *crashRun) retryInflight(ctx context.Context) (replayed int) {
 	reqs := r.inflight
 	r.inflight = nil
 	for _, req := range reqs {
@@ -417,10 +421,14 @@ func (r *crashRun) retryInflight(ctx context.Context) {
 			r.errorf("retry POST %s (key %s) after the restart: %v", req.path, req.key, err)
 			continue
 		}
-		if _, err := r.record(req, resp); err != nil {
+		if _, err := r.record(req, resp, true); err != nil {
 			r.errorf("retry after the restart: %v", err)
 		}
+		if resp.header.Get("Idempotent-Replayed") == "true" {
+			replayed++
+		}
 	}
+	return replayed
 }
 
 // verify reads every payment of the ledger and compares it with what the
@@ -450,6 +458,11 @@ func (r *crashRun) verifyOne(ctx context.Context, id string) {
 	resp, err := r.api.do(ctx, "GET", "/v1/payments/"+id, "", nil)
 	if err != nil {
 		r.errorf("GET payment %s: %v", id, err)
+		return
+	}
+	if resp.status != http.StatusOK && want.retried {
+		r.errorf("payment %s does not exist (GET answered %d), yet a retry after the restart of POST %s answered it, %s",
+			id, resp.status, want.lastPath, want.status)
 		return
 	}
 	if resp.status != http.StatusOK {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -233,6 +234,16 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	var wg sync.WaitGroup
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
+	var ready atomic.Bool
+	if cfg.AdminListen != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := serveAdmin(bg, cfg.AdminListen, ready.Load, log); err != nil {
+				log.Error("admin listener", "err", err.Error())
+			}
+		}()
+	}
 	wg.Add(2)
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
 	go func() { defer wg.Done(); purgeLoop(bg, a.eng, log) }()
@@ -240,6 +251,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	ready.Store(true)
 	select {
 	case err := <-errc:
 		return err

@@ -112,7 +112,8 @@ func backends(t testing.TB) []backend {
 // port, with data in dir and the storage variables in env.
 func testConfig(t testing.TB, dir string, env map[string]string) Config {
 	t.Helper()
-	all := map[string]string{"SURGEPAY_DATA_DIR": dir, "SURGEPAY_LISTEN": freeAddr(t), "SURGEPAY_LOG_LEVEL": "warn"}
+	all := map[string]string{"SURGEPAY_DATA_DIR": dir, "SURGEPAY_LISTEN": freeAddr(t),
+		"SURGEPAY_ADMIN_LISTEN": freeAddr(t), "SURGEPAY_LOG_LEVEL": "warn"}
 	for k, v := range env {
 		all[k] = v
 	}
@@ -361,7 +362,7 @@ func TestServeDevMerchant(t *testing.T) {
 	}
 
 	t.Run("SecondStartKeepsMerchant", func(t *testing.T) {
-		cfg.Listen = freeAddr(t)
+		cfg := testConfig(t, dir, nil)
 		s := startServe(t, cfg)
 		if out := s.out.String(); strings.Contains(out, "Created development merchant") || !strings.Contains(out, keyFile) {
 			t.Errorf("second start printed %q, want only where the key is", out)
@@ -575,5 +576,71 @@ func TestKeysCreate(t *testing.T) {
 	newClient(s.url, key).must(t, "GET", "/v1/customers", "", nil, http.StatusOK, nil)
 	if err := s.stop(); err != nil {
 		t.Fatalf("serve returned %v, want nil", err)
+	}
+}
+
+// TestServeReplayAfterRestart is the regression test for a retry whose
+// first attempt was stored before a restart: the new process has no cached
+// idempotency record, so the request runs again, meets the stored key at
+// commit, and must then answer with the stored bytes, not with the answer
+// it rendered for a payment it never stored. (TestCrashRecovery found it:
+// clients were told of payments that did not exist.)
+func TestServeReplayAfterRestart(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := testConfig(t, dir, b.env(t))
+			s := startServe(t, cfg)
+			c := newClient(s.url, readDevKey(t, dir))
+			var cus, pm object
+			c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada"}, 200, &cus)
+			c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+				"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030}}, 200, &pm)
+			create := map[string]any{"amount": 2000, "currency": "usd", "customer": cus.ID, "payment_method": pm.ID}
+			var p payment
+			first := c.must(t, "POST", "/v1/payments", "order-1", create, 200, &p)
+			refund := map[string]any{"amount": 500}
+			firstRefund := c.must(t, "POST", "/v1/payments/"+p.ID+"/refunds", "refund-1", refund, 200, nil)
+			if err := s.stop(); err != nil {
+				t.Fatalf("serve returned %v, want nil", err)
+			}
+
+			cfg = testConfig(t, dir, b.env(t))
+			s = startServe(t, cfg)
+			c = newClient(s.url, readDevKey(t, dir))
+			t.Run("Create", func(t *testing.T) {
+				again := c.must(t, "POST", "/v1/payments", "order-1", create, 200, nil)
+				if v := again.header.Get("Idempotent-Replayed"); v != "true" {
+					t.Errorf("Idempotent-Replayed %q, want true", v)
+				}
+				if !bytes.Equal(again.body, first.body) {
+					t.Errorf("retry after restart answered\n%s\nwant the stored\n%s", again.body, first.body)
+				}
+			})
+			t.Run("Refund", func(t *testing.T) {
+				// The stored answer, or the payment as it is: the refund
+				// happened once either way.
+				var got payment
+				again := c.must(t, "POST", "/v1/payments/"+p.ID+"/refunds", "refund-1", refund, 200, &got)
+				if again.header.Get("Idempotent-Replayed") == "true" && !bytes.Equal(again.body, firstRefund.body) {
+					t.Errorf("replay after restart answered\n%s\nwant the stored\n%s", again.body, firstRefund.body)
+				}
+				if got.Status != "partially_refunded" || got.AmountRefunded != 500 {
+					t.Errorf("retry after restart answered %s refunded %d, want partially_refunded 500", got.Status, got.AmountRefunded)
+				}
+			})
+			var got payment
+			c.must(t, "GET", "/v1/payments/"+p.ID, "", nil, 200, &got)
+			if got.Status != "partially_refunded" || got.AmountRefunded != 500 {
+				t.Errorf("payment %s refunded %d, want partially_refunded 500", got.Status, got.AmountRefunded)
+			}
+			var list struct {
+				Data []payment `json:"data"`
+			}
+			c.must(t, "GET", "/v1/payments?customer="+cus.ID, "", nil, 200, &list)
+			if len(list.Data) != 1 {
+				t.Errorf("%d payments after retrying one create, want 1", len(list.Data))
+			}
+		})
 	}
 }
