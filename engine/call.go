@@ -73,6 +73,12 @@ func (e *Engine) idempotent(ctx context.Context, call *Call, fn func() error) er
 		return replayOf(rec, call)
 	}
 	err := fn()
+	if surgepay.ErrorReason(err) == "idempotency_key_exists" {
+		// The key was stored by an earlier request (before a restart, or on
+		// another node): what fn rendered was never stored and must not be
+		// sent; the stored answer is replayed below.
+		call.RenderedBody, call.RenderedStatus = nil, 0
+	}
 	if err == nil || call.RenderedBody != nil || !replayable(err) {
 		return err
 	}

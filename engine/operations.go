@@ -98,6 +98,11 @@ const recordOperationAttemptsMax = 5
 func (e *Engine) recordOperation(ctx context.Context, call *Call, p *surgepay.Payment, op operation, res *surgepay.ProviderResult, perr error) (*surgepay.Payment, error) {
 	for attempt := 0; ; attempt++ {
 		if hasTransaction(p, op.key) {
+			if call.IdempotencyKey != "" {
+				// A retry of a request already recorded: replay its stored
+				// answer rather than the payment as it is now.
+				return nil, surgepay.Conflict("idempotency_key_exists", "this request was already processed")
+			}
 			return p, nil // another node recorded this very operation
 		}
 		next, result := e.applyOutcome(p, op, res, perr)

@@ -29,12 +29,8 @@ func adminHandler(ready func() bool) http.Handler {
 	return mux
 }
 
-// serveAdmin runs the admin listener until ctx ends.
-func serveAdmin(ctx context.Context, addr string, ready func() bool, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+// serveAdmin runs the admin listener on ln until ctx ends.
+func serveAdmin(ctx context.Context, ln net.Listener, ready func() bool, log *slog.Logger) error {
 	srv := &http.Server{Handler: adminHandler(ready), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/surgepay/surgepay/provider/sim"
 )
 
 // Config is surgepay's configuration: DefaultConfig, then the TOML file
@@ -19,8 +21,9 @@ type Config struct {
 	// Listen is the API's address. Default 127.0.0.1:8080.
 	Listen string `toml:"listen"`
 	// AdminListen is the admin listener's address: health, readiness and
-	// /debug/pprof. Never expose it publicly. Empty disables it.
-	// Default 127.0.0.1:9090.
+	// /debug/pprof. Never expose it publicly. "" or "off" disables it
+	// (SURGEPAY_ADMIN_LISTEN=off). Default 127.0.0.1:9090: a second server
+	// on the same host needs another port.
 	AdminListen string `toml:"admin_listen"`
 	// DataDir holds the embedded database, the keyring and the dev API key.
 	// Default ./data.
@@ -200,6 +203,9 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%q is not host:port", c.Listen)
 	}
+	if c.AdminListen == "off" {
+		c.AdminListen = ""
+	}
 	if _, _, err := net.SplitHostPort(c.AdminListen); c.AdminListen != "" && err != nil {
 		bad("admin_listen", "%q is not host:port", c.AdminListen)
 	}
@@ -239,8 +245,25 @@ func (c *Config) Validate() error {
 			bad(name, "%d must be 1 to 10000000", v)
 		}
 	}
+	for name, d := range map[string]time.Duration{"provider.timeout": c.Provider.Timeout.Duration, "cache.ttl": c.Cache.TTL.Duration} {
+		if d <= 0 {
+			bad(name, "%s must be positive", d)
+		}
+	}
+	for name, d := range map[string]time.Duration{"sqlite.flush_interval": c.SQLite.FlushInterval.Duration,
+		"postgres.flush_interval": c.Postgres.FlushInterval.Duration} {
+		if d < 0 || d > time.Second {
+			bad(name, "%s must be between 0 and 1s", d)
+		}
+	}
+	if c.Postgres.PoolConnsMax < 0 || c.Postgres.PoolConnsMax > 10_000 {
+		bad("postgres.pool_conns_max", "%d must be 0 (default) to 10000", c.Postgres.PoolConnsMax)
+	}
 	switch c.Provider.Kind {
 	case "sim":
+		if _, err := sim.ParseLatency(c.Provider.Latency); err != nil {
+			bad("provider.latency", "%v", err)
+		}
 	case "sim-http":
 		if !strings.HasPrefix(c.Provider.URL, "http://") && !strings.HasPrefix(c.Provider.URL, "https://") {
 			bad("provider.url", "%q must be an http(s) URL when provider.kind = \"sim-http\"", c.Provider.URL)

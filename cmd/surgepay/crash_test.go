@@ -169,10 +169,10 @@ func (p *process) doneErr() <-chan error {
 
 // told is what the client was last told about a payment.
 type told struct {
-	status                        string
-	total, captured, refunded     int64
-	customer, createKey, lastPath string
-	retried                       bool // the last answer was to a retry after a restart
+	status                    string
+	total, captured, refunded int64
+	lastPath                  string
+	retried                   bool // the last answer was to a retry after a restart
 }
 
 // request is a POST the client sent; kept to retry it after a kill.
@@ -390,7 +390,7 @@ func (r *crashRun) record(req request, resp *response, retried bool) (*payment, 
 	defer r.mu.Unlock()
 	e := r.ledger[p.ID]
 	if e == nil {
-		e = &told{customer: p.Customer, createKey: p.Metadata["idem"]}
+		e = &told{}
 		r.ledger[p.ID] = e
 	}
 	e.status, e.total, e.captured, e.refunded = p.Status, p.AmountTotal, p.AmountCaptured, p.AmountRefunded

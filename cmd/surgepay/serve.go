@@ -180,13 +180,35 @@ func (a *app) ensureDevMerchant(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(keyFile, []byte(secret+"\n"), 0o600); err != nil {
+	if err := writeFileAtomic(keyFile, []byte(secret+"\n")); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "Created development merchant %s with API key (also in %s):\n\n    %s\n\n"+
 		"Try:  curl -s http://%s/v1/customers -H 'Authorization: Bearer %s' -d '{\"name\":\"Ada\"}'\n\n",
 		m.ID, keyFile, secret, a.cfg.Listen, secret)
 	return nil
+}
+
+// writeFileAtomic writes data to path (mode 0600) through a temporary file
+// and a rename, so a crash leaves the old file or the new one.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -236,10 +258,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	defer stopBG()
 	var ready atomic.Bool
 	if cfg.AdminListen != "" {
+		aln, err := net.Listen("tcp", cfg.AdminListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("admin listener: %w (set admin_listen to another port, or \"off\")", err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := serveAdmin(bg, cfg.AdminListen, ready.Load, log); err != nil {
+			if err := serveAdmin(bg, aln, ready.Load, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()
@@ -254,6 +281,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	ready.Store(true)
 	select {
 	case err := <-errc:
+		stopBG()
+		wg.Wait()
 		return err
 	case <-ctx.Done():
 	}

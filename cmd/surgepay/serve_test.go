@@ -588,9 +588,8 @@ func TestKeysCreate(t *testing.T) {
 func TestServeReplayAfterRestart(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
-			dir := t.TempDir()
-			cfg := testConfig(t, dir, b.env(t))
-			s := startServe(t, cfg)
+			dir, env := t.TempDir(), b.env(t)
+			s := startServe(t, testConfig(t, dir, env))
 			c := newClient(s.url, readDevKey(t, dir))
 			var cus, pm object
 			c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada"}, 200, &cus)
@@ -605,8 +604,7 @@ func TestServeReplayAfterRestart(t *testing.T) {
 				t.Fatalf("serve returned %v, want nil", err)
 			}
 
-			cfg = testConfig(t, dir, b.env(t))
-			s = startServe(t, cfg)
+			s = startServe(t, testConfig(t, dir, env)) // The same data, a fresh process state.
 			c = newClient(s.url, readDevKey(t, dir))
 			t.Run("Create", func(t *testing.T) {
 				again := c.must(t, "POST", "/v1/payments", "order-1", create, 200, nil)
