@@ -95,7 +95,11 @@ func testAuthorizeKeyReused(t *testing.T, h *harness) {
 		{"amount", authReq(key, CardVisa, 1001, false)},
 		{"card", authReq(key, CardMastercard, 1000, false)},
 		{"capture", authReq(key, CardVisa, 1000, true)},
-		{"currency", func() *surgepay.AuthorizeRequest { r := authReq(key, CardVisa, 1000, false); r.Currency = "eur"; return r }()},
+		{"currency", func() *surgepay.AuthorizeRequest {
+			r := authReq(key, CardVisa, 1000, false)
+			r.Currency = "eur"
+			return r
+		}()},
 	}
 	for _, tt := range tests {
 		ctx, cancel := h.ctx()

@@ -1,13 +1,16 @@
 package sim
 
 import (
+	"github.com/surgepay/surgepay"
+
 	"errors"
 	"fmt"
 	"math"
 )
 
-// RecordsMaxDefault is the default Config.RecordsMax. At roughly 300 bytes
-// per stored operation it bounds the simulator near 1.5 GB.
+// RecordsMaxDefault is the default Config.RecordsMax. An authorization
+// takes about 600 bytes with its key and indexes (measured with 40-byte
+// keys), other operations about half that: 2-3 GB at this bound.
 const RecordsMaxDefault = 5_000_000
 
 // RecordsMaxLimit is the largest Config.RecordsMax accepted.
@@ -111,8 +114,9 @@ func (c *Config) Validate() error {
 var (
 	// ErrKeyReused: the idempotency key was used before with different
 	// parameters (operation, amount, currency, authorization reference,
-	// card last4 or capture flag). NotPerformed.
-	ErrKeyReused = errors.New("idempotency key reused with different parameters")
+	// card last4 or capture flag). NotPerformed. It is the engine's
+	// surgepay.ErrKeyReused, so the engine answers 422 idempotency_key_reused.
+	ErrKeyReused = surgepay.ErrKeyReused
 	// ErrNoSuchOperation: Lookup found nothing under the key. NotPerformed.
 	ErrNoSuchOperation = errors.New("no operation under this idempotency key")
 	// ErrRateLimited: the network refused the call. NotPerformed.

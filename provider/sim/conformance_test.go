@@ -25,15 +25,18 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// newHTTP serves a new simulator on 127.0.0.1 and returns it with a client.
-func newHTTP(t *testing.T, cfg sim.Config) (*sim.Provider, *sim.Client) {
+// newServer serves a new simulator on 127.0.0.1 and returns it with its URL.
+func newServer(t *testing.T, cfg sim.Config) (*sim.Provider, string) {
 	t.Helper()
 	p := sim.New(cfg)
 	srv := httptest.NewServer(sim.NewHandler(p))
 	t.Cleanup(srv.Close)
-	c, err := sim.NewClient(srv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, c
+	return p, srv.URL
+}
+
+// newHTTP serves a new simulator on 127.0.0.1 and returns it with a client.
+func newHTTP(t *testing.T, cfg sim.Config) (*sim.Provider, *sim.Client) {
+	t.Helper()
+	p, url := newServer(t, cfg)
+	return p, newClient(t, url, nil)
 }

@@ -36,7 +36,7 @@ var lognormalRatioMax = math.Exp(z99 * z99 / 2)
 //   - "lognormal": lognormal with the given Mean and 99th percentile P99.
 //     With X = exp(μ + σZ), mean = exp(μ + σ²/2) and p99 = exp(μ + 2.326σ),
 //     so σ = 2.326 − sqrt(2.326² − 2·ln(P99/Mean)) and μ = ln(Mean) − σ²/2.
-//     P99 must be at least Mean and at most about 14.9 × Mean (the most
+//     P99 must be at least Mean and at most about 14.97 × Mean (the most
 //     skewed lognormal the two numbers can describe).
 //
 // Its text form, used in flags, config files and the JSON config, is what
@@ -141,7 +141,7 @@ func parseDuration(what, s string) (time.Duration, error) {
 }
 
 // Validate checks the fields the kind uses: no negative durations, nothing
-// above LatencyMax, Min ≤ Max, and Mean ≤ P99 ≤ 14.9 × Mean.
+// above LatencyMax, Min ≤ Max, and Mean ≤ P99 ≤ 14.97 × Mean.
 func (l Latency) Validate() error {
 	check := func(name string, d time.Duration) error {
 		if d < 0 || d > LatencyMax {
@@ -176,7 +176,7 @@ func (l Latency) Validate() error {
 			return fmt.Errorf("lognormal p99 %v must be at least the mean %v", l.P99, l.Mean)
 		}
 		if float64(l.P99)/float64(l.Mean) > lognormalRatioMax {
-			return fmt.Errorf("lognormal p99 %v must be at most %.1f × the mean %v", l.P99, lognormalRatioMax, l.Mean)
+			return fmt.Errorf("lognormal p99 %v must be at most %.2f × the mean %v", l.P99, lognormalRatioMax, l.Mean)
 		}
 	default:
 		return fmt.Errorf("unknown latency kind %q (want fixed, uniform or lognormal)", l.Kind)

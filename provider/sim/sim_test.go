@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -414,8 +415,8 @@ func TestSetConfig(t *testing.T) {
 func TestSetConfigConcurrent(t *testing.T) {
 	p := sim.New(sim.Config{Seed: 1})
 	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	var wg, writer sync.WaitGroup
+	writer.Go(func() {
 		for i := 0; ctx.Err() == nil; i++ {
 			cfg := sim.Config{DeclineRate: float64(i%10) / 20, UnknownRate: 0.1,
 				Latency: sim.Latency{Kind: sim.LatencyUniform, Max: time.Duration(i%3) * time.Microsecond}}
@@ -429,17 +430,17 @@ func TestSetConfigConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 500 {
 				key := fmt.Sprintf("g%d/%d", g, i)
-				res, err := p.Authorize(ctx, authReq(key, visa, 1000, false))
+				res, err := p.Authorize(t.Context(), authReq(key, visa, 1000, false))
 				if err == nil && res.Approved {
-					p.Capture(ctx, &surgepay.CaptureRequest{IdempotencyKey: key + "/c", AuthorizationRef: res.Reference, Amount: 1000, Currency: "usd"})
+					p.Capture(t.Context(), &surgepay.CaptureRequest{IdempotencyKey: key + "/c", AuthorizationRef: res.Reference, Amount: 1000, Currency: "usd"})
 				}
 				p.Effects("pay_" + key)
 			}
 		})
 	}
-	time.Sleep(10 * time.Millisecond)
-	wg.Wait() // the authorizers finish; then stop the writer.
+	wg.Wait()
 	cancel()
+	writer.Wait()
 	tot := p.TotalEffects()
 	if tot.Authorizations+tot.AuthorizationsDeclined != 2000 {
 		t.Fatalf("totals: got %d authorizations and %d declined, want 2000 in all", tot.Authorizations, tot.AuthorizationsDeclined)
@@ -500,6 +501,34 @@ func BenchmarkAuthorizeParallel(b *testing.B) {
 		for i := 0; pb.Next(); i++ {
 			req.IdempotencyKey = fmt.Sprintf("pay_%d_%d/authorization", g, i)
 			if _, err := p.Authorize(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkAuthorizeHTTPParallel(b *testing.B) {
+	p := sim.New(sim.DefaultConfig())
+	srv := httptest.NewServer(sim.NewHandler(p))
+	defer srv.Close()
+	c, err := sim.NewClient(srv.URL, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var seq sync.Mutex
+	next := 0
+	b.SetParallelism(8) // in-flight calls per core, as an engine under load has.
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		seq.Lock()
+		g := next
+		next++
+		seq.Unlock()
+		req := authReq("", visa, 1000, false)
+		for i := 0; pb.Next(); i++ {
+			req.IdempotencyKey = fmt.Sprintf("pay_%d_%d/authorization", g, i)
+			if _, err := c.Authorize(ctx, req); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -162,7 +162,6 @@ func addAmount(m *map[string]int64, currency string, amount int64) {
 	(*m)[currency] += amount
 }
 
-
 func (t *Totals) authorized(a *authorization, sale bool) {
 	t.Authorizations++
 	addAmount(&t.AmountAuthorized, a.currency, a.authorized)
