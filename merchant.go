@@ -22,3 +22,39 @@ type APIKey struct {
 	Created    time.Time
 	Revoked    bool
 }
+
+// MerchantSettings are the per-merchant switches of the payment pipeline.
+// They change at run time (the config file is reloaded on SIGHUP or when
+// it changes) without a restart.
+type MerchantSettings struct {
+	// Processing is PathStandard (default: everything synchronous) or
+	// PathStreamlined (sales authorize now; the capture is sealed, staged
+	// and settled in batches by `surgepay settle`).
+	Processing string `toml:"processing" json:"processing"`
+	// Audit is "detailed" (default: an audit row per transaction, in the
+	// request) or "minimal" (streamlined sales write no audit row at
+	// authorization: the payment's transactions and settlement's rows
+	// remain; this is what keeps a streamlined sale at one SQL statement).
+	Audit string `toml:"audit" json:"audit"`
+	// Tax is "inline" (default: computed from the static table in the
+	// request) or "off" (a payment asking for tax is refused with 400).
+	Tax string `toml:"tax" json:"tax"`
+}
+
+// DefaultMerchantSettings is the standard path with every step inline.
+func DefaultMerchantSettings() MerchantSettings {
+	return MerchantSettings{Processing: PathStandard, Audit: "detailed", Tax: "inline"}
+}
+
+// Validate checks the settings; field names the config section.
+func (s *MerchantSettings) Validate(field string) error {
+	switch {
+	case s.Processing != PathStandard && s.Processing != PathStreamlined:
+		return Invalid(field+".processing", "invalid_value", "%s.processing %q must be standard or streamlined", field, s.Processing)
+	case s.Audit != "detailed" && s.Audit != "minimal":
+		return Invalid(field+".audit", "invalid_value", "%s.audit %q must be detailed or minimal", field, s.Audit)
+	case s.Tax != "inline" && s.Tax != "off":
+		return Invalid(field+".tax", "invalid_value", "%s.tax %q must be inline or off", field, s.Tax)
+	}
+	return nil
+}

@@ -48,9 +48,11 @@ func (s Status) Terminal() bool {
 // transitions is the state machine: the statuses each status may move to.
 // "" is a payment not yet stored.
 var transitions = map[Status][]Status{
-	"":                      {StatusRequiresCapture, StatusSucceeded, StatusFailed, StatusProcessing},
-	StatusRequiresCapture:   {StatusSucceeded, StatusCanceled, StatusProcessing},
-	StatusSucceeded:         {StatusPartiallyRefunded, StatusRefunded, StatusProcessing},
+	"":                    {StatusRequiresCapture, StatusSucceeded, StatusFailed, StatusProcessing},
+	StatusRequiresCapture: {StatusSucceeded, StatusCanceled, StatusProcessing},
+	// succeeded → failed only when settlement's staged capture of a
+	// streamlined sale is declined (FailStagedCapture).
+	StatusSucceeded:         {StatusPartiallyRefunded, StatusRefunded, StatusProcessing, StatusFailed},
 	StatusPartiallyRefunded: {StatusPartiallyRefunded, StatusRefunded, StatusProcessing},
 	StatusProcessing: {StatusRequiresCapture, StatusSucceeded, StatusFailed, StatusCanceled,
 		StatusPartiallyRefunded, StatusRefunded},
@@ -103,9 +105,12 @@ type Pending struct {
 	Type           string // TxAuthorization, TxCapture, TxVoid or TxRefund.
 	Amount         int64
 	IdempotencyKey string
-	Capture        bool   // for TxAuthorization: a sale.
-	From           Status // the status before the operation.
-	TxID           string // the pending transaction.
+	Capture        bool // for TxAuthorization: a sale.
+	// CaptureLater, for a TxAuthorization sent as authorize-only by the
+	// streamlined path: once approved, reconciliation captures it.
+	CaptureLater bool
+	From         Status // the status before the operation.
+	TxID         string // the pending transaction.
 }
 
 // Tax is the tax request and result of a payment.
@@ -225,6 +230,10 @@ func (p *Payment) CheckRefund(amount int64) (int64, error) {
 	if p.Status != StatusSucceeded && p.Status != StatusPartiallyRefunded {
 		return 0, illegal(p, "refund")
 	}
+	if p.StagedCapture() != nil {
+		return 0, &Error{Code: ECONFLICT, Reason: "capture_pending",
+			Message: "the capture of this payment is staged for settlement; refund it once settled"}
+	}
 	if p.RefundCount() >= RefundsPerPaymentMax {
 		return 0, &Error{Code: EUNPROCESS, Reason: "too_many_refunds",
 			Message: fmt.Sprintf("a payment may have at most %d refunds", RefundsPerPaymentMax)}
@@ -297,4 +306,49 @@ type Event struct {
 	ActorKeyID string // the API key that caused it; "system" for background work.
 	RequestID  string
 	Created    time.Time
+}
+
+// StagedCapture returns the pending capture transaction of a streamlined
+// sale, or nil. A streamlined sale is stored succeeded with its capture
+// transaction pending until settlement captures it.
+func (p *Payment) StagedCapture() *Transaction {
+	for i := range p.Transactions {
+		t := &p.Transactions[i]
+		if t.Type == TxCapture && t.Status == TxPending && p.Pending == nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// SettleCapture records that settlement captured the staged capture with
+// the provider reference ref. It returns false if there is no staged
+// capture (already settled, or not a streamlined sale).
+func (p *Payment) SettleCapture(ref string, now time.Time) bool {
+	t := p.StagedCapture()
+	if t == nil {
+		return false
+	}
+	t.Status, t.ProviderRef = TxSucceeded, ref
+	p.Version++
+	p.Updated = now
+	return true
+}
+
+// FailStagedCapture records that the network declined the staged capture
+// at settlement: the payment, which the client saw succeed, moves to
+// failed with the decline, and nothing is captured. It returns false if
+// there is no staged capture.
+func (p *Payment) FailStagedCapture(declineCode, message string, now time.Time) bool {
+	t := p.StagedCapture()
+	if t == nil {
+		return false
+	}
+	t.Status, t.DeclineCode, t.Message = TxFailed, declineCode, message
+	p.AmountCaptured = 0
+	p.DeclineCode, p.FailureMessage = declineCode, message
+	p.SetStatus(StatusFailed)
+	p.Version++
+	p.Updated = now
+	return true
 }

@@ -9,7 +9,7 @@ import (
 var allowed = map[[2]Status]bool{
 	{"", StatusRequiresCapture}: true, {"", StatusSucceeded}: true, {"", StatusFailed}: true, {"", StatusProcessing}: true,
 	{StatusRequiresCapture, StatusSucceeded}: true, {StatusRequiresCapture, StatusCanceled}: true, {StatusRequiresCapture, StatusProcessing}: true,
-	{StatusSucceeded, StatusPartiallyRefunded}: true, {StatusSucceeded, StatusRefunded}: true, {StatusSucceeded, StatusProcessing}: true,
+	{StatusSucceeded, StatusFailed}: true, {StatusSucceeded, StatusPartiallyRefunded}: true, {StatusSucceeded, StatusRefunded}: true, {StatusSucceeded, StatusProcessing}: true,
 	{StatusPartiallyRefunded, StatusPartiallyRefunded}: true, {StatusPartiallyRefunded, StatusRefunded}: true, {StatusPartiallyRefunded, StatusProcessing}: true,
 	{StatusProcessing, StatusRequiresCapture}: true, {StatusProcessing, StatusSucceeded}: true, {StatusProcessing, StatusFailed}: true,
 	{StatusProcessing, StatusCanceled}: true, {StatusProcessing, StatusPartiallyRefunded}: true, {StatusProcessing, StatusRefunded}: true,

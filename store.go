@@ -76,6 +76,26 @@ type Write struct {
 	PaymentUpdate *Payment // stored if the stored Version is PaymentUpdate.Version-1
 
 	Events []*Event // audit rows, inserted; never updated or deleted
+
+	// Staged is stored in the same transaction as the rest of the Write: the
+	// embedded stage of a streamlined sale. Stores with the StagedStore
+	// capability support it.
+	Staged *StagedRecord
+	// StagedAck removes staged records by ID (settlement acknowledging them).
+	StagedAck []string
+}
+
+// StagedStore is the optional capability of a store that holds the
+// embedded stage. A Write holding only PaymentInsert, Idempotency and
+// Staged (no Events) costs ONE SQL statement: the budget of a streamlined
+// sale.
+type StagedStore interface {
+	// FetchStaged returns up to max staged records, oldest first, whose
+	// IDs are greater than afterID ("" for the start).
+	FetchStaged(ctx context.Context, afterID string, max int) ([]*StagedRecord, error)
+	// StagedBacklog returns the count of staged records and the creation
+	// time of the oldest.
+	StagedBacklog(ctx context.Context) (int, time.Time, error)
 }
 
 // Page selects a page of a list, newest first. IDs sort by creation time

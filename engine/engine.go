@@ -19,6 +19,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/maypok86/otter/v2"
@@ -43,6 +44,16 @@ type Config struct {
 	CacheTTL time.Duration
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
+
+	// Sealer seals streamlined capture instructions to the settlement
+	// public key. Nil: the streamlined path is off and merchants set to it
+	// take the standard path.
+	Sealer surgepay.Sealer
+	// Stage is the external stage (JetStream). Nil: the embedded stage,
+	// which needs a Store with the surgepay.StagedStore capability.
+	Stage surgepay.Stage
+	// StageFallback is FallbackCapture (default) or FallbackReject.
+	StageFallback string
 }
 
 // Engine runs payments. Safe for concurrent use.
@@ -58,6 +69,7 @@ type Engine struct {
 	idem     *otter.Cache[string, *surgepay.IdempotencyRecord]
 	inflight *keyLocks
 	payLocks *stripedLocks
+	settings atomic.Pointer[Settings]
 }
 
 // New returns an engine.
@@ -79,6 +91,14 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Sealer != nil && cfg.Stage == nil {
+		if _, ok := cfg.Store.(surgepay.StagedStore); !ok {
+			return nil, errors.New("engine: the embedded stage needs a store with the StagedStore capability")
+		}
+	}
+	if cfg.StageFallback == "" {
+		cfg.StageFallback = FallbackCapture
 	}
 	if cfg.Tax == nil {
 		cfg.Tax = func() surgepay.TaxTable { return nil }

@@ -88,6 +88,11 @@ func (e *Engine) CreatePayment(ctx context.Context, call *Call, in *PaymentInput
 	if err := in.validate(); err != nil {
 		return nil, err
 	}
+	set := e.SettingsFor(call.MerchantID)
+	if in.Tax != nil && set.Tax == "off" {
+		return nil, surgepay.Invalid("tax", "tax_disabled", "tax is turned off for this merchant")
+	}
+	streamlined := e.streamlined(set, in)
 	taxInfo, taxAmt, err := e.tax(in)
 	if err != nil {
 		return nil, err
@@ -105,9 +110,13 @@ func (e *Engine) CreatePayment(ctx context.Context, call *Call, in *PaymentInput
 				"payment_method does not belong to customer")
 		}
 		p := e.newPayment(call, in, pm, taxInfo, taxAmt)
-		res, perr := e.authorize(ctx, call, p, pm, in)
+		res, perr := e.authorize(ctx, call, p, pm, in, !streamlined)
 		var rerr error
-		out, rerr = e.recordAuthorization(ctx, call, p, res, perr)
+		if streamlined && perr == nil && res.Approved {
+			out, rerr = e.recordStreamlined(ctx, call, p, res, set)
+			return rerr
+		}
+		out, rerr = e.recordAuthorization(ctx, call, p, res, perr, streamlined)
 		return rerr
 	})
 	return out, err
@@ -131,7 +140,9 @@ func authorizeKey(call *Call, p *surgepay.Payment) string {
 	return p.ID + "/authorization"
 }
 
-func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment, pm *surgepay.PaymentMethod, in *PaymentInput) (*surgepay.ProviderResult, error) {
+// authorize asks the provider to authorize p; with capture (a standard
+// sale) to capture at once. The streamlined path authorizes only.
+func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment, pm *surgepay.PaymentMethod, in *PaymentInput, capture bool) (*surgepay.ProviderResult, error) {
 	pan, err := e.vault.Decrypt(pm.SealedPAN, []byte(methodKey(call.MerchantID, pm.ID)))
 	if err != nil {
 		return nil, fmt.Errorf("decrypt payment method %s: %w", pm.ID, err)
@@ -139,7 +150,7 @@ func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment,
 	req := &surgepay.AuthorizeRequest{IdempotencyKey: authorizeKey(call, p), MerchantID: call.MerchantID,
 		PaymentID: p.ID, Amount: p.AmountTotal(), Currency: p.Currency,
 		Card:    surgepay.ProviderCard{Number: surgepay.PAN(pan), ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, CVC: in.CVC},
-		Capture: p.CaptureMethod == surgepay.CaptureAutomatic}
+		Capture: capture && p.CaptureMethod == surgepay.CaptureAutomatic}
 	res, perr := e.provider.Authorize(ctx, req)
 	if surgepay.IsUnknown(perr) {
 		res, perr = e.lookup(ctx, req.IdempotencyKey)
@@ -149,7 +160,10 @@ func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment,
 
 // recordAuthorization applies the provider's answer to a new payment and
 // stores it.
-func (e *Engine) recordAuthorization(ctx context.Context, call *Call, p *surgepay.Payment, res *surgepay.ProviderResult, perr error) (*surgepay.Payment, error) {
+// A streamlined authorization whose outcome stays unknown is recorded like
+// a standard one, marked CaptureLater so that reconciliation completes the
+// sale.
+func (e *Engine) recordAuthorization(ctx context.Context, call *Call, p *surgepay.Payment, res *surgepay.ProviderResult, perr error, authOnly bool) (*surgepay.Payment, error) {
 	if err := providerFailure(perr); err != nil {
 		return nil, err
 	}
@@ -162,8 +176,9 @@ func (e *Engine) recordAuthorization(ctx context.Context, call *Call, p *surgepa
 	case perr != nil: // still unknown
 		tx.Status = surgepay.TxPending
 		p.SetStatus(surgepay.StatusProcessing)
+		sale := p.CaptureMethod == surgepay.CaptureAutomatic
 		p.Pending = &surgepay.Pending{Type: surgepay.TxAuthorization, Amount: p.AmountTotal(), IdempotencyKey: key,
-			Capture: p.CaptureMethod == surgepay.CaptureAutomatic, TxID: tx.ID}
+			Capture: sale && !authOnly, CaptureLater: sale && authOnly, TxID: tx.ID}
 		p.Transactions = append(p.Transactions, tx)
 	case res.Approved:
 		tx.Status, tx.ProviderRef = surgepay.TxSucceeded, res.Reference

@@ -54,13 +54,33 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 	}
 	next := resolvePending(p, res, e.now())
 	call := systemCall(merchantID)
-	w := &surgepay.Write{PaymentUpdate: next, Events: []*surgepay.Event{{ID: surgepay.NewID("evt"),
+	events := []*surgepay.Event{{ID: surgepay.NewID("evt"),
 		PaymentID: p.ID, MerchantID: merchantID, Type: "reconcile", FromStatus: p.Status, ToStatus: next.Status,
-		Amount: p.Pending.Amount, ActorKeyID: call.KeyID, RequestID: call.RequestID, Created: next.Updated}}}
+		Amount: p.Pending.Amount, ActorKeyID: call.KeyID, RequestID: call.RequestID, Created: next.Updated}}
+	if p.Pending.CaptureLater && next.Status == surgepay.StatusRequiresCapture {
+		next, events = e.completeSale(ctx, call, next, events)
+		next.Version = p.Version + 1
+	}
+	w := &surgepay.Write{PaymentUpdate: next, Events: events}
 	if err := e.store.Apply(ctx, w); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// completeSale captures an authorization the streamlined path sent as
+// authorize-only and whose outcome was resolved late: the client asked for
+// a sale. A capture the provider did not perform leaves the payment in
+// requires_capture, from where it can be captured or voided.
+func (e *Engine) completeSale(ctx context.Context, call *Call, p *surgepay.Payment, events []*surgepay.Event) (*surgepay.Payment, []*surgepay.Event) {
+	op := operation{typ: surgepay.TxCapture, amount: p.AmountAuthorized, key: p.ID + "/capture"}
+	res, perr := e.callProvider(ctx, p, op)
+	if providerFailure(perr) != nil {
+		e.log.Warn("capture after reconciliation not performed", "payment", p.ID)
+		return p, events
+	}
+	next, _ := e.applyOutcome(p, op, res, perr)
+	return next, append(events, e.events(call, next, p.Status, next.Transactions[len(p.Transactions):])...)
 }
 
 // resolvePending applies a looked-up outcome (res nil: not performed) to a

@@ -12,6 +12,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
 )
 
@@ -51,10 +53,42 @@ type Config struct {
 	// are looked up. Default 5s.
 	ReconcileInterval Duration `toml:"reconcile_interval"`
 
-	SQLite   SQLiteConfig   `toml:"sqlite"`
+	// Merchants holds the per-merchant pipeline switches: the section
+	// [merchants.default] applies to every merchant, [merchants."mer_…"]
+	// overrides it for one (fields left out inherit the default). Reloaded
+	// without a restart on SIGHUP or when the file changes.
+	Merchants map[string]surgepay.MerchantSettings `toml:"merchants"`
+	// Stage configures the streamlined path's staged captures.
+	Stage StageConfig `toml:"stage"`
+
+	SQLite SQLiteConfig `toml:"sqlite"`
+
+	// path is the file the configuration was read from, for reloads.
+	path     string
 	Postgres PostgresConfig `toml:"postgres"`
 	Provider ProviderConfig `toml:"provider"`
 	Cache    CacheConfig    `toml:"cache"`
+}
+
+// StageConfig configures where streamlined sales stage their captures.
+type StageConfig struct {
+	// PublicKeyFile is the settlement public key (`surgepay keys
+	// settlement`); SURGEPAY_SETTLEMENT_PUBLIC_KEY holds it inline. Without
+	// one the streamlined path is off: merchants set to it take the
+	// standard path, and a warning says so at start.
+	PublicKeyFile string `toml:"public_key_file"`
+	// Kind is "embedded" (default: a table written in the payment's own
+	// group commit) or "jetstream".
+	Kind string `toml:"kind"`
+	// NATSURL, Stream, Subject and Replicas configure JetStream.
+	NATSURL  string `toml:"nats_url"`
+	Stream   string `toml:"stream"`
+	Subject  string `toml:"subject"`
+	Replicas int    `toml:"replicas"`
+	// Fallback is what a sale does when the stage is unavailable:
+	// "capture" (default: capture synchronously, as the standard path) or
+	// "reject" (void the authorization and answer 503).
+	Fallback string `toml:"fallback"`
 }
 
 // SQLiteConfig configures the embedded store.
@@ -125,7 +159,34 @@ func DefaultConfig() Config {
 		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
 		Provider: ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second}},
 		Cache:    CacheConfig{EntriesMax: 100_000, TTL: Duration{5 * time.Minute}},
+		Stage: StageConfig{Kind: "embedded", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
+			Replicas: 1, Fallback: "capture"},
 	}
+}
+
+// MerchantSettings returns the engine settings: the default section over
+// DefaultMerchantSettings, and each merchant's section over the default.
+func (c *Config) MerchantSettings() *engine.Settings {
+	inherit := func(s, from surgepay.MerchantSettings) surgepay.MerchantSettings {
+		if s.Processing == "" {
+			s.Processing = from.Processing
+		}
+		if s.Audit == "" {
+			s.Audit = from.Audit
+		}
+		if s.Tax == "" {
+			s.Tax = from.Tax
+		}
+		return s
+	}
+	out := &engine.Settings{Default: inherit(c.Merchants["default"], surgepay.DefaultMerchantSettings()),
+		Merchants: make(map[string]surgepay.MerchantSettings)}
+	for id, s := range c.Merchants {
+		if id != "default" {
+			out.Merchants[id] = inherit(s, out.Default)
+		}
+	}
+	return out
 }
 
 // LoadConfig reads path (if not empty) over the defaults, applies the
@@ -144,6 +205,7 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 			return cfg, fmt.Errorf("config %s: unknown setting %q", path, un[0].String())
 		}
 	}
+	cfg.path = path
 	if err := cfg.applyEnv(env); err != nil {
 		return cfg, err
 	}
@@ -159,11 +221,21 @@ func (c *Config) applyEnv(env func(string) string) error {
 		"SURGEPAY_LOG_FORMAT": &c.LogFormat, "SURGEPAY_LOG_LEVEL": &c.LogLevel, "SURGEPAY_TAX_TABLE": &c.TaxTable,
 		"SURGEPAY_PROVIDER": &c.Provider.Kind, "SURGEPAY_PROVIDER_URL": &c.Provider.URL,
 		"SURGEPAY_SIM_LATENCY": &c.Provider.Latency, "SURGEPAY_SQLITE_PATH": &c.SQLite.Path,
+		"SURGEPAY_STAGE": &c.Stage.Kind, "SURGEPAY_NATS_URL": &c.Stage.NATSURL,
+		"SURGEPAY_SETTLEMENT_PUBLIC_KEY_FILE": &c.Stage.PublicKeyFile,
 	}
 	for k, p := range str {
 		if v := env(k); v != "" {
 			*p = v
 		}
+	}
+	if v := env("SURGEPAY_PROCESSING"); v != "" {
+		if c.Merchants == nil {
+			c.Merchants = make(map[string]surgepay.MerchantSettings)
+		}
+		d := c.Merchants["default"]
+		d.Processing = v
+		c.Merchants["default"] = d
 	}
 	if v := env("SURGEPAY_DEBUG"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -270,6 +342,30 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("provider.kind", "%q must be \"sim\" or \"sim-http\"", c.Provider.Kind)
+	}
+	set := c.MerchantSettings()
+	if err := set.Default.Validate("merchants.default"); err != nil {
+		bad("merchants.default", "%s", err.(*surgepay.Error).Message)
+	}
+	for id, m := range set.Merchants {
+		if err := m.Validate("merchants." + id); err != nil {
+			bad("merchants."+id, "%s", err.(*surgepay.Error).Message)
+		}
+	}
+	switch c.Stage.Kind {
+	case "embedded":
+	case "jetstream":
+		if c.Stage.NATSURL == "" {
+			bad("stage.nats_url", "is required when stage.kind = \"jetstream\"")
+		}
+		if c.Stage.Replicas < 1 || c.Stage.Replicas > 5 {
+			bad("stage.replicas", "%d must be 1 to 5", c.Stage.Replicas)
+		}
+	default:
+		bad("stage.kind", "%q must be \"embedded\" or \"jetstream\"", c.Stage.Kind)
+	}
+	if c.Stage.Fallback != "capture" && c.Stage.Fallback != "reject" {
+		bad("stage.fallback", "%q must be \"capture\" or \"reject\"", c.Stage.Fallback)
 	}
 	for name, v := range map[string]float64{"provider.decline_rate": c.Provider.DeclineRate,
 		"provider.timeout_rate": c.Provider.TimeoutRate, "provider.unknown_rate": c.Provider.UnknownRate} {

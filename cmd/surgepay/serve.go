@@ -94,6 +94,7 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.eng.SetSettings(cfg.MerchantSettings())
 	ok = true
 	return a, nil
 }
@@ -271,7 +272,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 			}
 		}()
 	}
-	wg.Add(2)
+	var current atomic.Pointer[Config]
+	current.Store(&cfg)
+	wg.Add(3)
+	go func() { defer wg.Done(); watchConfig(bg, a, &current, log) }()
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
 	go func() { defer wg.Done(); purgeLoop(bg, a.eng, log) }()
 	fmt.Fprintf(out, "surgepay listening on http://%s (storage %s)\n", ln.Addr(), cfg.Storage)

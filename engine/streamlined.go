@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/surgepay/surgepay"
+)
+
+// Stage fallbacks: what a streamlined sale does when the stage is down.
+const (
+	// FallbackCapture captures synchronously, as the standard path does.
+	FallbackCapture = "capture"
+	// FallbackReject voids the authorization and answers 503.
+	FallbackReject = "reject"
+)
+
+// streamlined reports whether a sale of this merchant takes the
+// streamlined path.
+func (e *Engine) streamlined(set surgepay.MerchantSettings, in *PaymentInput) bool {
+	return set.Processing == surgepay.PathStreamlined && in.CaptureMethod == surgepay.CaptureAutomatic && e.cfg.Sealer != nil
+}
+
+// recordStreamlined stores a streamlined sale whose authorization the
+// provider approved: the payment is succeeded with its capture transaction
+// pending, and the capture instruction, sealed to the settlement key, is
+// staged durably before the client is answered. On the embedded stage the
+// staged record commits in the payment's own Write: one SQL statement. On
+// an external stage (JetStream) it is published first; settlement ignores
+// a record whose payment was never stored.
+func (e *Engine) recordStreamlined(ctx context.Context, call *Call, p *surgepay.Payment, res *surgepay.ProviderResult, set surgepay.MerchantSettings) (*surgepay.Payment, error) {
+	now := e.now()
+	authKey := authorizeKey(call, p)
+	captureKey := p.ID + "/capture"
+	p.Path = surgepay.PathStreamlined
+	p.AuthorizationRef = res.Reference
+	p.AmountAuthorized = p.AmountTotal()
+	p.AmountCaptured = p.AmountTotal()
+	p.Transactions = append(p.Transactions,
+		surgepay.Transaction{ID: surgepay.NewID("txn"), Type: surgepay.TxAuthorization, Status: surgepay.TxSucceeded,
+			Amount: p.AmountTotal(), ProviderRef: res.Reference, IdempotencyKey: authKey, Created: now},
+		surgepay.Transaction{ID: surgepay.NewID("txn"), Type: surgepay.TxCapture, Status: surgepay.TxPending,
+			Amount: p.AmountTotal(), IdempotencyKey: captureKey, Created: now})
+	p.SetStatus(surgepay.StatusSucceeded)
+	p.Version = 1
+	sealed, err := e.cfg.Sealer.Seal(&surgepay.CaptureInstruction{PaymentID: p.ID, MerchantID: p.MerchantID,
+		Amount: p.AmountTotal(), Currency: p.Currency, AuthorizationRef: res.Reference,
+		IdempotencyKey: captureKey, Authorized: now})
+	if err != nil {
+		return nil, fmt.Errorf("seal capture of %s: %w", p.ID, err)
+	}
+	rec := &surgepay.StagedRecord{ID: surgepay.NewID("stg"), MerchantID: p.MerchantID, PaymentID: p.ID,
+		Sealed: sealed, Created: now}
+	w := &surgepay.Write{PaymentInsert: p}
+	if set.Audit == "detailed" {
+		w.Events = e.events(call, p, "", p.Transactions)
+	}
+	if e.cfg.Stage == nil {
+		w.Staged = rec
+	} else if err := e.cfg.Stage.Put(ctx, rec); err != nil {
+		e.log.Warn("stage unavailable", "payment", p.ID, "fallback", e.cfg.StageFallback, "err", err.Error())
+		return e.stageFallback(ctx, call, p, res)
+	}
+	e.attach(call, w, p, nil)
+	if err := e.apply(ctx, call, w); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// stageFallback handles a stage that could not take a record: capture at
+// once (the standard path's sale), or void the authorization and refuse.
+// Either way nothing is left half done.
+func (e *Engine) stageFallback(ctx context.Context, call *Call, p *surgepay.Payment, auth *surgepay.ProviderResult) (*surgepay.Payment, error) {
+	if e.cfg.StageFallback == FallbackReject {
+		_, _ = e.provider.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: p.ID + "/void", AuthorizationRef: auth.Reference})
+		return nil, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "stage_unavailable", RetryAfter: 1,
+			Message: "payments are paused: the settlement stage is unavailable; retry shortly"}
+	}
+	// Rebuild the payment as a standard authorization, then capture it.
+	q := p.Clone()
+	q.Path, q.Status, q.Transactions, q.AmountCaptured = surgepay.PathStandard, "", nil, 0
+	q.SetStatus(surgepay.StatusRequiresCapture)
+	q.Transactions = []surgepay.Transaction{{ID: surgepay.NewID("txn"), Type: surgepay.TxAuthorization,
+		Status: surgepay.TxSucceeded, Amount: q.AmountTotal(), ProviderRef: auth.Reference,
+		IdempotencyKey: authorizeKey(call, p), Created: e.now()}}
+	op := operation{typ: surgepay.TxCapture, amount: q.AmountTotal(), key: q.ID + "/capture"}
+	res, perr := e.callProvider(ctx, q, op)
+	if err := providerFailure(perr); err != nil {
+		return nil, err
+	}
+	next, result := e.applyOutcome(q, op, res, perr)
+	next.Version = 1
+	from := surgepay.Status("")
+	w := &surgepay.Write{PaymentInsert: next, Events: e.events(call, next, from, next.Transactions)}
+	e.attach(call, w, next, result)
+	if err := e.apply(ctx, call, w); err != nil {
+		return nil, err
+	}
+	return next, result
+}
