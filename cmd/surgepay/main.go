@@ -17,6 +17,9 @@ Usage:
   surgepay serve [--config FILE]          run the payments API (embedded default: SQLite in ./data)
   surgepay keys create [--merchant ID]    make a new API key (for the first merchant by default)
   surgepay keys rotate                    add a new card-vault key and make it primary
+  surgepay keys settlement --out DIR      make the settlement key pair (public: API hosts; private: settle only)
+  surgepay settle [--until-empty]         capture staged streamlined sales in batches (docs/streamlined.md)
+  surgepay trace --scenario checkout      run one flow and show where each request's time goes
   surgepay tax import FILE                validate a tax-rate CSV and install it in the data folder
   surgepay migrate                        apply database migrations and exit
   surgepay simulator [flags]              run the card-network simulator as an HTTP server
@@ -41,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr)
+	case "settle":
+		return cmdSettle(ctx, args[1:], stdout, stderr)
 	case "keys":
 		return cmdKeys(ctx, args[1:], stdout, stderr)
 	case "tax":

@@ -22,6 +22,8 @@ import (
 	"github.com/surgepay/surgepay/postgres"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/sqlite"
+	"github.com/surgepay/surgepay/stage"
+	"github.com/surgepay/surgepay/stage/jetstream"
 	"github.com/surgepay/surgepay/tax"
 	"github.com/surgepay/surgepay/vault"
 )
@@ -87,7 +89,12 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	sealer, st, err := a.openStage(ctx)
+	if err != nil {
+		return nil, err
+	}
 	a.eng, err = engine.New(engine.Config{Store: a.store, Provider: prov, Vault: a.keys,
+		Sealer: sealer, Stage: st, StageFallback: cfg.Stage.Fallback,
 		Tax: func() surgepay.TaxTable { return a.tax }, Logger: log,
 		IdempotencyRetention: cfg.IdempotencyRetention.Duration, CacheEntriesMax: cfg.Cache.EntriesMax,
 		CacheTTL: cfg.Cache.TTL.Duration})
@@ -97,6 +104,43 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	a.eng.SetSettings(cfg.MerchantSettings())
 	ok = true
 	return a, nil
+}
+
+// openStage returns the sealer and the external stage of the streamlined
+// path: no sealer (the path is off) without a settlement public key, and
+// no external stage for the embedded one.
+func (a *app) openStage(ctx context.Context) (surgepay.Sealer, surgepay.Stage, error) {
+	cfg := a.cfg
+	if cfg.Stage.PublicKeyFile == "" && os.Getenv(stage.EnvPublicKey) == "" {
+		set := cfg.MerchantSettings()
+		streamlined := set.Default.Processing == surgepay.PathStreamlined
+		for _, m := range set.Merchants {
+			streamlined = streamlined || m.Processing == surgepay.PathStreamlined
+		}
+		if streamlined {
+			a.log.Warn("merchants are set to the streamlined path but no settlement public key is configured " +
+				"(stage.public_key_file): they take the standard path")
+		}
+		return nil, nil, nil
+	}
+	pub, err := stage.PublicKeyFrom(cfg.Stage.PublicKeyFile, envOS)
+	if err != nil {
+		return nil, nil, fmt.Errorf("settlement public key: %w", err)
+	}
+	sealer, err := stage.NewSealer(pub)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Stage.Kind != "jetstream" {
+		return sealer, nil, nil
+	}
+	js, err := jetstream.Open(ctx, jetstream.Config{URL: cfg.Stage.NATSURL, Stream: cfg.Stage.Stream,
+		Subject: cfg.Stage.Subject, Replicas: cfg.Stage.Replicas})
+	if err != nil {
+		return nil, nil, fmt.Errorf("stage: %w", err)
+	}
+	a.closer = append(a.closer, func() { js.Close() })
+	return sealer, js, nil
 }
 
 func openKeyring(cfg Config, log *slog.Logger) (*vault.Keyring, error) {
@@ -347,8 +391,11 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "settlement" {
+		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "create" && args[0] != "rotate") {
-		fmt.Fprintln(stderr, "usage: surgepay keys create [--merchant ID] | surgepay keys rotate")
+		fmt.Fprintln(stderr, "usage: surgepay keys create [--merchant ID] | surgepay keys rotate | surgepay keys settlement --out DIR")
 		return 2
 	}
 	sub := args[0]

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/settle"
+	"github.com/surgepay/surgepay/stage"
+	"github.com/surgepay/surgepay/stage/jetstream"
+)
+
+// Exit codes of `surgepay settle`.
+const (
+	exitSettleOK    = 0
+	exitSettleError = 1
+	exitSettleUsage = 2
+	// exitSettleLeft: an --until-empty run ended with records left at the
+	// stage (not yet capturable: the network refused, outcomes unknown,
+	// payments not yet stored); run it again later.
+	exitSettleLeft = 3
+)
+
+// settleOptions are the flags of `surgepay settle`.
+type settleOptions struct {
+	configPath string
+	untilEmpty bool
+	reportJSON string
+	reportText string // "" or "-": stdout
+	privateKey string // default DataDir/settlement.key
+	stage      string // "embedded" or "jetstream"
+	natsURL    string
+	batchSize  int
+	workers    int
+}
+
+func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
+	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &settleOptions{}
+	fs.StringVar(&o.configPath, "config", "", "TOML config file (default: $SURGEPAY_CONFIG)")
+	fs.BoolVar(&o.untilEmpty, "until-empty", false, "stop once the stage is drained (default: run until interrupted)")
+	fs.StringVar(&o.reportJSON, "report-json", "", "write the JSON report to `FILE`")
+	fs.StringVar(&o.reportText, "report-text", "-", "write the text report to `FILE` (- for stdout)")
+	fs.StringVar(&o.privateKey, "private-key", "", "settlement private key `FILE` (default: DATA_DIR/settlement.key; $"+stage.EnvPrivateKey+" overrides)")
+	fs.StringVar(&o.stage, "stage", "", "where staged captures are: embedded (the database) or jetstream (default: config stage.kind)")
+	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` for --stage jetstream (default: config stage.nats_url)")
+	fs.IntVar(&o.batchSize, "batch-size", settle.BatchSizeMaxDefault, "records per batch")
+	fs.IntVar(&o.workers, "workers", settle.WorkersDefault, "concurrent provider calls")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.stage != "" && o.stage != "embedded" && o.stage != "jetstream" {
+		return nil, fmt.Errorf("--stage %q must be embedded or jetstream", o.stage)
+	}
+	if o.batchSize < 1 || o.batchSize > settle.BatchSizeMaxLimit {
+		return nil, fmt.Errorf("--batch-size %d must be 1 to %d", o.batchSize, settle.BatchSizeMaxLimit)
+	}
+	if o.workers < 1 || o.workers > settle.WorkersMax {
+		return nil, fmt.Errorf("--workers %d must be 1 to %d", o.workers, settle.WorkersMax)
+	}
+	return o, nil
+}
+
+// cmdSettle runs `surgepay settle`: the batch settlement processor.
+func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := settleFlags(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "surgepay settle: %v\n", err)
+		}
+		return exitSettleUsage
+	}
+	cfg, err := LoadConfig(o.configPath, envOS)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return exitSettleUsage
+	}
+	if o.stage == "" {
+		o.stage = cfg.Stage.Kind
+	}
+	if o.natsURL == "" {
+		o.natsURL = cfg.Stage.NATSURL
+	}
+	if o.stage == "jetstream" && o.natsURL == "" {
+		fmt.Fprintln(stderr, "surgepay settle: --stage jetstream needs --nats-url or stage.nats_url")
+		return exitSettleUsage
+	}
+	if cfg.Provider.Kind == "sim" {
+		fmt.Fprintln(stderr, "surgepay settle: provider.kind = \"sim\" is a simulator inside this process, which knows none of "+
+			"the authorizations made by `surgepay serve`. Run `surgepay simulator` and set provider.kind = \"sim-http\" "+
+			"(SURGEPAY_PROVIDER=sim-http SURGEPAY_PROVIDER_URL=...) for both.")
+		return exitSettleUsage
+	}
+	log := newLogger(cfg, stderr)
+	prov, err := openProvider(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay settle: %v\n", err)
+		return exitSettleError
+	}
+	return runSettle(ctx, cfg, o, prov, log, stdout, stderr)
+}
+
+// runSettle opens the store, the key and the stage, runs settlement with
+// prov and writes the reports.
+func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.Provider, log *slog.Logger, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "surgepay settle: %v\n", err)
+		return exitSettleError
+	}
+	keyPath := o.privateKey
+	if keyPath == "" {
+		keyPath = filepath.Join(cfg.DataDir, stage.PrivateKeyFile)
+	}
+	priv, err := stage.PrivateKeyFrom(keyPath, envOS)
+	if err != nil {
+		return fail(fmt.Errorf("%w\n(make a key pair with `surgepay keys settlement --out DIR`; API hosts get settlement.pub only)", err))
+	}
+	opener, err := stage.NewOpener(priv)
+	if err != nil {
+		return fail(err)
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer store.Close()
+	consumer, closeStage, err := openConsumer(ctx, cfg, o, store)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeStage()
+	log.Info("settlement starting", "stage", o.stage, "key_id", opener.KeyID(), "until_empty", o.untilEmpty,
+		"batch_size", o.batchSize, "workers", o.workers)
+	rep, err := settle.Run(ctx, settle.Config{Store: store, Provider: prov, Opener: opener, Consumer: consumer,
+		BatchSizeMax: o.batchSize, Workers: o.workers, UntilEmpty: o.untilEmpty, Logger: log,
+		OnStats: statsLogger(log, 10*time.Second)})
+	if rep != nil {
+		if werr := writeSettleReports(rep, o, stdout); werr != nil {
+			log.Error("settlement report", "err", werr.Error())
+			if err == nil {
+				err = werr
+			}
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if o.untilEmpty && rep.Left > 0 {
+		log.Warn("settlement left records at the stage; run it again later", "left", rep.Left, "failures", rep.Failures)
+		return exitSettleLeft
+	}
+	return exitSettleOK
+}
+
+func openConsumer(ctx context.Context, cfg Config, o *settleOptions, store surgepay.Store) (surgepay.StageConsumer, func(), error) {
+	if o.stage == "jetstream" {
+		js, err := jetstream.Open(ctx, jetstream.Config{URL: o.natsURL, Stream: cfg.Stage.Stream, Subject: cfg.Stage.Subject, Replicas: cfg.Stage.Replicas})
+		if err != nil {
+			return nil, nil, err
+		}
+		return js, func() { js.Close() }, nil
+	}
+	emb, err := stage.NewEmbedded(store, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return emb, func() {}, nil
+}
+
+// statsLogger logs settlement progress at most every interval.
+func statsLogger(log *slog.Logger, interval time.Duration) func(settle.Stats) {
+	var last time.Time
+	return func(s settle.Stats) {
+		if time.Since(last) < interval {
+			return
+		}
+		last = time.Now()
+		log.Info("settlement progress", "backlog", s.BacklogDepth, "oldest_age", s.OldestAge.Round(time.Second).String(),
+			"captured", s.Captured, "capture_declined", s.Failed, "captures_per_second", int(s.CapturesPerSecond))
+	}
+}
+
+func writeSettleReports(rep *settle.Report, o *settleOptions, stdout io.Writer) error {
+	if o.reportJSON != "" {
+		f, err := os.Create(o.reportJSON)
+		if err != nil {
+			return err
+		}
+		err = rep.WriteJSON(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("report %s: %w", o.reportJSON, err)
+		}
+	}
+	if o.reportText == "" || o.reportText == "-" {
+		return rep.WriteText(stdout)
+	}
+	f, err := os.Create(o.reportText)
+	if err != nil {
+		return err
+	}
+	err = rep.WriteText(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// cmdKeysSettlement runs `surgepay keys settlement --out DIR`: a new
+// settlement key pair. The public key goes to API hosts; the private key
+// only to the settlement processor.
+func cmdKeysSettlement(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("keys settlement", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "`DIR` for settlement.pub and settlement.key (required)")
+	if err := fs.Parse(args); err != nil {
+		return exitSettleUsage
+	}
+	if *out == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: surgepay keys settlement --out DIR")
+		return exitSettleUsage
+	}
+	id, err := stage.WriteKeyFiles(*out)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return exitSettleError
+	}
+	pub, err := stage.LoadPublicKey(filepath.Join(*out, stage.PublicKeyFile))
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return exitSettleError
+	}
+	fmt.Fprintf(stdout, "settlement key %s\n  public  %s  (API hosts; or %s=%s)\n  private %s  (the settlement processor only; never on API hosts)\n",
+		id, filepath.Join(*out, stage.PublicKeyFile), stage.EnvPublicKey, base64.StdEncoding.EncodeToString(pub),
+		filepath.Join(*out, stage.PrivateKeyFile))
+	return exitSettleOK
+}

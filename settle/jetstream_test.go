@@ -1,0 +1,155 @@
+package settle_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/internal/testenv"
+	"github.com/surgepay/surgepay/settle"
+	"github.com/surgepay/surgepay/stage/jetstream"
+	"github.com/surgepay/surgepay/stage/stagetest"
+)
+
+func openJS(t testing.TB, url string) *jetstream.Stage {
+	t.Helper()
+	s, err := jetstream.Open(context.Background(), jetstream.Config{URL: url, AckWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestSettleJetStream runs the production path end to end: sales staged
+// at a real nats-server before their payments commit (as the engine
+// does), an orphan, settlement through the durable consumer, and a second
+// delivery of every record.
+func TestSettleJetStream(t *testing.T) {
+	srv := stagetest.StartNATS(t)
+	js := openJS(t, srv.URL)
+	e := newEnvStore(t, testenv.OpenSQLite(t))
+	var sales []*stagetest.Staged
+	for _, c := range []struct {
+		amount int64
+		card   surgepay.PAN
+	}{{1000, cardOK}, {2000, cardOK}, {9102, cardOK}, {3000, cardCaptureDecline}} {
+		s, err := stagetest.MakeSale(context.Background(), e.store, e.sim, e.sealer, js,
+			stagetest.Sale{MerchantID: e.merch, Amount: c.amount, Card: c.card})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sales = append(sales, s)
+	}
+	// An orphan: staged, then the engine died before its payment committed.
+	old := time.Now().Add(-time.Hour)
+	sealed, _ := e.sealer.Seal(&surgepay.CaptureInstruction{PaymentID: surgepay.NewID("pay"), MerchantID: e.merch,
+		Amount: 100, Currency: "usd", AuthorizationRef: "auth_x", IdempotencyKey: "x/capture", Authorized: old})
+	if err := js.Put(context.Background(), &surgepay.StagedRecord{ID: surgepay.NewID("stg"), MerchantID: e.merch,
+		Sealed: sealed, Created: old}); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := e.config(nil)
+	cfg.Consumer = js
+	cfg.BatchWait = 100 * time.Millisecond
+	rep := run(t, cfg)
+	if rep.Captured != 3 || rep.Failed != 1 || rep.Failures[settle.ReasonOrphan] != 1 || rep.BacklogDepth != 0 || rep.Left != 0 {
+		t.Errorf("report: %+v", rep)
+	}
+	wantStates := []string{"captured", "captured", "captured", "failed"}
+	for i, s := range sales {
+		if got := state(t, e.store, s.Payment); got != wantStates[i] {
+			t.Errorf("%d: got %s, want %s", s.Payment.Amount, got, wantStates[i])
+		}
+		wantCaptures(t, e, s.Payment, map[string]int{"captured": 1, "failed": 0}[wantStates[i]])
+	}
+
+	t.Run("RepeatedIDNotStagedAgain", func(t *testing.T) {
+		for _, s := range sales {
+			if err := js.Put(context.Background(), s.Record); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, _, _ := js.Backlog(context.Background()); n != 0 {
+			t.Errorf("backlog %d after re-putting settled IDs within the duplicates window, want 0", n)
+		}
+	})
+	t.Run("SecondDeliveryCapturesNothing", func(t *testing.T) {
+		for _, s := range sales {
+			again := *s.Record
+			again.ID = surgepay.NewID("stg")
+			if err := js.Put(context.Background(), &again); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep := run(t, cfg)
+		if rep.Captured != 0 || rep.Failed != 0 || rep.AlreadySettled != len(sales) || rep.BacklogDepth != 0 {
+			t.Errorf("report: %+v", rep)
+		}
+		for i, s := range sales {
+			wantCaptures(t, e, s.Payment, map[string]int{"captured": 1, "failed": 0}[wantStates[i]])
+		}
+	})
+}
+
+// TestSettleJetStreamTwoProcessors: two settlement processors share the
+// durable consumer; every payment is captured exactly once.
+func TestSettleJetStreamTwoProcessors(t *testing.T) {
+	srv := stagetest.StartNATS(t)
+	js := openJS(t, srv.URL)
+	e := newEnvStore(t, testenv.OpenSQLite(t))
+	const n = 300
+	sales := make([]*stagetest.Staged, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			card := surgepay.PAN(cardOK)
+			if i%10 == 0 {
+				card = cardCaptureDecline
+			}
+			s, err := stagetest.MakeSale(context.Background(), e.store, e.sim, e.sealer, js,
+				stagetest.Sale{MerchantID: e.merch, Amount: int64(1000 + i), Card: card})
+			if err != nil {
+				t.Error(err)
+			}
+			sales[i] = s
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	reps := make([]*settle.Report, 2)
+	for i := range reps {
+		wg.Go(func() {
+			cfg := e.config(nil)
+			cfg.Consumer = openJS(t, srv.URL)
+			cfg.BatchWait = 50 * time.Millisecond
+			rep, err := settle.Run(context.Background(), cfg)
+			if err != nil {
+				t.Error(err)
+			}
+			reps[i] = rep
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if got := reps[0].Captured + reps[1].Captured; got != n-n/10 {
+		t.Errorf("captured %d (%d + %d), want %d", got, reps[0].Captured, reps[1].Captured, n-n/10)
+	}
+	for i, s := range sales {
+		want, wantCaps := "captured", 1
+		if i%10 == 0 {
+			want, wantCaps = "failed", 0
+		}
+		if got := state(t, e.store, s.Payment); got != want {
+			t.Errorf("%d: got %s, want %s", i, got, want)
+		}
+		wantCaptures(t, e, s.Payment, wantCaps)
+	}
+}

@@ -1,0 +1,533 @@
+package settle_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/internal/testenv"
+	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/settle"
+	"github.com/surgepay/surgepay/stage"
+	"github.com/surgepay/surgepay/stage/stagetest"
+)
+
+const (
+	cardOK             = "4242424242424242"
+	cardCaptureDecline = "4000000000000259"
+)
+
+type env struct {
+	store  surgepay.Store
+	mem    *stagetest.MemStore // store, when it is the in-memory one
+	sim    *sim.Provider
+	sealer *stage.Sealer
+	opener *stage.Opener
+	cons   *stage.Embedded
+	merch  string
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	mem := stagetest.NewMemStore()
+	e := newEnvStore(t, mem)
+	e.mem = mem
+	return e
+}
+
+// newEnvStore makes an environment on st, with a merchant stored.
+func newEnvStore(t testing.TB, st surgepay.Store) *env {
+	t.Helper()
+	pub, priv, err := stage.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := stage.NewSealer(pub)
+	o, _ := stage.NewOpener(priv)
+	cons, err := stage.NewEmbedded(st, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stagetest.NewMerchant(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{store: st, sim: sim.New(sim.DefaultConfig()), sealer: s, opener: o, cons: cons, merch: m.ID}
+}
+
+func (e *env) sale(t testing.TB, amount int64, card surgepay.PAN) *stagetest.Staged {
+	t.Helper()
+	s, err := stagetest.MakeSale(context.Background(), e.store, e.sim, e.sealer, nil,
+		stagetest.Sale{MerchantID: e.merch, Amount: amount, Card: card})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (e *env) config(p surgepay.Provider) settle.Config {
+	if p == nil {
+		p = e.sim
+	}
+	return settle.Config{Store: e.store, Provider: p, Opener: e.opener, Consumer: e.cons, UntilEmpty: true,
+		BatchSizeMax: 50, BatchWait: 10 * time.Millisecond, Workers: 8, RetryBackoff: time.Millisecond}
+}
+
+func run(t testing.TB, cfg settle.Config) *settle.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := settle.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Run did not stop by itself in UntilEmpty mode")
+	}
+	return rep
+}
+
+// state returns the payment's settlement state: "captured", "failed" or
+// "staged"; it fails the test on any other combination.
+func state(t testing.TB, st surgepay.Store, p *surgepay.Payment) string {
+	t.Helper()
+	got, err := st.FindPayment(context.Background(), p.MerchantID, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var capture *surgepay.Transaction
+	for i := range got.Transactions {
+		if got.Transactions[i].Type == surgepay.TxCapture {
+			if capture != nil {
+				t.Fatalf("%s: two capture transactions", p.ID)
+			}
+			capture = &got.Transactions[i]
+		}
+	}
+	switch {
+	case got.Status == surgepay.StatusSucceeded && capture.Status == surgepay.TxSucceeded && capture.ProviderRef != "":
+		return "captured"
+	case got.Status == surgepay.StatusFailed && capture.Status == surgepay.TxFailed && got.AmountCaptured == 0:
+		return "failed"
+	case got.Status == surgepay.StatusSucceeded && capture.Status == surgepay.TxPending:
+		return "staged"
+	}
+	t.Fatalf("%s: status %s with capture %s: not a settlement state", p.ID, got.Status, capture.Status)
+	return ""
+}
+
+func wantCaptures(t testing.TB, e *env, p *surgepay.Payment, want int) {
+	t.Helper()
+	if got := e.sim.Effects(p.ID).Captures; got != want {
+		t.Errorf("%s: network captures %d, want %d", p.ID, got, want)
+	}
+}
+
+func backends(t *testing.T) map[string]func(*testing.T) *env {
+	return map[string]func(*testing.T) *env{
+		"memory": func(t *testing.T) *env { return newEnv(t) },
+		"sqlite": func(t *testing.T) *env { return newEnvStore(t, testenv.OpenSQLite(t)) },
+	}
+}
+
+func TestSettleOutcomes(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) { testSettleOutcomes(t, mk(t)) })
+	}
+}
+
+func testSettleOutcomes(t *testing.T, e *env) {
+	ok := e.sale(t, 1000, cardOK)
+	ok2 := e.sale(t, 2500, cardOK)
+	declined := e.sale(t, 1500, cardCaptureDecline)
+	lost := e.sale(t, 9102, cardOK) // capture performed, answer lost: found by Lookup
+
+	rep := run(t, e.config(nil))
+	for _, c := range []struct {
+		s     *stagetest.Staged
+		state string
+		caps  int
+	}{{ok, "captured", 1}, {ok2, "captured", 1}, {declined, "failed", 0}, {lost, "captured", 1}} {
+		if got := state(t, e.store, c.s.Payment); got != c.state {
+			t.Errorf("%s: got %s, want %s", c.s.Payment.ID, got, c.state)
+		}
+		wantCaptures(t, e, c.s.Payment, c.caps)
+	}
+	if rep.Captured != 3 || rep.Failed != 1 || rep.Failures["declined:generic_decline"] != 1 || rep.Left != 0 || rep.BacklogDepth != 0 {
+		t.Errorf("report: %+v", rep)
+	}
+	if got := rep.Currencies["usd"]; got == nil || got.AmountCaptured != 1000+2500+9102 || got.AmountFailed != 1500 {
+		t.Errorf("usd totals %+v, want captured %d failed 1500", got, 1000+2500+9102)
+	}
+	evs, _ := e.store.ListEvents(context.Background(), e.merch, declined.Payment.ID)
+	if len(evs) != 1 || evs[0].Type != settle.EventCaptureFailed || evs[0].ActorKeyID != settle.Actor || evs[0].ToStatus != surgepay.StatusFailed {
+		t.Errorf("declined payment's events: %+v", evs)
+	}
+
+	t.Run("SecondRunCapturesNothing", func(t *testing.T) {
+		// Stage the same records again, as a redelivery after a crash would.
+		for _, s := range []*stagetest.Staged{ok, ok2, declined, lost} {
+			if err := e.store.Apply(context.Background(), &surgepay.Write{Staged: s.Record}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep := run(t, e.config(nil))
+		if rep.Captured != 0 || rep.Failed != 0 || rep.AlreadySettled != 4 || rep.BacklogDepth != 0 {
+			t.Errorf("second run: %+v", rep)
+		}
+		for _, s := range []*stagetest.Staged{ok, ok2, lost} {
+			wantCaptures(t, e, s.Payment, 1)
+		}
+		wantCaptures(t, e, declined.Payment, 0)
+	})
+}
+
+// faulty wraps a provider and fails captures of chosen payments.
+type faulty struct {
+	surgepay.Provider
+	mu sync.Mutex
+	// notPerformed fails this many captures per key before passing them on.
+	notPerformed map[string]int
+	// unknownAfter passes captures of these keys on, then answers Unknown.
+	unknownAfter map[string]bool
+	// lookupUnknown answers Unknown to every Lookup of these keys.
+	lookupUnknown map[string]bool
+}
+
+func (f *faulty) Capture(ctx context.Context, req *surgepay.CaptureRequest) (*surgepay.ProviderResult, error) {
+	f.mu.Lock()
+	k := req.IdempotencyKey
+	if f.notPerformed[k] != 0 {
+		f.notPerformed[k]--
+		f.mu.Unlock()
+		return nil, &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: "capture", Err: sim.ErrTimeout}
+	}
+	after := f.unknownAfter[k]
+	f.mu.Unlock()
+	res, err := f.Provider.Capture(ctx, req)
+	if after && err == nil {
+		return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "capture", Err: sim.ErrAnswerLost}
+	}
+	return res, err
+}
+
+func (f *faulty) Lookup(ctx context.Context, key string) (*surgepay.ProviderResult, error) {
+	f.mu.Lock()
+	u := f.lookupUnknown[key]
+	f.mu.Unlock()
+	if u {
+		return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Err: sim.ErrAnswerLost}
+	}
+	return f.Provider.Lookup(ctx, key)
+}
+
+func key(s *stagetest.Staged) string { return s.Payment.ID + "/capture" }
+
+func TestSettleInjectedFailures(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) { testSettleInjectedFailures(t, mk(t)) })
+	}
+}
+
+func testSettleInjectedFailures(t *testing.T, e *env) {
+	retried := e.sale(t, 1100, cardOK)      // not performed twice, then captured within the batch
+	down := e.sale(t, 1200, cardOK)         // never performed: left for later
+	lostAnswer := e.sale(t, 1300, cardOK)   // performed, answer lost, Lookup finds it
+	neverSent := e.sale(t, 1400, cardOK)    // unknown, but Lookup says not performed: retried
+	stillUnknown := e.sale(t, 1500, cardOK) // unknown and Lookup unknown: left
+	declined := e.sale(t, 1600, cardCaptureDecline)
+	f := &faulty{Provider: e.sim,
+		notPerformed:  map[string]int{key(retried): 2, key(down): 1 << 30},
+		unknownAfter:  map[string]bool{key(lostAnswer): true, key(stillUnknown): true},
+		lookupUnknown: map[string]bool{key(stillUnknown): true}}
+	cfg := e.config(&onceUnknown{faulty: f, key: key(neverSent)})
+	cfg.RetryMax = 3
+
+	rep := run(t, cfg)
+	want := map[*stagetest.Staged]struct {
+		state string
+		caps  int
+	}{retried: {"captured", 1}, down: {"staged", 0}, lostAnswer: {"captured", 1}, neverSent: {"captured", 1},
+		stillUnknown: {"staged", 1}, declined: {"failed", 0}}
+	for s, w := range want {
+		if got := state(t, e.store, s.Payment); got != w.state {
+			t.Errorf("%d: got %s, want %s", s.Payment.Amount, got, w.state)
+		}
+		wantCaptures(t, e, s.Payment, w.caps)
+	}
+	if rep.Failures[settle.ReasonRetryLater] != 1 || rep.Failures[settle.ReasonUnknown] != 1 || rep.Left != 2 || rep.BacklogDepth != 2 {
+		t.Errorf("report: left %d backlog %d failures %v", rep.Left, rep.BacklogDepth, rep.Failures)
+	}
+
+	t.Run("LaterRunFinishes", func(t *testing.T) {
+		// A new process: a fresh consumer, the network healthy again.
+		cons, _ := stage.NewEmbedded(e.store, time.Minute)
+		cfg := e.config(nil)
+		cfg.Consumer = cons
+		rep := run(t, cfg)
+		if rep.Captured != 2 || rep.Left != 0 || rep.BacklogDepth != 0 {
+			t.Errorf("report: %+v", rep)
+		}
+		for s := range want {
+			st := state(t, e.store, s.Payment)
+			if st == "staged" {
+				t.Errorf("%d: still staged", s.Payment.Amount)
+			}
+			if caps := e.sim.Effects(s.Payment.ID).Captures; caps > 1 || (st == "captured") != (caps == 1) {
+				t.Errorf("%d: %s with %d network captures", s.Payment.Amount, st, caps)
+			}
+		}
+	})
+}
+
+// onceUnknown answers the first capture of key Unknown without sending it.
+type onceUnknown struct {
+	*faulty
+	key  string
+	done sync.Once
+}
+
+func (o *onceUnknown) Capture(ctx context.Context, req *surgepay.CaptureRequest) (*surgepay.ProviderResult, error) {
+	first := false
+	if req.IdempotencyKey == o.key {
+		o.done.Do(func() { first = true })
+	}
+	if first {
+		return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "capture", Err: sim.ErrAnswerLost}
+	}
+	return o.faulty.Capture(ctx, req)
+}
+
+func TestSettleTamperedRecord(t *testing.T) {
+	e := newEnv(t)
+	s := e.sale(t, 1000, cardOK)
+	bad := *s.Record
+	bad.ID = surgepay.NewID("stg")
+	bad.Sealed = append([]byte(nil), s.Record.Sealed...)
+	bad.Sealed[len(bad.Sealed)-20] ^= 1
+	// Replace the genuine record by the tampered one.
+	if err := e.store.Apply(context.Background(), &surgepay.Write{Staged: &bad, StagedAck: []string{s.Record.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cfg := e.config(nil)
+	cfg.Logger = slogJSON(&logs)
+	rep := run(t, cfg)
+	if rep.Failures[settle.ReasonTampered] != 1 || rep.Captured != 0 || rep.BacklogDepth != 0 {
+		t.Errorf("report: %+v", rep)
+	}
+	if got := state(t, e.store, s.Payment); got != "staged" {
+		t.Errorf("payment %s, want staged", got)
+	}
+	wantCaptures(t, e, s.Payment, 0)
+	if !strings.Contains(logs.String(), bad.ID) || strings.Contains(logs.String(), s.Payment.AuthorizationRef) {
+		t.Errorf("log should name the record only: %s", logs.String())
+	}
+}
+
+func TestSettleWrongKeyLeavesRecords(t *testing.T) {
+	e := newEnv(t)
+	s := e.sale(t, 1000, cardOK)
+	_, other, _ := stage.GenerateKeys()
+	cfg := e.config(nil)
+	cfg.Opener, _ = stage.NewOpener(other)
+	rep := run(t, cfg)
+	if rep.Failures[settle.ReasonWrongKey] != 1 || rep.Left != 1 || rep.BacklogDepth != 1 {
+		t.Errorf("report: %+v", rep)
+	}
+	wantCaptures(t, e, s.Payment, 0)
+}
+
+func TestSettleOrphans(t *testing.T) {
+	e := newEnv(t)
+	mk := func(age time.Duration) *surgepay.StagedRecord {
+		created := time.Now().Add(-age)
+		sealed, _ := e.sealer.Seal(&surgepay.CaptureInstruction{PaymentID: surgepay.NewID("pay"), MerchantID: e.merch,
+			Amount: 100, Currency: "usd", AuthorizationRef: "auth_x", IdempotencyKey: "k/capture", Authorized: created})
+		r := &surgepay.StagedRecord{ID: surgepay.NewID("stg"), MerchantID: e.merch, Sealed: sealed, Created: created}
+		if err := e.store.Apply(context.Background(), &surgepay.Write{Staged: r}); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	mk(time.Hour)
+	young := mk(0)
+	rep := run(t, e.config(nil))
+	if rep.Failures[settle.ReasonOrphan] != 1 || rep.Failures[settle.ReasonOrphanWait] != 1 || rep.Left != 1 {
+		t.Errorf("report: %+v", rep)
+	}
+	if n, _, _ := e.mem.StagedBacklog(context.Background()); n != 1 {
+		t.Errorf("backlog %d, want the young record only", n)
+	}
+	if recs, _ := e.mem.FetchStaged(context.Background(), "", 10); len(recs) != 1 || recs[0].ID != young.ID {
+		t.Errorf("left %v, want %s", recs, young.ID)
+	}
+}
+
+func TestSettleMismatchNotCaptured(t *testing.T) {
+	e := newEnv(t)
+	s := e.sale(t, 1000, cardOK)
+	// A forged record for the same payment, sealed with the public key,
+	// asking for more than was authorized.
+	sealed, _ := e.sealer.Seal(&surgepay.CaptureInstruction{PaymentID: s.Payment.ID, MerchantID: e.merch,
+		Amount: 5000, Currency: "usd", AuthorizationRef: s.Payment.AuthorizationRef, IdempotencyKey: key(s), Authorized: time.Now()})
+	forged := &surgepay.StagedRecord{ID: surgepay.NewID("stg"), MerchantID: e.merch, PaymentID: s.Payment.ID, Sealed: sealed, Created: time.Now()}
+	if err := e.store.Apply(context.Background(), &surgepay.Write{Staged: forged, StagedAck: []string{s.Record.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	rep := run(t, e.config(nil))
+	if rep.Failures[settle.ReasonMismatch] != 1 || rep.Captured != 0 {
+		t.Errorf("report: %+v", rep)
+	}
+	wantCaptures(t, e, s.Payment, 0)
+}
+
+func TestSettleConcurrentUpdateRetried(t *testing.T) {
+	e := newEnv(t)
+	s := e.sale(t, 1000, cardOK)
+	var once sync.Once
+	e.mem.BeforeApply = func(w *surgepay.Write) error {
+		var err error
+		if w.PaymentUpdate != nil {
+			once.Do(func() {
+				// Someone else changed the payment meanwhile (metadata).
+				p, _ := e.store.FindPayment(context.Background(), e.merch, s.Payment.ID)
+				p.Description, p.Version = "edited", p.Version+1
+				e.mem.BeforeApply = nil
+				if aerr := e.store.Apply(context.Background(), &surgepay.Write{PaymentUpdate: p}); aerr != nil {
+					t.Error(aerr)
+				}
+				err = surgepay.Conflict("concurrent_update", "moved")
+			})
+		}
+		return err
+	}
+	rep := run(t, e.config(nil))
+	if rep.Captured != 1 || rep.BacklogDepth != 0 {
+		t.Errorf("report: %+v", rep)
+	}
+	got, _ := e.store.FindPayment(context.Background(), e.merch, s.Payment.ID)
+	if got.Description != "edited" || state(t, e.store, s.Payment) != "captured" {
+		t.Errorf("payment %q %s: the concurrent change or the capture was lost", got.Description, state(t, e.store, s.Payment))
+	}
+	wantCaptures(t, e, s.Payment, 1)
+}
+
+// TestSettleStoreFailureKeepsRecord: a result that cannot be stored leaves
+// the record, and a later run records the provider's replayed answer.
+func TestSettleStoreFailureKeepsRecord(t *testing.T) {
+	e := newEnv(t)
+	s := e.sale(t, 1000, cardOK)
+	e.mem.BeforeApply = func(w *surgepay.Write) error {
+		if w.PaymentUpdate != nil {
+			return errors.New("disk full")
+		}
+		return nil
+	}
+	rep := run(t, e.config(nil))
+	if rep.Failures[settle.ReasonStore] != 1 || rep.Left != 1 {
+		t.Errorf("report: %+v", rep)
+	}
+	e.mem.BeforeApply = nil
+	cons, _ := stage.NewEmbedded(e.store, time.Minute)
+	cfg := e.config(nil)
+	cfg.Consumer = cons
+	rep = run(t, cfg)
+	if rep.Captured != 1 || state(t, e.store, s.Payment) != "captured" {
+		t.Errorf("second run: %+v", rep)
+	}
+	wantCaptures(t, e, s.Payment, 1)
+}
+
+func TestSettleContinuousStopsWithContext(t *testing.T) {
+	e := newEnv(t)
+	var stats []settle.Stats
+	var mu sync.Mutex
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := e.config(nil)
+	cfg.UntilEmpty = false
+	cfg.OnStats = func(s settle.Stats) {
+		mu.Lock()
+		stats = append(stats, s)
+		mu.Unlock()
+	}
+	done := make(chan *settle.Report)
+	go func() {
+		rep, err := settle.Run(ctx, cfg)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rep
+	}()
+	s := e.sale(t, 1000, cardOK) // arrives while Run waits
+	deadline := time.Now().Add(10 * time.Second)
+	for state(t, e.store, s.Payment) != "captured" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	rep := <-done
+	if rep.Captured != 1 {
+		t.Errorf("captured %d, want 1", rep.Captured)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var last settle.Stats
+	for _, s := range stats {
+		if s.LastBatchSize > 0 {
+			last = s
+		}
+	}
+	if last.Captured != 1 || last.LastBatchSize != 1 {
+		t.Errorf("stats after the batch: %+v", last)
+	}
+}
+
+func TestReportWriters(t *testing.T) {
+	e := newEnv(t)
+	e.sale(t, 1000, cardOK)
+	e.sale(t, 1500, cardCaptureDecline)
+	rep := run(t, e.config(nil))
+	var js, txt bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back settle.Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Captured != 1 || back.Failures["declined:generic_decline"] != 1 || back.Currencies["usd"].AmountCaptured != 1000 {
+		t.Errorf("JSON round trip: %s", js.String())
+	}
+	if err := rep.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"captured 1", "declined:generic_decline", "usd"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, txt.String())
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	e := newEnv(t)
+	for name, mod := range map[string]func(*settle.Config){
+		"ErrNoStore":       func(c *settle.Config) { c.Store = nil },
+		"ErrBatchTooBig":   func(c *settle.Config) { c.BatchSizeMax = settle.BatchSizeMaxLimit + 1 },
+		"ErrWorkers":       func(c *settle.Config) { c.Workers = -1 },
+		"ErrRetryNegative": func(c *settle.Config) { c.RetryMax = -2 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := e.config(nil)
+			mod(&cfg)
+			if _, err := settle.Run(context.Background(), cfg); err == nil {
+				t.Error("got nil error")
+			}
+		})
+	}
+}

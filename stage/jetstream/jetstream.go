@@ -1,0 +1,342 @@
+// Package jetstream is the production stage of the streamlined path: staged
+// capture records in a NATS JetStream stream with work-queue retention,
+// file storage and message-ID de-duplication, consumed by settlement
+// through a durable pull consumer with explicit acknowledgement.
+//
+// A record is one message: the sealed instruction is the payload; its ID
+// is the Nats-Msg-Id (a repeated Put within the Duplicates window is
+// stored once); merchant, payment and creation time ride in headers.
+//
+// Limits: Put returns once the stream's leader has stored the record and,
+// with Replicas > 1, a quorum has it. A single server (Replicas 1) writes
+// the record to its file store but fsyncs on its own schedule (nats-server
+// sync_interval, 2 minutes by default): for durability against power loss
+// on one node set sync_interval: always, or run 3 replicas. The stream is
+// bounded (MaxMsgs, MaxBytes) and discards NEW records when full, so a full
+// stage refuses sales (the engine's stage fallback) instead of dropping
+// staged captures.
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/stage"
+)
+
+// Defaults.
+const (
+	StreamDefault         = "SURGEPAY_STAGE"
+	SubjectDefault        = "surgepay.stage.captures"
+	DurableDefault        = "settle"
+	ReplicasDefault       = 1
+	MaxAckPendingDefault  = 10_000
+	AckWaitDefault        = time.Minute
+	PublishTimeoutDefault = 5 * time.Second
+	DuplicatesDefault     = 2 * time.Minute
+	MaxMsgsDefault        = 50_000_000
+	MaxBytesDefault       = 20 << 30 // 20 GiB: 50M records of ~400 bytes
+	connectTimeout        = 5 * time.Second
+	fetchMaxLimit         = 10_000
+)
+
+// Headers of a record's message.
+const (
+	HeaderMerchant = "Surgepay-Merchant"
+	HeaderPayment  = "Surgepay-Payment"
+	HeaderCreated  = "Surgepay-Created" // RFC 3339 with nanoseconds
+)
+
+// Config configures the stage. Zero values take the defaults.
+type Config struct {
+	URL     string // NATS server URL(s), comma separated. Required.
+	Stream  string // default "SURGEPAY_STAGE"
+	Subject string // default "surgepay.stage.captures"
+	// Replicas of the stream: 1 for one server, 3 for a cluster. Default 1.
+	Replicas int
+	// Durable is the settlement consumer's name. Default "settle".
+	Durable string
+	// MaxAckPending bounds records delivered and not yet acknowledged.
+	// Default 10,000.
+	MaxAckPending int
+	// AckWait is how long a delivered record waits for its acknowledgement
+	// before it is delivered again. Default 1m.
+	AckWait time.Duration
+	// PublishTimeout bounds one Put. Default 5s.
+	PublishTimeout time.Duration
+	// Duplicates is the de-duplication window of record IDs. Default 2m.
+	Duplicates time.Duration
+	// MaxMsgs and MaxBytes bound the stream; when full, Put fails.
+	// Defaults 50,000,000 and 20 GiB.
+	MaxMsgs  int64
+	MaxBytes int64
+	// Options are extra NATS connection options (credentials, TLS).
+	Options []nats.Option
+}
+
+func (c *Config) defaults() error {
+	if c.URL == "" {
+		return errors.New("jetstream stage: URL is required")
+	}
+	str := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	str(&c.Stream, StreamDefault)
+	str(&c.Subject, SubjectDefault)
+	str(&c.Durable, DurableDefault)
+	num := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	num(&c.MaxMsgs, MaxMsgsDefault)
+	num(&c.MaxBytes, MaxBytesDefault)
+	dur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	dur(&c.AckWait, AckWaitDefault)
+	dur(&c.PublishTimeout, PublishTimeoutDefault)
+	dur(&c.Duplicates, DuplicatesDefault)
+	if c.Replicas == 0 {
+		c.Replicas = ReplicasDefault
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = MaxAckPendingDefault
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		return fmt.Errorf("jetstream stage: replicas %d must be 1 to 5", c.Replicas)
+	}
+	if c.MaxAckPending < 1 || c.MaxAckPending > 1_000_000 {
+		return fmt.Errorf("jetstream stage: max_ack_pending %d must be 1 to 1000000", c.MaxAckPending)
+	}
+	return nil
+}
+
+// Stage is a JetStream stage: Put for API hosts, and the settlement
+// consumer (Fetch, Ack, Backlog), created on first use. Safe for
+// concurrent use.
+type Stage struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+
+	consOnce sync.Once
+	cons     jetstream.Consumer
+	consErr  error
+
+	mu        sync.Mutex
+	delivered map[string]delivery // record ID → its latest delivery, until acknowledged
+}
+
+type delivery struct {
+	msg jetstream.Msg
+	at  time.Time
+}
+
+var (
+	_ surgepay.Stage         = (*Stage)(nil)
+	_ surgepay.StageConsumer = (*Stage)(nil)
+)
+
+// Open connects to NATS and creates or updates the stream.
+func Open(ctx context.Context, cfg Config) (*Stage, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	opts := append([]nats.Option{nats.Name("surgepay stage"), nats.Timeout(connectTimeout),
+		nats.MaxReconnects(-1)}, cfg.Options...)
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream stage: connect %s: %w (is nats-server running with -js?)", redactURL(cfg.URL), err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream stage: %w", err)
+	}
+	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: cfg.Stream, Subjects: []string{cfg.Subject}, Retention: jetstream.WorkQueuePolicy,
+		Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Duplicates: cfg.Duplicates,
+		MaxMsgs: cfg.MaxMsgs, MaxBytes: cfg.MaxBytes, Discard: jetstream.DiscardNew,
+		MaxMsgSize: stage.RecordBytesMax + 1024, Description: "surgepay staged captures"})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream stage: stream %s: %w", cfg.Stream, err)
+	}
+	return &Stage{cfg: cfg, nc: nc, js: js, stream: stream, delivered: map[string]delivery{}}, nil
+}
+
+// Close closes the connection. Records fetched and not acknowledged are
+// delivered again after AckWait.
+func (s *Stage) Close() error {
+	s.nc.Close()
+	return nil
+}
+
+// Put publishes rec with its ID as the message ID and returns once
+// JetStream has stored it. A repeated ID within the Duplicates window is
+// stored once.
+func (s *Stage) Put(ctx context.Context, rec *surgepay.StagedRecord) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
+	defer cancel()
+	m := nats.NewMsg(s.cfg.Subject)
+	m.Data = rec.Sealed
+	m.Header.Set(jetstream.MsgIDHeader, rec.ID)
+	m.Header.Set(HeaderMerchant, rec.MerchantID)
+	m.Header.Set(HeaderPayment, rec.PaymentID)
+	m.Header.Set(HeaderCreated, rec.Created.UTC().Format(time.RFC3339Nano))
+	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(s.cfg.Stream)); err != nil {
+		return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "stage_unavailable", RetryAfter: 1,
+			Message: fmt.Sprintf("stage record %s: %v", rec.ID, err)}
+	}
+	return nil
+}
+
+func (s *Stage) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	s.consOnce.Do(func() {
+		s.cons, s.consErr = s.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: s.cfg.Durable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: s.cfg.AckWait,
+			MaxAckPending: s.cfg.MaxAckPending, MaxDeliver: -1, FilterSubject: s.cfg.Subject,
+			DeliverPolicy: jetstream.DeliverAllPolicy, Description: "surgepay settlement"})
+		if s.consErr != nil {
+			s.consErr = fmt.Errorf("jetstream stage: consumer %s: %w", s.cfg.Durable, s.consErr)
+		}
+	})
+	return s.cons, s.consErr
+}
+
+// Fetch returns up to max records, waiting at most wait (at least 1ms)
+// for them.
+func (s *Stage) Fetch(ctx context.Context, n int, wait time.Duration) ([]*surgepay.StagedRecord, error) {
+	if n < 1 || n > fetchMaxLimit {
+		return nil, fmt.Errorf("jetstream stage: fetch max %d must be 1 to %d", n, fetchMaxLimit)
+	}
+	cons, err := s.consumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	batch, err := cons.Fetch(n, jetstream.FetchMaxWait(max(wait, time.Millisecond)))
+	if err != nil {
+		return nil, fmt.Errorf("jetstream stage: fetch: %w", err)
+	}
+	now := time.Now()
+	var recs []*surgepay.StagedRecord
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneLocked(now)
+	for m := range batch.Messages() {
+		rec := record(m)
+		if rec.ID == "" {
+			// Not a record: a stray publish on the subject. Ack it away.
+			_ = m.Term()
+			continue
+		}
+		_, again := s.delivered[rec.ID]
+		s.delivered[rec.ID] = delivery{msg: m, at: now}
+		if again && slices.ContainsFunc(recs, func(r *surgepay.StagedRecord) bool { return r.ID == rec.ID }) {
+			continue // redelivered within this fetch (AckWait shorter than wait): once is enough
+		}
+		recs = append(recs, rec)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && len(recs) == 0 {
+		return nil, fmt.Errorf("jetstream stage: fetch: %w", err)
+	}
+	return recs, nil
+}
+
+// pruneLocked forgets deliveries older than AckWait: the server delivers
+// them again, and an Ack of a forgotten delivery is simply not sent.
+func (s *Stage) pruneLocked(now time.Time) {
+	for id, d := range s.delivered {
+		if now.Sub(d.at) > s.cfg.AckWait {
+			delete(s.delivered, id)
+		}
+	}
+}
+
+func record(m jetstream.Msg) *surgepay.StagedRecord {
+	h := m.Headers()
+	rec := &surgepay.StagedRecord{ID: h.Get(jetstream.MsgIDHeader), MerchantID: h.Get(HeaderMerchant),
+		PaymentID: h.Get(HeaderPayment), Sealed: m.Data()}
+	if t, err := time.Parse(time.RFC3339Nano, h.Get(HeaderCreated)); err == nil {
+		rec.Created = t
+	} else if md, err := m.Metadata(); err == nil {
+		rec.Created = md.Timestamp
+	}
+	return rec
+}
+
+// Ack acknowledges recs: the work queue removes them. It returns once the
+// server has received the acknowledgements.
+func (s *Stage) Ack(ctx context.Context, recs []*surgepay.StagedRecord) error {
+	s.mu.Lock()
+	msgs := make([]jetstream.Msg, 0, len(recs))
+	for _, r := range recs {
+		if d, ok := s.delivered[r.ID]; ok {
+			msgs = append(msgs, d.msg)
+			delete(s.delivered, r.ID)
+		}
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, m := range msgs {
+		if err := m.Ack(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.PublishTimeout)
+		defer cancel()
+	}
+	if err := s.nc.FlushWithContext(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("jetstream stage: ack: %w", err)
+	}
+	return nil
+}
+
+// Backlog returns the records in the stream (delivered or not) and the
+// time the oldest was stored.
+func (s *Stage) Backlog(ctx context.Context) (int, time.Time, error) {
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("jetstream stage: stream info: %w", err)
+	}
+	var oldest time.Time
+	if info.State.Msgs > 0 {
+		oldest = info.State.FirstTime
+	}
+	return int(info.State.Msgs), oldest, nil
+}
+
+// redactURL drops user information (credentials) from NATS URLs for messages.
+func redactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, u := range parts {
+		if at := strings.LastIndex(u, "@"); at >= 0 {
+			scheme := ""
+			if j := strings.Index(u, "://"); j >= 0 && j < at {
+				scheme = u[:j+3]
+			}
+			parts[i] = scheme + "<redacted>@" + u[at+1:]
+		}
+	}
+	return strings.Join(parts, ",")
+}

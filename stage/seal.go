@@ -1,0 +1,422 @@
+// Package stage holds the staged-capture side of the streamlined path:
+// sealing capture instructions to the settlement key (Sealer, Opener), the
+// settlement key files, and the embedded stage consumer (Embedded), which
+// reads staged records from a store with the surgepay.StagedStore
+// capability. Package stage/jetstream is the production stage.
+//
+// # Sealing
+//
+// API hosts hold only the settlement public key: they can seal, never open.
+// HPKE (RFC 9180: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-256-GCM) costs
+// an X25519 scalar multiplication, tens of microseconds, too much per
+// record at thousands of sales per second. So a Sealer keeps a segment: a
+// random 32-byte data key HPKE-sealed once to the public key. Each record
+// is AES-256-GCM under the segment's data key and carries the segment
+// header, so it opens on its own (records travel one by one through
+// JetStream):
+//
+//	version (1) | key ID (8) | segment ID (16) | enc (32) | wrapped data key (48) | nonce (12) | AES-256-GCM(JSON instruction)
+//
+// The first 105 bytes are the header; they are the AAD of the record, and
+// version | key ID | segment ID is the AAD of the wrapped data key, so any
+// modified byte fails to open. An Opener caches opened data keys by segment
+// ID: one HPKE per segment, not per record.
+//
+// Limits: sealing gives confidentiality and integrity, not authenticity:
+// whoever holds the public key can seal an instruction. Settlement
+// therefore checks every instruction against the stored payment before it
+// captures.
+package stage
+
+import (
+	"container/list"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdh"
+	"crypto/hpke"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/surgepay/surgepay"
+)
+
+// Record format.
+const (
+	recordVersion  = 1
+	keyIDBytes     = 8
+	segmentIDBytes = 16
+	encBytes       = 32 // X25519 encapsulated key
+	dataKeyBytes   = 32 // AES-256
+	wrappedBytes   = dataKeyBytes + 16
+	nonceBytes     = 12
+	tagBytes       = 16
+	headerBytes    = 1 + keyIDBytes + segmentIDBytes + encBytes + wrappedBytes
+	// RecordOverheadBytes is what sealing adds to the instruction's JSON.
+	RecordOverheadBytes = headerBytes + nonceBytes + tagBytes
+	// RecordBytesMax bounds a sealed record; an instruction is a few
+	// hundred bytes.
+	RecordBytesMax = 16 << 10
+)
+
+// Segment rotation defaults.
+const (
+	SegmentRecordsMaxDefault = 100_000
+	SegmentAgeMaxDefault     = time.Minute
+	// OpenerSegmentsMax bounds the data keys an Opener caches.
+	OpenerSegmentsMax = 1024
+)
+
+// hpkeInfo binds the wrapped data keys to this use.
+var hpkeInfo = []byte("surgepay stage segment v1")
+
+// Errors of Open. Every error of Open wraps exactly one of them.
+var (
+	// ErrTampered: the record is malformed or was modified; it can never
+	// open. Settlement acknowledges it and never captures it.
+	ErrTampered = errors.New("sealed record is malformed or was modified")
+	// ErrWrongKey: the record was sealed to another settlement key. It is
+	// not damaged: settle it with the matching private key.
+	ErrWrongKey = errors.New("sealed record is for another settlement key")
+	// ErrVersion: the record has a format this build does not know.
+	ErrVersion = errors.New("sealed record has an unknown format version")
+)
+
+func suite() (hpke.KEM, hpke.KDF, hpke.AEAD) {
+	return hpke.DHKEM(ecdh.X25519()), hpke.HKDFSHA256(), hpke.AES256GCM()
+}
+
+// KeyID returns the 16-hex-digit ID of a settlement public key: the first
+// 8 bytes of its SHA-256. Records carry it, so a wrong private key is told
+// apart from a damaged record.
+func KeyID(pub []byte) string {
+	id := keyID(pub)
+	return hex.EncodeToString(id[:])
+}
+
+func keyID(pub []byte) [keyIDBytes]byte {
+	sum := sha256.Sum256(pub)
+	return [keyIDBytes]byte(sum[:keyIDBytes])
+}
+
+// GenerateKeys returns a new settlement key pair: the 32-byte X25519
+// public key (for API hosts) and private key (for settlement only).
+func GenerateKeys() (pub, priv []byte, err error) {
+	kem, _, _ := suite()
+	k, err := kem.GenerateKey()
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate settlement key: %w", err)
+	}
+	priv, err = k.Bytes()
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate settlement key: %w", err)
+	}
+	return k.PublicKey().Bytes(), priv, nil
+}
+
+// segment is one data key and its header.
+type segment struct {
+	header  [headerBytes]byte
+	aead    cipher.AEAD
+	n       atomic.Uint64 // records sealed; the nonce counter
+	expires time.Time
+}
+
+// Sealer seals capture instructions to a settlement public key. Safe for
+// concurrent use.
+type Sealer struct {
+	pub        hpke.PublicKey
+	keyID      [keyIDBytes]byte
+	recordsMax uint64
+	ageMax     time.Duration
+	now        func() time.Time
+
+	mu  sync.Mutex // serialises rotation
+	cur atomic.Pointer[segment]
+}
+
+var _ surgepay.Sealer = (*Sealer)(nil)
+
+// SealerOption configures a Sealer.
+type SealerOption func(*Sealer)
+
+// WithSegmentRotation rotates the data key after recordsMax records or
+// ageMax, whichever comes first (defaults: SegmentRecordsMaxDefault,
+// SegmentAgeMaxDefault).
+func WithSegmentRotation(recordsMax int, ageMax time.Duration) SealerOption {
+	return func(s *Sealer) {
+		if recordsMax > 0 {
+			s.recordsMax = uint64(recordsMax)
+		}
+		if ageMax > 0 {
+			s.ageMax = ageMax
+		}
+	}
+}
+
+// NewSealer returns a Sealer for the 32-byte settlement public key pub.
+func NewSealer(pub []byte, opts ...SealerOption) (*Sealer, error) {
+	kem, _, _ := suite()
+	pk, err := kem.NewPublicKey(pub)
+	if err != nil {
+		return nil, fmt.Errorf("settlement public key: %w", err)
+	}
+	s := &Sealer{pub: pk, keyID: keyID(pub), recordsMax: SegmentRecordsMaxDefault,
+		ageMax: SegmentAgeMaxDefault, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// KeyID returns the ID of the public key records are sealed to.
+func (s *Sealer) KeyID() string { return hex.EncodeToString(s.keyID[:]) }
+
+// Seal returns ins sealed to the settlement public key. It costs one
+// AES-256-GCM of a few hundred bytes; once per segment it also costs one
+// HPKE seal.
+func (s *Sealer) Seal(ins *surgepay.CaptureInstruction) ([]byte, error) {
+	seg, n, err := s.segment()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, headerBytes+nonceBytes, headerBytes+nonceBytes+384+tagBytes)
+	copy(out, seg.header[:])
+	nonce := out[headerBytes : headerBytes+nonceBytes]
+	binary.BigEndian.PutUint64(nonce[4:], n) // unique per data key
+	out = slices.Grow(appendInstructionJSON(out, ins), tagBytes)
+	nonce = out[headerBytes : headerBytes+nonceBytes]
+	plain := out[headerBytes+nonceBytes:]
+	// Seal in place: the plaintext is overwritten by the ciphertext.
+	sealed := seg.aead.Seal(plain[:0], nonce, plain, seg.header[:])
+	out = out[:headerBytes+nonceBytes+len(sealed)]
+	if len(out) > RecordBytesMax {
+		return nil, fmt.Errorf("seal capture of %s: %d bytes exceeds %d", ins.PaymentID, len(out), RecordBytesMax)
+	}
+	return out, nil
+}
+
+// segment returns the current segment and a fresh nonce counter in it,
+// rotating when the segment is full or old.
+func (s *Sealer) segment() (*segment, uint64, error) {
+	if seg := s.cur.Load(); seg != nil {
+		if n := seg.n.Add(1); n <= s.recordsMax && s.now().Before(seg.expires) {
+			return seg, n, nil
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seg := s.cur.Load(); seg != nil { // another caller may have rotated
+		if n := seg.n.Add(1); n <= s.recordsMax && s.now().Before(seg.expires) {
+			return seg, n, nil
+		}
+	}
+	seg, err := s.newSegment()
+	if err != nil {
+		return nil, 0, err
+	}
+	n := seg.n.Add(1)
+	s.cur.Store(seg)
+	return seg, n, nil
+}
+
+func (s *Sealer) newSegment() (*segment, error) {
+	_, kdf, aead := suite()
+	seg := &segment{expires: s.now().Add(s.ageMax)}
+	h := seg.header[:]
+	h[0] = recordVersion
+	copy(h[1:], s.keyID[:])
+	segID := h[1+keyIDBytes : 1+keyIDBytes+segmentIDBytes]
+	rand.Read(segID)
+	var dataKey [dataKeyBytes]byte
+	rand.Read(dataKey[:])
+	enc, sender, err := hpke.NewSender(s.pub, kdf, aead, hpkeInfo)
+	if err != nil {
+		return nil, fmt.Errorf("seal segment key: %w", err)
+	}
+	wrapped, err := sender.Seal(h[:1+keyIDBytes+segmentIDBytes], dataKey[:])
+	if err != nil {
+		return nil, fmt.Errorf("seal segment key: %w", err)
+	}
+	if len(enc) != encBytes || len(wrapped) != wrappedBytes {
+		panic(fmt.Sprintf("stage: HPKE sizes %d, %d; want %d, %d", len(enc), len(wrapped), encBytes, wrappedBytes))
+	}
+	copy(h[1+keyIDBytes+segmentIDBytes:], enc)
+	copy(h[1+keyIDBytes+segmentIDBytes+encBytes:], wrapped)
+	if seg.aead, err = newGCM(dataKey[:]); err != nil {
+		return nil, err
+	}
+	return seg, nil
+}
+
+func newGCM(key []byte) (cipher.AEAD, error) {
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(b)
+}
+
+// Opener opens sealed capture instructions with the settlement private
+// key. It caches up to OpenerSegmentsMax opened data keys (least recently
+// used evicted first). Safe for concurrent use.
+type Opener struct {
+	priv  hpke.PrivateKey
+	keyID [keyIDBytes]byte
+
+	mu    sync.Mutex
+	cache map[[segmentIDBytes]byte]*list.Element
+	lru   list.List // of *openSegment, most recent first
+}
+
+type openSegment struct {
+	id     [segmentIDBytes]byte
+	header [headerBytes]byte
+	aead   cipher.AEAD
+}
+
+var _ surgepay.Opener = (*Opener)(nil)
+
+// NewOpener returns an Opener for the 32-byte settlement private key.
+func NewOpener(priv []byte) (*Opener, error) {
+	kem, _, _ := suite()
+	k, err := kem.NewPrivateKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("settlement private key: %w", err)
+	}
+	return &Opener{priv: k, keyID: keyID(k.PublicKey().Bytes()),
+		cache: make(map[[segmentIDBytes]byte]*list.Element)}, nil
+}
+
+// KeyID returns the ID of the key pair this Opener opens.
+func (o *Opener) KeyID() string { return hex.EncodeToString(o.keyID[:]) }
+
+// Open returns the instruction in sealed. Its errors wrap ErrTampered,
+// ErrWrongKey or ErrVersion.
+func (o *Opener) Open(sealed []byte) (*surgepay.CaptureInstruction, error) {
+	if len(sealed) < RecordOverheadBytes || len(sealed) > RecordBytesMax {
+		return nil, fmt.Errorf("open: %d bytes: %w", len(sealed), ErrTampered)
+	}
+	if sealed[0] != recordVersion {
+		return nil, fmt.Errorf("open: version %d: %w", sealed[0], ErrVersion)
+	}
+	header := [headerBytes]byte(sealed[:headerBytes])
+	if got := [keyIDBytes]byte(header[1 : 1+keyIDBytes]); got != o.keyID {
+		return nil, fmt.Errorf("open: record key %x, this key %x: %w", got, o.keyID, ErrWrongKey)
+	}
+	aead, err := o.dataKey(&header)
+	if err != nil {
+		return nil, err
+	}
+	nonce := sealed[headerBytes : headerBytes+nonceBytes]
+	plain, err := aead.Open(nil, nonce, sealed[headerBytes+nonceBytes:], header[:])
+	if err != nil {
+		return nil, fmt.Errorf("open record: %w", ErrTampered)
+	}
+	var ins surgepay.CaptureInstruction
+	if err := json.Unmarshal(plain, &ins); err != nil {
+		// Authentic but unreadable: a sealer bug, never captured.
+		return nil, fmt.Errorf("open record: decode: %v: %w", err, ErrTampered)
+	}
+	if ins.PaymentID == "" || ins.MerchantID == "" || ins.IdempotencyKey == "" || ins.AuthorizationRef == "" || ins.Amount <= 0 {
+		return nil, fmt.Errorf("open record: incomplete instruction: %w", ErrTampered)
+	}
+	return &ins, nil
+}
+
+// dataKey returns the segment's AEAD, opening the wrapped key with HPKE
+// on a cache miss. A cached segment is used only for a byte-identical
+// header.
+func (o *Opener) dataKey(header *[headerBytes]byte) (cipher.AEAD, error) {
+	id := [segmentIDBytes]byte(header[1+keyIDBytes:])
+	o.mu.Lock()
+	if e, ok := o.cache[id]; ok {
+		seg := e.Value.(*openSegment)
+		if seg.header == *header {
+			o.lru.MoveToFront(e)
+			o.mu.Unlock()
+			return seg.aead, nil
+		}
+	}
+	o.mu.Unlock()
+
+	_, kdf, aead := suite()
+	off := 1 + keyIDBytes + segmentIDBytes
+	r, err := hpke.NewRecipient(header[off:off+encBytes], o.priv, kdf, aead, hpkeInfo)
+	if err != nil {
+		return nil, fmt.Errorf("open segment key: %v: %w", err, ErrTampered)
+	}
+	key, err := r.Open(header[:off], header[off+encBytes:])
+	if err != nil {
+		return nil, fmt.Errorf("open segment key: %w", ErrTampered)
+	}
+	g, err := newGCM(key)
+	if err != nil {
+		return nil, fmt.Errorf("open segment key: %v: %w", err, ErrTampered)
+	}
+	o.put(&openSegment{id: id, header: *header, aead: g})
+	return g, nil
+}
+
+func (o *Opener) put(seg *openSegment) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if e, ok := o.cache[seg.id]; ok {
+		e.Value = seg
+		o.lru.MoveToFront(e)
+		return
+	}
+	o.cache[seg.id] = o.lru.PushFront(seg)
+	for o.lru.Len() > OpenerSegmentsMax {
+		old := o.lru.Back()
+		o.lru.Remove(old)
+		delete(o.cache, old.Value.(*openSegment).id)
+	}
+}
+
+// appendInstructionJSON appends the JSON of ins, the same bytes as
+// json.Marshal (TestInstructionJSONMatchesMarshal), without reflection:
+// encoding/json alone takes about a microsecond, the whole budget of Seal.
+func appendInstructionJSON(b []byte, ins *surgepay.CaptureInstruction) []byte {
+	if !plainASCII(ins.PaymentID) || !plainASCII(ins.MerchantID) || !plainASCII(ins.Currency) ||
+		!plainASCII(ins.AuthorizationRef) || !plainASCII(ins.IdempotencyKey) || ins.Authorized.Year() < 0 || ins.Authorized.Year() > 9999 {
+		j, _ := json.Marshal(ins) // rare: escaping needed; cannot fail for this type in range
+		return append(b, j...)
+	}
+	b = append(b, `{"payment":"`...)
+	b = append(b, ins.PaymentID...)
+	b = append(b, `","merchant":"`...)
+	b = append(b, ins.MerchantID...)
+	b = append(b, `","amount":`...)
+	b = strconv.AppendInt(b, ins.Amount, 10)
+	b = append(b, `,"currency":"`...)
+	b = append(b, ins.Currency...)
+	b = append(b, `","authorization_ref":"`...)
+	b = append(b, ins.AuthorizationRef...)
+	b = append(b, `","idempotency_key":"`...)
+	b = append(b, ins.IdempotencyKey...)
+	b = append(b, `","authorized":"`...)
+	b = ins.Authorized.AppendFormat(b, time.RFC3339Nano)
+	return append(b, `"}`...)
+}
+
+// plainASCII reports whether s needs no JSON escaping: printable ASCII
+// without '"', '\\', '<', '>' or '&' (which encoding/json escapes).
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,88 @@
+package stagetest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// NATSServer is a real nats-server with JetStream, run by a test.
+type NATSServer struct {
+	URL  string
+	addr string
+	dir  string
+	cmd  *exec.Cmd
+	t    testing.TB
+}
+
+// StartNATS starts `nats-server -js` on a free loopback port with its store
+// in a temporary folder, stopped at cleanup. Without the binary the test
+// is skipped, unless CI is set: then it fails.
+func StartNATS(t testing.TB) *NATSServer {
+	t.Helper()
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		if _, serr := os.Stat("/usr/bin/nats-server"); serr == nil {
+			bin = "/usr/bin/nats-server"
+		} else if os.Getenv("CI") != "" {
+			t.Fatal("CI is set but nats-server is not installed (apt-get install nats-server)")
+		} else {
+			t.Skip("nats-server not installed")
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := &NATSServer{URL: "nats://" + addr, addr: addr, dir: t.TempDir(), t: t}
+	s.start(bin)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *NATSServer) start(bin string) {
+	s.t.Helper()
+	_, port, _ := net.SplitHostPort(s.addr)
+	s.cmd = exec.Command(bin, "-js", "-a", "127.0.0.1", "-p", port, "-sd", s.dir)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", s.addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			s.t.Fatalf("nats-server did not listen on %s: %v", s.addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Restart stops the server and starts it again on the same port and
+// store, as after a crash (SIGKILL).
+func (s *NATSServer) Restart() {
+	s.t.Helper()
+	bin := s.cmd.Path
+	s.Stop()
+	s.start(bin)
+}
+
+// Stop kills the server and waits for it.
+func (s *NATSServer) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil || s.cmd.ProcessState != nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+}
+
+func (s *NATSServer) String() string { return fmt.Sprintf("nats-server at %s", s.URL) }
