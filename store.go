@@ -47,9 +47,12 @@ type Store interface {
 	// durable. If a guard in w fails, nothing of w is stored, Apply returns
 	// the guard's *Error, and other writes in the batch are unaffected:
 	//   - w.Idempotency's (merchant, key) exists: ECONFLICT "idempotency_key_exists";
-	//   - an update's or delete's row is missing or its version is not
-	//     Version-1 (updates) / Version (deletes): ECONFLICT "concurrent_update",
-	//     or ENOTFOUND if the row is gone.
+	//   - the row of CustomerUpdate, CustomerDelete or PaymentUpdate is gone:
+	//     ENOTFOUND; or its stored Version is not Version-1 (updates) /
+	//     Version (deletes): ECONFLICT "concurrent_update".
+	// PaymentMethodDelete and StagedAck are not guards: deleting a payment
+	// method, or acknowledging a staged record, that is already gone is not
+	// an error.
 	// When the writer's queue is full Apply returns EUNAVAILABLE with
 	// RetryAfter set, at once: backpressure, not unbounded memory.
 	Apply(ctx context.Context, w *Write) error
@@ -86,9 +89,11 @@ type Write struct {
 }
 
 // StagedStore is the optional capability of a store that holds the
-// embedded stage. A Write holding only PaymentInsert, Idempotency and
-// Staged (no Events) costs ONE SQL statement: the budget of a streamlined
-// sale.
+// embedded stage. A Write holding only PaymentInsert and Staged, perhaps
+// Idempotency, costs ONE SQL statement (the budget of a streamlined sale);
+// with Events, two (the events are one multi-row statement). FetchStaged
+// returns at most the store's limit; StagedBacklog's time is the Created of
+// the record FetchStaged returns first, the zero time if there is none.
 type StagedStore interface {
 	// FetchStaged returns up to max staged records, oldest first, whose
 	// IDs are greater than afterID ("" for the start).

@@ -23,15 +23,16 @@ import (
 
 // env is a real surgepay API over loopback HTTP on a real store.
 type env struct {
-	t     testing.TB
-	url   string
-	store surgepay.Store
-	sim   *sim.Provider
-	eng   *engine.Engine
-	logs  *syncBuffer
-	keyA  string // merchant A's API key
-	keyB  string // merchant B's API key
-	http  *http.Client
+	t         testing.TB
+	url       string
+	store     surgepay.Store
+	sim       *sim.Provider
+	eng       *engine.Engine
+	logs      *syncBuffer
+	keyA      string    // merchant A's API key
+	keyB      string    // merchant B's API key
+	merchants [2]string // A's and B's IDs
+	http      *http.Client
 }
 
 type syncBuffer struct {
@@ -68,6 +69,12 @@ func newFuzzEnv(f *testing.F) *env { return newEnvTB(f, testenv.OpenSQLite(f)) }
 
 func newEnvTB(t testing.TB, store surgepay.Store) *env {
 	t.Helper()
+	return newEnvWith(t, store, nil)
+}
+
+// newEnvWith is newEnv with a hook to change the engine's configuration.
+func newEnvWith(t testing.TB, store surgepay.Store, configure func(*engine.Config)) *env {
+	t.Helper()
 	keys, err := vault.Generate()
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +82,12 @@ func newEnvTB(t testing.TB, store surgepay.Store) *env {
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p := sim.New(sim.DefaultConfig())
-	eng, err := engine.New(engine.Config{Store: store, Provider: p, Vault: keys, Logger: log,
-		Tax: func() surgepay.TaxTable { return tax.Sample() }})
+	ecfg := engine.Config{Store: store, Provider: p, Vault: keys, Logger: log,
+		Tax: func() surgepay.TaxTable { return tax.Sample() }}
+	if configure != nil {
+		configure(&ecfg)
+	}
+	eng, err := engine.New(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +95,12 @@ func newEnvTB(t testing.TB, store surgepay.Store) *env {
 	t.Cleanup(srv.Close)
 	e := &env{t: t, url: srv.URL, store: store, sim: p, eng: eng, logs: logs, http: srv.Client()}
 	ctx := context.Background()
-	for _, k := range []*string{&e.keyA, &e.keyB} {
+	for i, k := range []*string{&e.keyA, &e.keyB} {
 		m, err := eng.CreateMerchant(ctx, "merchant")
 		if err != nil {
 			t.Fatal(err)
 		}
+		e.merchants[i] = m.ID
 		if *k, _, err = eng.CreateAPIKey(ctx, m.ID); err != nil {
 			t.Fatal(err)
 		}

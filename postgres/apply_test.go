@@ -1,9 +1,11 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +66,20 @@ func purchase(merchantID string) (*surgepay.Write, *surgepay.Payment) {
 	p.Status, p.AmountCaptured = surgepay.StatusSucceeded, p.Amount
 	return &surgepay.Write{Idempotency: idem(merchantID, surgepay.NewID("k")), PaymentInsert: p,
 		Events: []*surgepay.Event{event(p, surgepay.TxAuthorization), event(p, surgepay.TxCapture)}}, p
+}
+
+// stagedSale returns a streamlined sale's Write: idempotency record,
+// payment with its capture pending, and the staged capture; no events.
+func stagedSale(merchantID string) (*surgepay.Write, *surgepay.StagedRecord) {
+	p := payment(merchantID)
+	p.Status, p.AmountCaptured, p.Path = surgepay.StatusSucceeded, p.Amount, surgepay.PathStreamlined
+	p.Transactions = []surgepay.Transaction{
+		{ID: surgepay.NewID("tx"), Type: surgepay.TxAuthorization, Status: surgepay.TxSucceeded, Amount: p.Amount, Created: p.Created},
+		{ID: surgepay.NewID("tx"), Type: surgepay.TxCapture, Status: surgepay.TxPending, Amount: p.Amount, Created: p.Created},
+	}
+	rec := &surgepay.StagedRecord{ID: surgepay.NewID("stg"), MerchantID: merchantID, PaymentID: p.ID,
+		Sealed: bytes.Repeat([]byte{0xa5}, 300), Created: p.Created} // about the size of an HPKE-sealed instruction
+	return &surgepay.Write{Idempotency: idem(merchantID, surgepay.NewID("k")), PaymentInsert: p, Staged: rec}, rec
 }
 
 func customer(merchantID string) *surgepay.Customer {
@@ -389,7 +405,9 @@ func TestApplyQueueFull(t *testing.T) {
 	blocked := make(chan error, 2)
 	go func() { blocked <- db.Apply(ctx, &surgepay.Write{CustomerUpdate: &cu}) }()
 	waitFor(t, func() bool { return db.QueueDepth() == 0 && waiting(t, conn, schema) })
-	go func() { blocked <- db.Apply(ctx, &surgepay.Write{Merchant: &surgepay.Merchant{ID: surgepay.NewID("mch")}}) }()
+	go func() {
+		blocked <- db.Apply(ctx, &surgepay.Write{Merchant: &surgepay.Merchant{ID: surgepay.NewID("mch")}})
+	}()
 	waitFor(t, func() bool { return db.QueueDepth() == 1 })
 
 	err := db.Apply(ctx, &surgepay.Write{Merchant: &surgepay.Merchant{ID: surgepay.NewID("mch")}})
@@ -459,16 +477,22 @@ func withAppName(dsn, name string) string {
 }
 
 // lockRow locks a row of table in cfg's schema in a transaction of another
-// connection, which the caller rolls back to release it.
-func lockRow(t *testing.T, cfg postgres.Config, table, id string) (*pgx.Conn, pgx.Tx) {
+// connection, which the caller rolls back to release it. It also returns a
+// third connection to watch pg_stat_activity from: inside a transaction,
+// pg_stat_activity is a snapshot that does not change.
+func lockRow(t *testing.T, cfg postgres.Config, table, id string) (monitor *pgx.Conn, tx pgx.Tx) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, cfg.DSN)
-	if err != nil {
-		t.Fatal(err)
+	connect := func() *pgx.Conn {
+		conn, err := pgx.Connect(ctx, cfg.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(ctx) })
+		return conn
 	}
-	t.Cleanup(func() { conn.Close(ctx) })
-	tx, err := conn.Begin(ctx)
+	monitor = connect()
+	tx, err := connect().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +501,7 @@ func lockRow(t *testing.T, cfg postgres.Config, table, id string) (*pgx.Conn, pg
 	if _, err := tx.Exec(ctx, q, id); err != nil {
 		t.Fatal(err)
 	}
-	return conn, tx
+	return monitor, tx
 }
 
 // waiting reports whether a backend named appName waits for a lock.
@@ -527,8 +551,12 @@ func TestOpenConcurrentMigrations(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM "+cfg.Schema+".schema_migrations").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Errorf("schema_migrations has %d rows, want 1", n)
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migrations: %v, %d files", err, len(files))
+	}
+	if n != len(files) {
+		t.Errorf("schema_migrations has %d rows, want %d, one per migration", n, len(files))
 	}
 }
 

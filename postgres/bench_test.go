@@ -20,7 +20,30 @@ func BenchmarkApplyPurchaseParallel(b *testing.B) {
 	}
 }
 
+// BenchmarkApplyStagedSaleParallel measures group-committed streamlined
+// sales (idempotency record, payment and staged capture: ONE statement,
+// and a batch of them one round trip) from many concurrent callers.
+func BenchmarkApplyStagedSaleParallel(b *testing.B) {
+	for _, writers := range []int{1, 2, postgres.WritersDefault, 8} {
+		b.Run(fmt.Sprintf("Writers=%d", writers), func(b *testing.B) {
+			benchmarkApply(b, postgres.Config{Writers: writers}, func(merchantID string) *surgepay.Write {
+				w, _ := stagedSale(merchantID)
+				return w
+			})
+		})
+	}
+}
+
 func benchmarkApplyPurchase(b *testing.B, cfg postgres.Config) {
+	benchmarkApply(b, cfg, func(merchantID string) *surgepay.Write {
+		w, _ := purchase(merchantID)
+		return w
+	})
+}
+
+// benchmarkApply applies the Writes of newWrite from many concurrent
+// callers and reports writes/s and writes per batch.
+func benchmarkApply(b *testing.B, cfg postgres.Config, newWrite func(merchantID string) *surgepay.Write) {
 	db := openTest(b, cfg)
 	m := newMerchant(b, db)
 	before := db.CommitStats()
@@ -29,7 +52,7 @@ func benchmarkApplyPurchase(b *testing.B, cfg postgres.Config) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			w, _ := purchase(m.ID)
+			w := newWrite(m.ID)
 			if err := db.Apply(context.Background(), w); err != nil {
 				b.Error(err)
 				return

@@ -30,6 +30,7 @@ type pendingJSON struct {
 	Amount         int64  `json:"amount"`
 	IdempotencyKey string `json:"idempotency_key"`
 	Capture        bool   `json:"capture,omitempty"`
+	CaptureLater   bool   `json:"capture_later,omitempty"`
 	From           string `json:"from"`
 	TxID           string `json:"tx_id"`
 }
@@ -83,7 +84,7 @@ func encodePending(p *surgepay.Pending) []byte {
 		return jsonNull
 	}
 	return mustJSON(pendingJSON{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
-		Capture: p.Capture, From: string(p.From), TxID: p.TxID})
+		Capture: p.Capture, CaptureLater: p.CaptureLater, From: string(p.From), TxID: p.TxID})
 }
 
 func decodePending(b []byte) (*surgepay.Pending, error) {
@@ -92,7 +93,7 @@ func decodePending(b []byte) (*surgepay.Pending, error) {
 		return nil, err
 	}
 	return &surgepay.Pending{Type: in.Type, Amount: in.Amount, IdempotencyKey: in.IdempotencyKey,
-		Capture: in.Capture, From: surgepay.Status(in.From), TxID: in.TxID}, nil
+		Capture: in.Capture, CaptureLater: in.CaptureLater, From: surgepay.Status(in.From), TxID: in.TxID}, nil
 }
 
 func encodeTax(t *surgepay.Tax) []byte {

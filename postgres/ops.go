@@ -48,17 +48,16 @@ const (
 // them, and its inserts.
 func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	w := it.Value
+	if err := checkStaged(w); err != nil {
+		return nil, err
+	}
+	if isStagedSale(w) {
+		return newStagedSaleOp(it)
+	}
 	o := &op{item: it}
 	if r := w.Idempotency; r != nil {
 		o.idem = true
-		o.guards = append(o.guards, guard{
-			stmt: stmt{sql: sqlIdempotencyInsert, kind: surgepay.StmtInsert, args: []any{
-				r.MerchantID, r.Key, r.RequestHash[:], r.StatusCode, r.Body, dbTime(r.Created)}},
-			lockKey: lockIdempotency + r.MerchantID + "/" + r.Key,
-			fail: surgepay.Conflict("idempotency_key_exists",
-				"a request with this idempotency key has already been stored"),
-			object: "idempotency record",
-		})
+		o.guards = append(o.guards, idempotencyGuard(r))
 	}
 	if m := w.Merchant; m != nil {
 		o.insert(surgepay.StmtInsert, sqlMerchantInsert, m.ID, m.Name, dbTime(m.Created))
@@ -107,7 +106,27 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	if len(w.Events) > 0 {
 		o.insert(surgepay.StmtInsert, sqlEventsInsert, eventArgs(w.Events)...)
 	}
+	if r := w.Staged; r != nil {
+		o.insert(surgepay.StmtInsert, sqlStagedInsert, stagedArgs(r)...)
+	}
+	if len(w.StagedAck) > 0 {
+		// Not a guard: settlement may acknowledge a record again.
+		o.insert(surgepay.StmtDelete, sqlStagedAckDelete, w.StagedAck)
+	}
 	return o, nil
+}
+
+// idempotencyGuard is the INSERT of r, which affects no row if the key is
+// taken.
+func idempotencyGuard(r *surgepay.IdempotencyRecord) guard {
+	return guard{
+		stmt: stmt{sql: sqlIdempotencyInsert, kind: surgepay.StmtInsert, args: []any{
+			r.MerchantID, r.Key, r.RequestHash[:], r.StatusCode, r.Body, dbTime(r.Created)}},
+		lockKey: lockIdempotency + r.MerchantID + "/" + r.Key,
+		fail: surgepay.Conflict("idempotency_key_exists",
+			"a request with this idempotency key has already been stored"),
+		object: "idempotency record",
+	}
 }
 
 func (o *op) insert(kind int, sql string, args ...any) {

@@ -4,8 +4,9 @@
 // Writes are group-committed (package groupcommit): Config.Writers
 // committers each take up to Config.BatchSizeMax queued Writes and store
 // them in one transaction, pipelined with pgx.Batch so that a batch costs
-// two to four round trips however many Writes it holds (see write.go). Reads
-// are single statements on a bounded pgxpool.
+// one to three round trips however many Writes it holds, BEGIN and COMMIT
+// included (see DB.Apply). Reads are single statements on a bounded
+// pgxpool; statements are prepared once per connection and cached.
 //
 // Limits, stated plainly:
 //   - Times are stored as timestamptz, which holds microseconds: they are
@@ -24,6 +25,13 @@
 //     so a replay cannot apply twice, but it may report a conflict.
 //   - ListPayments filters on created by scanning the merchant's payments in
 //     ID order; there is no index on created.
+//   - The embedded stage (surgepay.StagedStore, see stage.go) is the table
+//     staged_captures, a queue: rows are inserted at one end of the key and
+//     deleted at the other, and autovacuum reclaims them. StagedBacklog
+//     counts the table, a scan of the backlog.
+//
+// A streamlined sale (payment, staged capture, idempotency record) is ONE
+// statement of data-modifying CTEs, and a batch of them one round trip.
 package postgres
 
 import (

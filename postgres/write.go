@@ -32,7 +32,10 @@ import (
 //     (ECONFLICT); then COMMIT.
 //
 // A batch of inserts only is one round trip; of purchases, two; of
-// updates, three. The rare Write with more than one row guard runs
+// updates, three. A streamlined sale (see newStagedSaleOp) is one
+// statement whose idempotency guard needs no round of its own when the
+// sale has no events: it runs in round 3, so a batch of such sales is one
+// round trip. The rare Write with more than one row guard runs
 // between rounds 2 and 3 under a savepoint, one round trip each. Guard
 // statements within a round are sorted by row, so that concurrent batches
 // lock rows in one order.
@@ -83,6 +86,10 @@ type op struct {
 	guards  []guard // in the order Store.Write checks them
 	inserts []stmt  // run if every guard held
 	idem    bool    // guards[0] is the idempotency insert
+	// last reports that o's one guard is its only statement and stores
+	// nothing if it fails (a streamlined sale, see newStagedSaleOp): it
+	// runs in the last round, with COMMIT, not in a guard round.
+	last bool
 
 	held   int    // guards held so far
 	failed *guard // the first guard that failed
@@ -288,7 +295,7 @@ func (t *txn) guardRounds(ops []*op) error {
 		var qs []queued
 		var keys []string
 		for _, o := range ops {
-			if o.failed != nil || o.held == len(o.guards) {
+			if o.last || o.failed != nil || o.held == len(o.guards) {
 				continue
 			}
 			qs = append(qs, o.guardQuery(&o.guards[o.held]))
@@ -343,11 +350,22 @@ func (t *txn) guardSavepoint(o *op) error {
 	return nil
 }
 
-// finish runs the last round: inserts of ops whose guards held, repairs of
-// ops whose guards failed, and COMMIT.
+// finish runs the last round: the guards of ops that run last, inserts of
+// ops whose guards held, repairs of ops whose guards failed, and COMMIT.
 func (t *txn) finish(ops []*op) error {
 	var qs []queued
+	var keys []string
 	for _, o := range ops {
+		if o.last {
+			qs = append(qs, o.guardQuery(&o.guards[0]))
+			keys = append(keys, o.guards[0].lockKey)
+		}
+	}
+	sort.Stable(byKey{qs, keys})
+	for _, o := range ops {
+		if o.last {
+			continue
+		}
 		if o.failed == nil {
 			for _, s := range o.inserts {
 				surgepay.CountStatement(o.item.Ctx, s.kind)

@@ -46,6 +46,7 @@ type pendingJSON struct {
 	Amount         int64           `json:"amount"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	Capture        bool            `json:"capture,omitempty"`
+	CaptureLater   bool            `json:"capture_later,omitempty"`
 	From           surgepay.Status `json:"from"`
 	TxID           string          `json:"tx_id"`
 }
@@ -125,7 +126,7 @@ func pendingArg(p *surgepay.Pending) (any, error) {
 		return nil, nil
 	}
 	return jsonArg(false, pendingJSON{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
-		Capture: p.Capture, From: p.From, TxID: p.TxID})
+		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID})
 }
 
 func pendingOf(s sql.NullString) (*surgepay.Pending, error) {
@@ -137,7 +138,7 @@ func pendingOf(s sql.NullString) (*surgepay.Pending, error) {
 		return nil, err
 	}
 	return &surgepay.Pending{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
-		Capture: p.Capture, From: p.From, TxID: p.TxID}, nil
+		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID}, nil
 }
 
 func taxArg(t *surgepay.Tax) (any, error) {

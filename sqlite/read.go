@@ -20,6 +20,7 @@ type readStmts struct {
 	merchant, merchants, apiKey, apiKeys         *sql.Stmt
 	customer, paymentMethod, payment, processing *sql.Stmt
 	events, idempotency                          *sql.Stmt
+	staged, stagedBacklog                        *sql.Stmt
 }
 
 func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -37,6 +38,9 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&r.processing, "SELECT " + paymentCols + " FROM payments WHERE status = 'processing' ORDER BY id LIMIT ?"},
 		{&r.events, "SELECT " + eventCols + " FROM payment_events WHERE merchant_id = ? AND payment_id = ? ORDER BY seq"},
 		{&r.idempotency, "SELECT " + idempotencyCols + " FROM idempotency WHERE merchant_id = ? AND key = ?"},
+		{&r.staged, "SELECT " + stagedCols + " FROM staged_captures WHERE id > ? ORDER BY id LIMIT ?"},
+		// The oldest is the first in ID order, one probe of the key.
+		{&r.stagedBacklog, "SELECT count(*), (SELECT created FROM staged_captures ORDER BY id LIMIT 1) FROM staged_captures"},
 	} {
 		st, err := db.PrepareContext(ctx, s.query)
 		if err != nil {
@@ -50,7 +54,7 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 func (r *readStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{r.merchant, r.merchants, r.apiKey, r.apiKeys, r.customer,
-		r.paymentMethod, r.payment, r.processing, r.events, r.idempotency} {
+		r.paymentMethod, r.payment, r.processing, r.events, r.idempotency, r.staged, r.stagedBacklog} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -19,6 +19,15 @@
 //   - One process: the database file must not be opened by another process
 //     while a DB is open (the writer would meet SQLITE_BUSY).
 //   - Times are stored as Unix nanoseconds: years 1678 to 2262.
+//
+// The DB is also the embedded stage (surgepay.StagedStore, see stage.go):
+// a streamlined sale's Write (payment, staged capture, idempotency record)
+// is ONE statement, an INSERT into the view staged_sales whose trigger
+// writes the three rows (migrations/0002_stage.sql). On SQLite this is a
+// matter of the statement budget, not of speed: on the writer, one
+// statement and three cost the same CPU (about 28 µs a Write, commit
+// included, measured on a 2-core machine), since SQLite runs in process and
+// the b-tree work is the same.
 package sqlite
 
 import (

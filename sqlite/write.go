@@ -39,6 +39,7 @@ type writer struct {
 	insPaymentMethod, delPaymentMethod                        *sql.Stmt
 	insPayment, updPayment, paymentVersion                    *sql.Stmt
 	purgeIdempotency                                          *sql.Stmt
+	insStagedSale, insStaged, delStaged                       *sql.Stmt
 	insEvents                                                 [eventStmtsCached + 1]*sql.Stmt // by rows; [0] unused
 }
 
@@ -82,6 +83,10 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.updPayment, "UPDATE payments SET " + setCols(paymentCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
 		{&w.paymentVersion, "SELECT version FROM payments WHERE merchant_id = ? AND id = ?"},
 		{&w.purgeIdempotency, "DELETE FROM idempotency WHERE (merchant_id, key) IN (SELECT merchant_id, key FROM idempotency WHERE created < ? LIMIT ?)"},
+		{&w.insStagedSale, "INSERT INTO staged_sales (" + stagedSaleCols + ") VALUES " + placeholders(stagedSaleColsN)},
+		{&w.insStaged, insertSQL("staged_captures", stagedCols)},
+		// One statement for any number of IDs: a JSON array bound as one parameter.
+		{&w.delStaged, "DELETE FROM staged_captures WHERE id IN (SELECT value FROM json_each(?))"},
 	}
 	for n := 1; n <= eventStmtsCached; n++ {
 		stmts = append(stmts, struct {
@@ -117,7 +122,7 @@ func (w *writer) close() error {
 	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
 		w.insIdempotency, w.insMerchant, w.insAPIKey, w.insCustomer, w.updCustomer, w.delCustomer,
 		w.delCustomerMethods, w.customerVersion, w.insPaymentMethod, w.delPaymentMethod, w.insPayment,
-		w.updPayment, w.paymentVersion, w.purgeIdempotency} {
+		w.updPayment, w.paymentVersion, w.purgeIdempotency, w.insStagedSale, w.insStaged, w.delStaged} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -141,6 +146,9 @@ func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
 	}
 	if len(w.Events) > eventsPerWriteMax {
 		return fmt.Errorf("apply: %d events in one Write, at most %d", len(w.Events), eventsPerWriteMax)
+	}
+	if err := checkStaged(w); err != nil {
+		return err
 	}
 	return db.submit(ctx, &op{w: w})
 }
@@ -258,17 +266,30 @@ func exec(ctx context.Context, kind int, st *sql.Stmt, args ...any) (int64, erro
 	return res.RowsAffected()
 }
 
-// applyWrite runs the statements of one Write in the order of its fields.
+// errIdempotencyExists is the guard error of an idempotency key already
+// stored.
+func errIdempotencyExists() error {
+	return &surgepay.Error{Code: surgepay.ECONFLICT, Reason: "idempotency_key_exists",
+		Param: "Idempotency-Key", Message: "a request with this Idempotency-Key has already been stored"}
+}
+
+// applyWrite runs the statements of one Write in the order of its fields;
+// a streamlined sale is one statement (see isStagedSale), plus its events.
 // A failed guard is returned as a *surgepay.Error.
 func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
+	if isStagedSale(wr) {
+		if err := w.insertStagedSale(ctx, wr); err != nil {
+			return err
+		}
+		return w.insertEvents(ctx, wr.Events)
+	}
 	if r := wr.Idempotency; r != nil {
 		n, err := exec(ctx, surgepay.StmtInsert, w.insIdempotency, idempotencyArgs(r)...)
 		if err != nil {
 			return fmt.Errorf("insert idempotency record: %w", err)
 		}
 		if n == 0 {
-			return &surgepay.Error{Code: surgepay.ECONFLICT, Reason: "idempotency_key_exists",
-				Param: "Idempotency-Key", Message: "a request with this Idempotency-Key has already been stored"}
+			return errIdempotencyExists()
 		}
 	}
 	if m := wr.Merchant; m != nil {
@@ -295,7 +316,10 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
 	if err := w.applyPayment(ctx, wr); err != nil {
 		return err
 	}
-	return w.insertEvents(ctx, wr.Events)
+	if err := w.insertEvents(ctx, wr.Events); err != nil {
+		return err
+	}
+	return w.applyStaged(ctx, wr)
 }
 
 func (w *writer) applyCustomer(ctx context.Context, wr *surgepay.Write) error {

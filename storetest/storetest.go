@@ -27,6 +27,11 @@
 //     returns an error.
 //   - If the store has a CommitStats() groupcommit.Stats method, concurrent
 //     Applies must be committed in fewer batches than writes.
+//   - A store with the surgepay.StagedStore capability stores a streamlined
+//     sale (PaymentInsert and Staged, perhaps Idempotency) with ONE
+//     statement, two with Events; Write.StagedAck is one DELETE, and
+//     acknowledging a record that is gone is not an error. The staged
+//     tests skip a store without the capability.
 //
 // Subtests run in parallel, each on its own store from open.
 package storetest
@@ -92,6 +97,14 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 		{"StatementCounts", testStatementCounts},
 		{"GroupCommitConcurrentApplies", testGroupCommitConcurrentApplies},
 		{"ApplyAfterCloseErr", testApplyAfterCloseErr},
+
+		{"StagedSaleStatementCounts", testStagedSaleStatementCounts},
+		{"StagedSaleIdempotencyConflict", testStagedSaleIdempotencyConflict},
+		{"StagedSaleStoresWhatGeneralPathStores", testStagedSaleStoresWhatGeneralPathStores},
+		{"FetchStagedOrderPagingMax", testFetchStagedOrderPagingMax},
+		{"StagedBacklog", testStagedBacklog},
+		{"StagedAckAtomicWithPaymentUpdate", testStagedAckAtomicWithPaymentUpdate},
+		{"StagedAckMissingIsFine", testStagedAckMissingIsFine},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -244,7 +257,7 @@ func samplePayment(merchantID, customerID, paymentMethodID string) *surgepay.Pay
 				DeclineCode: "timeout", Message: "outcome unknown", Created: created.Add(time.Millisecond)},
 		},
 		Pending: &surgepay.Pending{Type: surgepay.TxCapture, Amount: 5_000, IdempotencyKey: id + "/capture",
-			Capture: true, From: surgepay.StatusRequiresCapture, TxID: "tx_pending"},
+			Capture: true, CaptureLater: true, From: surgepay.StatusRequiresCapture, TxID: "tx_pending"},
 		Path:    "streamlined",
 		Version: 1,
 		Created: created,

@@ -248,17 +248,10 @@ func testTenantIsolation(t *testing.T, s surgepay.Store) {
 // Write are one statement), a read is one.
 func testStatementCounts(t *testing.T, s surgepay.Store) {
 	m := newMerchant(t, s)
-	type kinds struct{ total, sel, ins, upd, del int64 }
+	type kinds = stmtKinds
 	check := func(what string, c *surgepay.StatementCounter, want kinds) {
 		t.Helper()
-		got := kinds{c.Total(), c.Kind(surgepay.StmtSelect), c.Kind(surgepay.StmtInsert),
-			c.Kind(surgepay.StmtUpdate), c.Kind(surgepay.StmtDelete)}
-		if got != want {
-			t.Errorf("%s: statements {total select insert update delete} = %v, want %v", what, got, want)
-		}
-		if c.StoreTime() <= 0 {
-			t.Errorf("%s: StoreTime = %v, want > 0", what, c.StoreTime())
-		}
+		wantStatements(t, what, c, want)
 	}
 
 	w, p := purchase(m.ID)

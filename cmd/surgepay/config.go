@@ -155,10 +155,11 @@ func DefaultConfig() Config {
 	return Config{
 		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
 		InflightMax: 4096, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
-		SQLite:   SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4},
-		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
-		Provider: ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second}},
-		Cache:    CacheConfig{EntriesMax: 100_000, TTL: Duration{5 * time.Minute}},
+		SQLite:    SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4},
+		Postgres:  PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
+		Provider:  ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second}},
+		Cache:     CacheConfig{EntriesMax: 100_000, TTL: Duration{5 * time.Minute}},
+		Merchants: map[string]surgepay.MerchantSettings{"default": surgepay.DefaultMerchantSettings()},
 		Stage: StageConfig{Kind: "embedded", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
 			Replicas: 1, Fallback: "capture"},
 	}

@@ -1,0 +1,207 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/internal/testenv"
+	"github.com/surgepay/surgepay/settle"
+	"github.com/surgepay/surgepay/stage"
+)
+
+// streamlinedEnv is an env whose merchant A is on the streamlined path with
+// the embedded stage, and the settlement opener for its records.
+type streamlinedEnv struct {
+	*env
+	opener surgepay.Opener
+}
+
+func newStreamlinedEnv(t *testing.T, store surgepay.Store, audit string) *streamlinedEnv {
+	pub, priv, err := stage.GenerateKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := stage.NewSealer(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opener, err := stage.NewOpener(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, store, func(c *engine.Config) { c.Sealer = sealer })
+	e.setPath(e.merchants[0], surgepay.PathStreamlined, audit)
+	return &streamlinedEnv{env: e, opener: opener}
+}
+
+func (e *env) setPath(merchantID, path, audit string) {
+	s := surgepay.DefaultMerchantSettings()
+	s.Processing, s.Audit = path, audit
+	e.eng.SetSettings(&engine.Settings{Default: surgepay.DefaultMerchantSettings(),
+		Merchants: map[string]surgepay.MerchantSettings{merchantID: s}})
+}
+
+func (e *streamlinedEnv) settle(t *testing.T) *settle.Report {
+	t.Helper()
+	consumer, err := stage.NewEmbedded(e.store, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := settle.Run(ctx, settle.Config{Store: e.store, Provider: e.sim, Opener: e.opener,
+		Consumer: consumer, UntilEmpty: true, RetryBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+	return rep
+}
+
+func captureTx(t *testing.T, r *response) map[string]any {
+	t.Helper()
+	txs, _ := r.JSON["transactions"].([]any)
+	for _, tx := range txs {
+		m := tx.(map[string]any)
+		if m["type"] == "capture" {
+			return m
+		}
+	}
+	t.Fatalf("no capture transaction: %s", r.Raw)
+	return nil
+}
+
+func TestStreamlinedSale(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ee *env) {
+		e := newStreamlinedEnv(t, ee.store, "minimal")
+		cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+		r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "automatic"), "sl-1")
+		if r.Status != 200 || r.str("status") != "succeeded" || r.num("amount_captured") != 2500 {
+			t.Fatalf("sale: %d %s", r.Status, r.Raw)
+		}
+		if tx := captureTx(t, r); tx["status"] != "pending" {
+			t.Fatalf("capture transaction %v, want pending", tx)
+		}
+		// The SQL budget of a streamlined sale: no read, one write.
+		if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=1 select=0 ") {
+			t.Fatalf("Surgepay-Sql %q, want total=1 select=0", sql)
+		}
+		id := r.str("id")
+		if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Captures != 0 {
+			t.Fatalf("before settlement the network saw %+v, want one authorization and no capture", fx)
+		}
+		if replay := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "automatic"), "sl-1"); string(replay.Raw) != string(r.Raw) {
+			t.Fatalf("replay differs:\n%s\n%s", replay.Raw, r.Raw)
+		}
+		if rf := e.do(e.keyA, "POST", "/v1/payments/"+id+"/refunds", ``, ""); rf.Status != 409 || rf.errField("code") != "capture_pending" {
+			t.Fatalf("refund before settlement: %d %s", rf.Status, rf.Raw)
+		}
+		// The card that authorizes but whose capture is declined.
+		_, pmBad := e.customerWithCard(e.keyA, "4000000000000259")
+		bad := e.must(200, e.keyA, "POST", "/v1/payments", paymentBody("", pmBad, 700, "automatic")).str("id")
+
+		rep := e.settle(t)
+		if rep.Captured != 1 || rep.Failed != 1 {
+			t.Fatalf("settle report: captured %d failed %d (%+v)", rep.Captured, rep.Failed, rep.Failures)
+		}
+		p := e.must(200, e.keyA, "GET", "/v1/payments/"+id, "")
+		if tx := captureTx(t, p); p.str("status") != "succeeded" || tx["status"] != "succeeded" || tx["provider_reference"] == "" {
+			t.Fatalf("after settlement: %s", p.Raw)
+		}
+		if fx := e.sim.Effects(id); fx.Captures != 1 || fx.AmountCaptured != 2500 {
+			t.Fatalf("network %+v, want one capture of 2500", fx)
+		}
+		f := e.must(200, e.keyA, "GET", "/v1/payments/"+bad, "")
+		if f.str("status") != "failed" || f.num("amount_captured") != 0 || f.str("decline_code") == "" {
+			t.Fatalf("declined capture: %s", f.Raw)
+		}
+		// Refunds work once settled; settling again captures nothing more.
+		e.must(200, e.keyA, "POST", "/v1/payments/"+id+"/refunds", `{"amount":500}`)
+		if rep := e.settle(t); rep.Captured != 0 {
+			t.Fatalf("second settle captured %d", rep.Captured)
+		}
+		if fx := e.sim.Effects(id); fx.Captures != 1 {
+			t.Fatalf("network captured %d times", fx.Captures)
+		}
+		// Merchant B stays on the standard path.
+		cusB, pmB := e.customerWithCard(e.keyB, "4242424242424242")
+		rb := e.must(200, e.keyB, "POST", "/v1/payments", paymentBody(cusB, pmB, 100, "automatic"))
+		if tx := captureTx(t, rb); tx["status"] != "succeeded" {
+			t.Fatalf("standard sale: %s", rb.Raw)
+		}
+	})
+}
+
+func TestStreamlinedDetailedAuditCostsOneMoreStatement(t *testing.T) {
+	e := newStreamlinedEnv(t, testenv.OpenSQLite(t), "detailed")
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "automatic"), "sl-2")
+	if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=2 select=0 ") {
+		t.Fatalf("Surgepay-Sql %q, want total=2 select=0", sql)
+	}
+	ev := e.must(200, e.keyA, "GET", "/v1/payments/"+r.str("id")+"/events", "")
+	if data, _ := ev.JSON["data"].([]any); len(data) != 2 {
+		t.Fatalf("audit rows: %s", ev.Raw)
+	}
+}
+
+// TestSwitchPathUnderLoad flips merchant A between the standard and the
+// streamlined path while sales run: after settlement every sale the client
+// saw succeed is captured exactly once, and nothing else is.
+func TestSwitchPathUnderLoad(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ee *env) {
+		e := newStreamlinedEnv(t, ee.store, "minimal")
+		cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+		var stop atomic.Bool
+		var mu sync.Mutex
+		succeeded := map[string]bool{}
+		var wg sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; !stop.Load() && i < 200; i++ {
+					r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1000, "automatic"), fmt.Sprintf("sw-%d-%d", w, i))
+					if r.Status == 200 && r.str("status") == "succeeded" {
+						mu.Lock()
+						succeeded[r.str("id")] = true
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		for i := 0; i < 20; i++ {
+			path := surgepay.PathStandard
+			if i%2 == 0 {
+				path = surgepay.PathStreamlined
+			}
+			e.setPath(e.merchants[0], path, "minimal")
+			time.Sleep(20 * time.Millisecond)
+		}
+		stop.Store(true)
+		wg.Wait()
+		e.settle(t)
+		if len(succeeded) < 20 {
+			t.Fatalf("only %d sales succeeded", len(succeeded))
+		}
+		tot := e.sim.TotalEffects()
+		if tot.Captures != int64(len(succeeded)) {
+			t.Fatalf("network captured %d times for %d succeeded sales", tot.Captures, len(succeeded))
+		}
+		for id := range succeeded {
+			if fx := e.sim.Effects(id); fx.Captures != 1 {
+				t.Fatalf("%s captured %d times", id, fx.Captures)
+			}
+			p := e.must(200, e.keyA, "GET", "/v1/payments/"+id, "")
+			if tx := captureTx(t, p); tx["status"] != "succeeded" {
+				t.Fatalf("%s: %s", id, p.Raw)
+			}
+		}
+	})
+}

@@ -1,0 +1,165 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/surgepay/surgepay"
+)
+
+// The embedded stage: staged capture records (surgepay.StagedStore) live
+// in the table staged_captures, written in the Write of their sale and
+// deleted by the Write that records their settlement (Write.StagedAck).
+
+// Limits of the stage.
+const (
+	// StagedFetchMax bounds one FetchStaged: a page of settlement work
+	// (about 4 MiB of sealed records). It is settle.BatchSizeMaxLimit, so
+	// that a settlement batch is one page.
+	StagedFetchMax = 10_000
+	// StagedAckMax bounds Write.StagedAck, so that settlement can
+	// acknowledge a whole fetch in one Write.
+	StagedAckMax = StagedFetchMax
+)
+
+var _ surgepay.StagedStore = (*DB)(nil)
+
+const stagedCols = "id, merchant_id, payment_id, sealed, created"
+
+func stagedArgs(r *surgepay.StagedRecord) []any {
+	return []any{r.ID, r.MerchantID, r.PaymentID, r.Sealed, timeArg(r.Created)}
+}
+
+func scanStaged(r scanner) (*surgepay.StagedRecord, error) {
+	var rec surgepay.StagedRecord
+	var created sql.NullInt64
+	if err := r.Scan(&rec.ID, &rec.MerchantID, &rec.PaymentID, &rec.Sealed, &created); err != nil {
+		return nil, err
+	}
+	rec.Created = timeOf(created)
+	return &rec, nil
+}
+
+// stagedSaleCols are the columns of the view staged_sales (migration
+// 0002): the idempotency record, the payment and the staged record.
+const stagedSaleCols = "idem_merchant_id, idem_key, idem_request_hash, idem_status_code, idem_body, idem_created, " +
+	paymentCols + ", staged_id, staged_merchant_id, staged_payment_id, staged_sealed, staged_created"
+
+// stagedSaleColsN is the number of columns in stagedSaleCols.
+const stagedSaleColsN = 6 + 24 + 5
+
+// stagedSaleConflict is the message the trigger of staged_sales raises
+// when the idempotency key exists.
+const stagedSaleConflict = "surgepay: idempotency_key_exists"
+
+// isStagedSale reports whether w is a streamlined sale, which one INSERT
+// INTO staged_sales stores: a PaymentInsert and a Staged record, perhaps an
+// Idempotency record and Events, nothing else. Any other Write takes the
+// general path, one statement per part.
+func isStagedSale(w *surgepay.Write) bool {
+	return w.Staged != nil && w.PaymentInsert != nil &&
+		w.Merchant == nil && w.APIKey == nil &&
+		w.CustomerInsert == nil && w.CustomerUpdate == nil && w.CustomerDelete == nil &&
+		w.PaymentMethodInsert == nil && w.PaymentMethodDelete == nil &&
+		w.PaymentUpdate == nil && len(w.StagedAck) == 0
+}
+
+// checkStaged reports a Write whose stage parts the store cannot take.
+func checkStaged(w *surgepay.Write) error {
+	if len(w.StagedAck) > StagedAckMax {
+		return fmt.Errorf("apply: %d staged records acknowledged in one Write, at most %d", len(w.StagedAck), StagedAckMax)
+	}
+	if r := w.Staged; r != nil && (r.ID == "" || len(r.Sealed) == 0) {
+		return errors.New("apply: staged record without an ID or sealed bytes")
+	}
+	return nil
+}
+
+// insertStagedSale stores a streamlined sale (see isStagedSale) with one
+// counted statement; the Write's events, if any, are a second.
+func (w *writer) insertStagedSale(ctx context.Context, wr *surgepay.Write) error {
+	p := wr.PaymentInsert
+	payment, err := paymentArgs(p)
+	if err != nil {
+		return fmt.Errorf("insert staged sale %s: %w", p.ID, err)
+	}
+	args := make([]any, 0, stagedSaleColsN)
+	if r := wr.Idempotency; r != nil {
+		args = append(args, idempotencyArgs(r)...)
+	} else {
+		args = append(args, nil, nil, nil, nil, nil, nil) // idem_key NULL: no record
+	}
+	args = append(append(args, payment...), stagedArgs(wr.Staged)...)
+	_, err = exec(ctx, surgepay.StmtInsert, w.insStagedSale, args...)
+	var se interface{ Code() int }
+	if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_TRIGGER &&
+		strings.Contains(err.Error(), stagedSaleConflict) {
+		return errIdempotencyExists()
+	}
+	if err != nil {
+		return fmt.Errorf("insert staged sale %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// applyStaged runs the stage parts of a Write on the general path: the
+// staged record's INSERT, and one DELETE of the acknowledged records. A
+// record acknowledged twice, or unknown, is not an error: settlement may
+// run again after a crash.
+func (w *writer) applyStaged(ctx context.Context, wr *surgepay.Write) error {
+	if r := wr.Staged; r != nil {
+		if _, err := exec(ctx, surgepay.StmtInsert, w.insStaged, stagedArgs(r)...); err != nil {
+			return fmt.Errorf("insert staged record %s: %w", r.ID, err)
+		}
+	}
+	if len(wr.StagedAck) > 0 {
+		ids, err := json.Marshal(wr.StagedAck)
+		if err == nil {
+			_, err = exec(ctx, surgepay.StmtDelete, w.delStaged, string(ids))
+		}
+		if err != nil {
+			return fmt.Errorf("delete %d acknowledged staged records: %w", len(wr.StagedAck), err)
+		}
+	}
+	return nil
+}
+
+// FetchStaged returns up to max (at most StagedFetchMax) staged records
+// with IDs greater than afterID, oldest first; none for max <= 0. It sees
+// the last committed batch. A record committed after a fetch may sort
+// before the fetch's last ID (IDs are random within a millisecond), so
+// settlement should start each pass from "" and page with afterID within
+// it: acknowledged records are gone, so a pass from "" repeats nothing
+// acknowledged.
+func (db *DB) FetchStaged(ctx context.Context, afterID string, max int) ([]*surgepay.StagedRecord, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	defer counted(ctx)()
+	recs, err := queryAll(ctx, db.readSt.staged, scanStaged, afterID, min(max, StagedFetchMax))
+	if err != nil {
+		return nil, fmt.Errorf("fetch staged records: %w", err)
+	}
+	return recs, nil
+}
+
+// StagedBacklog returns the number of staged records and the creation time
+// of the oldest (the record FetchStaged returns first); the zero time if
+// there is none. It counts the whole table, a scan of the backlog: call it
+// for metrics, not per request.
+func (db *DB) StagedBacklog(ctx context.Context) (int, time.Time, error) {
+	defer counted(ctx)()
+	var n int
+	var oldest sql.NullInt64
+	if err := db.readSt.stagedBacklog.QueryRowContext(ctx).Scan(&n, &oldest); err != nil {
+		return 0, time.Time{}, fmt.Errorf("count staged records: %w", err)
+	}
+	return n, timeOf(oldest), nil
+}
