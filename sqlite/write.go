@@ -228,13 +228,50 @@ func (w *writer) control(st *sql.Stmt) error {
 	return err
 }
 
+// needsSavepoint reports whether a failed guard of wr could follow a change
+// the Write already made, which only a savepoint can undo. Most Writes have
+// one guard, checked by their first statement (an idempotency insert, or a
+// versioned update), so a failure has changed nothing; they skip the
+// savepoint, whose SAVEPOINT, RELEASE and sub-journal were half the
+// writer's time in a profile of 2,000 sales/s.
+func needsSavepoint(wr *surgepay.Write) bool {
+	versioned := 0
+	for _, g := range []bool{wr.CustomerUpdate != nil, wr.CustomerDelete != nil, wr.PaymentUpdate != nil} {
+		if g {
+			versioned++
+		}
+	}
+	switch {
+	case versioned == 0:
+		return false // at most the idempotency guard, which runs first
+	case versioned > 1 || wr.Idempotency != nil:
+		return true
+	}
+	// One versioned guard: the statements that applyWrite runs before it.
+	before := wr.Merchant != nil || wr.APIKey != nil || wr.CustomerInsert != nil
+	if wr.PaymentUpdate != nil {
+		before = before || wr.PaymentMethodInsert != nil || wr.PaymentMethodDelete != nil || wr.PaymentInsert != nil
+	}
+	return before
+}
+
 func (w *writer) applyItem(it *groupcommit.Item[*op]) error {
 	it.Err = nil
+	o := it.Value
+	if o.w != nil && !needsSavepoint(o.w) {
+		err := w.applyWrite(it.Ctx, o.w)
+		var guard *surgepay.Error
+		if errors.As(err, &guard) {
+			it.Err = guard // the guard's statement changed nothing
+			return nil
+		}
+		return err
+	}
 	if err := w.control(w.savepoint); err != nil {
 		return fmt.Errorf("savepoint: %w", err)
 	}
 	var err error
-	if o := it.Value; o.w != nil {
+	if o.w != nil {
 		err = w.applyWrite(it.Ctx, o.w)
 	} else {
 		o.purged, err = w.purge(it.Ctx, o)
