@@ -7,6 +7,7 @@ package api
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/telemetry"
 )
 
 //go:embed openapi.json
@@ -28,9 +30,13 @@ func OpenAPI() []byte { return openAPI }
 type Config struct {
 	Engine *engine.Engine
 	Logger *slog.Logger
-	// Debug adds the Surgepay-Sql header (statements per request by kind
-	// and store time) to every response.
+	// Debug adds debug headers to every response: Surgepay-Sql
+	// (statements per request by kind and store time), Surgepay-Cache
+	// (cache hits and misses) and Surgepay-Provider-Ms.
 	Debug bool
+	// Telemetry records metrics and spans and says whether to write access
+	// lines. Nil: no metrics, no spans, access lines on.
+	Telemetry *telemetry.Telemetry
 	// InflightMax bounds requests being served at once; beyond it requests
 	// get 503 with Retry-After. Default 4096.
 	InflightMax int
@@ -43,6 +49,7 @@ type Server struct {
 	cfg      Config
 	eng      *engine.Engine
 	log      *slog.Logger
+	tel      *telemetry.Telemetry
 	inflight chan struct{}
 	mux      *http.ServeMux
 	routes   []string
@@ -59,8 +66,8 @@ func New(cfg Config) *Server {
 	if cfg.Ready == nil {
 		cfg.Ready = func() bool { return true }
 	}
-	s := &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, inflight: make(chan struct{}, cfg.InflightMax),
-		mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, tel: cfg.Telemetry,
+		inflight: make(chan struct{}, cfg.InflightMax), mux: http.NewServeMux()}
 	s.routesInit()
 	return s
 }
@@ -112,41 +119,124 @@ func (s *Server) handle(pattern string, h handlerFunc) {
 }
 
 // ServeHTTP serves the API with panic recovery, a request ID, the
-// in-flight limit and the per-request SQL statement counter.
+// in-flight limit, the per-request SQL statement counter, metrics, a span
+// and an access line.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	reqID := r.Header.Get("X-Request-Id")
-	if reqID == "" || len(reqID) > 64 {
-		reqID = surgepay.NewID("req")
-	}
+	reqID := requestID(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", reqID)
 	select {
 	case s.inflight <- struct{}{}:
 		defer func() { <-s.inflight }()
 	default:
+		s.tel.ObserveShed(r.Method, telemetry.ShedOverloaded, http.StatusServiceUnavailable)
 		s.writeError(w, r, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "overloaded", RetryAfter: 1,
 			Message: "the server is at its limit of requests in flight; retry shortly"})
 		return
 	}
-	counter := &surgepay.StatementCounter{}
-	ctx := surgepay.WithStatementCounter(r.Context(), counter)
-	ctx = context.WithValue(ctx, requestIDKey{}, reqID)
+	q, ctx := s.tel.StartRequest(r)
+	if id := q.TraceID(); id != "" {
+		w.Header().Set("Trace-Id", id)
+	}
+	st := &requestState{id: reqID}
+	// The mux sets Pattern on the request it is given: keep that one.
+	r = r.WithContext(context.WithValue(ctx, requestStateKey{}, st))
 	rw := &statusWriter{ResponseWriter: w}
 	defer func() {
-		if v := recover(); v != nil {
-			s.log.Error("panic serving request", "route", r.Pattern, "request_id", reqID, "panic", fmt.Sprint(v))
-			if !rw.wrote {
-				s.writeError(rw, r, fmt.Errorf("panic"))
-			}
+		v := recover()
+		if v != nil && v != http.ErrAbortHandler {
+			s.recovered(rw, r, q, v)
 		}
-		s.log.Info("request", "method", r.Method, "route", r.Pattern, "status", rw.status,
-			"duration_ms", float64(time.Since(start).Microseconds())/1000, "request_id", reqID,
-			"sql_statements", counter.Total())
+		if rw.status == 0 {
+			rw.status = http.StatusOK
+		}
+		q.End(telemetry.RequestEnd{Route: r.Pattern, Method: r.Method, Status: rw.status, Merchant: st.merchant,
+			ErrorCode: st.errorCode})
+		if s.tel.AccessLog() {
+			s.accessLog(r, rw.status, q, st)
+		}
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
 	}()
-	s.mux.ServeHTTP(rw, r.WithContext(ctx))
+	s.mux.ServeHTTP(rw, r)
 }
 
-type requestIDKey struct{}
+// requestID returns the client's X-Request-Id if it is short, printable and
+// cannot be a card number (it is logged), else a new ID.
+func requestID(id string) string {
+	if id == "" || len(id) > 64 || telemetry.Redact(id) != id {
+		return surgepay.NewID("req")
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return surgepay.NewID("req")
+		}
+	}
+	return id
+}
+
+// recovered logs a panic and answers 500 if nothing was written yet. The
+// panic value is not logged, only its type and the stack without argument
+// values: a panic value may hold anything, card data included.
+func (s *Server) recovered(w *statusWriter, r *http.Request, q *telemetry.Request, v any) {
+	q.Panicked()
+	s.log.LogAttrs(r.Context(), slog.LevelError, "panic serving request", slog.String("route", r.Pattern),
+		slog.String("request_id", requestStateFrom(r.Context()).id), slog.String("panic_type", fmt.Sprintf("%T", v)),
+		slog.String("stack", telemetry.Stack()))
+	if !w.wrote {
+		s.writeError(w, r, &surgepay.Error{Code: surgepay.EINTERNAL, Reason: "internal_error",
+			Message: "an internal error occurred"})
+	}
+}
+
+// accessLog writes the request's access line.
+func (s *Server) accessLog(r *http.Request, status int, q *telemetry.Request, st *requestState) {
+	attrs := []slog.Attr{
+		slog.String("method", telemetry.Method(r.Method)), slog.String("route", r.Pattern),
+		slog.Int("status", status), slog.Float64("duration_ms", ms(q.Elapsed())),
+		slog.String("request_id", st.id),
+	}
+	if id := q.TraceID(); id != "" {
+		attrs = append(attrs, slog.String("trace_id", id))
+	}
+	if st.merchant != "" {
+		attrs = append(attrs, slog.String("merchant", st.merchant))
+	}
+	c := &q.SQL
+	attrs = append(attrs, slog.Int64("sql_statements", c.Total()), slog.Int64("sql_select", c.Kind(surgepay.StmtSelect)),
+		slog.Int64("sql_insert", c.Kind(surgepay.StmtInsert)), slog.Int64("sql_update", c.Kind(surgepay.StmtUpdate)),
+		slog.Int64("sql_delete", c.Kind(surgepay.StmtDelete)), slog.Float64("store_ms", ms(c.StoreTime())))
+	if n := q.Stats.ProviderCalls(); n > 0 {
+		attrs = append(attrs, slog.Float64("provider_ms", ms(q.Stats.ProviderTime())))
+	}
+	if h, m := q.Stats.CacheHits(), q.Stats.CacheMisses(); h+m > 0 {
+		attrs = append(attrs, slog.Int64("cache_hits", h), slog.Int64("cache_misses", m))
+	}
+	if st.errorCode != "" {
+		attrs = append(attrs, slog.String("error_code", st.errorCode))
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// requestState is what the middleware learns from the handlers.
+type requestState struct {
+	id        string
+	merchant  string
+	errorCode string
+}
+
+type requestStateKey struct{}
+
+// requestStateFrom returns the request's state, or an empty one for a
+// request the middleware did not start (shed before routing).
+func requestStateFrom(ctx context.Context) *requestState {
+	if st, ok := ctx.Value(requestStateKey{}).(*requestState); ok {
+		return st
+	}
+	return &requestState{}
+}
 
 type statusWriter struct {
 	http.ResponseWriter
@@ -182,8 +272,9 @@ func (s *Server) authenticated(h handlerFunc) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		reqID, _ := r.Context().Value(requestIDKey{}).(string)
-		call := &engine.Call{MerchantID: key.MerchantID, KeyID: key.ID, RequestID: reqID, Render: render}
+		st := requestStateFrom(r.Context())
+		st.merchant = key.MerchantID
+		call := &engine.Call{MerchantID: key.MerchantID, KeyID: key.ID, RequestID: st.id, Render: render}
 		if err := h(w, r, call); err != nil {
 			s.writeError(w, r, err)
 		}
@@ -193,7 +284,11 @@ func (s *Server) authenticated(h handlerFunc) http.Handler {
 // write sends the response for (v, err), or the stored bytes of a replay or
 // of a response the engine rendered for idempotency.
 func (s *Server) write(w http.ResponseWriter, r *http.Request, call *engine.Call, v any, err error) error {
-	if rp, ok := engine.IsReplay(err); ok {
+	rp, replay := engine.IsReplay(err)
+	if !replay {
+		s.observe(r, v, err)
+	}
+	if replay {
 		w.Header().Set("Idempotent-Replayed", "true")
 		s.writeRaw(w, r, rp.Status, rp.Body)
 		return nil
@@ -211,13 +306,47 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, call *engine.Call
 	return nil
 }
 
+// paymentOps are the routes that run a payment operation, by operation.
+var paymentOps = map[string]string{
+	"POST /v1/payments":              "authorize",
+	"POST /v1/payments/{id}/capture": "capture",
+	"POST /v1/payments/{id}/void":    "void",
+	"POST /v1/payments/{id}/refunds": "refund",
+}
+
+// observe counts an answer (not a replay) in the metrics: errors by code,
+// backpressure, and payment operations.
+func (s *Server) observe(r *http.Request, v any, err error) {
+	st, ok := r.Context().Value(requestStateKey{}).(*requestState)
+	if !ok {
+		return // shed before routing: counted by ObserveShed
+	}
+	op := paymentOps[r.Pattern]
+	if err != nil {
+		var e *surgepay.Error
+		errors.As(err, &e)
+		st.errorCode = surgepay.ErrorCode(err)
+		s.tel.ObserveError(r.Pattern, st.errorCode)
+		if e != nil && e.Reason == telemetry.ShedWriteQueueFull {
+			s.tel.Shed(telemetry.ShedWriteQueueFull)
+		}
+		if op != "" && e != nil && e.Code == surgepay.EDECLINED {
+			s.tel.ObservePaymentResponse(op, nil, e.DeclineCode)
+		}
+		return
+	}
+	if p, ok := v.(*surgepay.Payment); ok && op != "" {
+		s.tel.ObservePaymentResponse(op, p, "")
+	}
+}
+
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	_ = s.write(w, r, nil, nil, err)
 }
 
 func (s *Server) logError(r *http.Request, status int, err error) {
 	if status >= 500 {
-		s.log.Error("request failed", "route", r.Pattern, "status", status, "err", err.Error())
+		s.log.Error("request failed", "route", r.Pattern, "status", status, "err", telemetry.Redact(err.Error()))
 	}
 }
 
@@ -236,6 +365,10 @@ func (s *Server) writeRaw(w http.ResponseWriter, r *http.Request, status int, bo
 			h.Set("Surgepay-Sql", fmt.Sprintf("total=%d select=%d insert=%d update=%d delete=%d store_ms=%.3f",
 				c.Total(), c.Kind(surgepay.StmtSelect), c.Kind(surgepay.StmtInsert), c.Kind(surgepay.StmtUpdate),
 				c.Kind(surgepay.StmtDelete), float64(c.StoreTime().Microseconds())/1000))
+		}
+		if rs := telemetry.RequestStatsFrom(r.Context()); rs != nil {
+			h.Set("Surgepay-Cache", fmt.Sprintf("hits=%d misses=%d", rs.CacheHits(), rs.CacheMisses()))
+			h.Set("Surgepay-Provider-Ms", strconv.FormatFloat(ms(rs.ProviderTime()), 'f', 3, 64))
 		}
 	}
 	w.WriteHeader(status)

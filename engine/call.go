@@ -39,7 +39,9 @@ type Replay struct {
 
 func (r *Replay) Error() string { return "idempotent replay" }
 
-func (c *Call) idemCacheKey() string { return c.MerchantID + "\x00" + c.IdempotencyKey }
+func (c *Call) idemCacheKey() string {
+	return c.MerchantID + "/" + hex.EncodeToString([]byte(c.IdempotencyKey))
+}
 
 // keyDigest is a short digest of the idempotency key for provider keys, so a
 // client's key never reaches the provider verbatim.
@@ -69,7 +71,7 @@ func (e *Engine) idempotent(ctx context.Context, call *Call, fn func() error) er
 			"a request with this Idempotency-Key is still in progress; retry later")
 	}
 	defer e.inflight.unlock(ck)
-	if rec, ok := e.idem.GetIfPresent(ck); ok {
+	if rec, ok := e.idem.GetIfPresent(ctx, ck); ok {
 		return replayOf(rec, call)
 	}
 	err := fn()
@@ -88,7 +90,7 @@ func (e *Engine) idempotent(ctx context.Context, call *Call, fn func() error) er
 	} else if ferr != nil {
 		return ferr
 	}
-	e.idem.Set(ck, rec)
+	e.remember(ctx, ck, rec)
 	return replayOf(rec, call)
 }
 
@@ -127,9 +129,17 @@ func (e *Engine) apply(ctx context.Context, call *Call, w *surgepay.Write) error
 		return err
 	}
 	if w.Idempotency != nil {
-		e.idem.Set(call.idemCacheKey(), w.Idempotency)
+		e.remember(ctx, call.idemCacheKey(), w.Idempotency)
 	}
 	return nil
+}
+
+// remember caches a stored idempotency record; a cache failure only costs
+// a store read on a later repeat.
+func (e *Engine) remember(ctx context.Context, key string, rec *surgepay.IdempotencyRecord) {
+	if err := e.idem.Set(ctx, key, rec); err != nil {
+		e.log.Warn("cache idempotency record", "err", err.Error())
+	}
 }
 
 // IsReplay reports whether err is a *Replay and returns it.

@@ -12,7 +12,7 @@ type CardInput struct {
 	Card       surgepay.CardInput
 }
 
-func methodKey(merchantID, id string) string { return merchantID + "\x00" + id }
+func methodKey(merchantID, id string) string { return merchantID + "/" + id }
 
 // CreatePaymentMethod validates a card (Luhn, expiry, CVC format), encrypts
 // its number under the vault's primary key and stores it with brand, last4,
@@ -49,7 +49,9 @@ func (e *Engine) CreatePaymentMethod(ctx context.Context, call *Call, in *CardIn
 		if err := e.apply(ctx, call, w); err != nil {
 			return err
 		}
-		e.methods.Set(methodKey(call.MerchantID, pm.ID), pm)
+		if err := e.methods.Set(ctx, methodKey(call.MerchantID, pm.ID), pm); err != nil {
+			e.log.Warn("cache payment method", "payment_method", pm.ID, "err", err.Error())
+		}
 		out = pm
 		return nil
 	})
@@ -58,16 +60,13 @@ func (e *Engine) CreatePaymentMethod(ctx context.Context, call *Call, in *CardIn
 
 // GetPaymentMethod returns a saved card, from the cache when it can.
 func (e *Engine) GetPaymentMethod(ctx context.Context, call *Call, id string) (*surgepay.PaymentMethod, error) {
-	k := methodKey(call.MerchantID, id)
-	if pm, ok := e.methods.GetIfPresent(k); ok {
-		return pm, nil
-	}
-	pm, err := e.store.FindPaymentMethod(ctx, call.MerchantID, id)
-	if err != nil {
-		return nil, err
-	}
-	e.methods.Set(k, pm)
-	return pm, nil
+	loaded := false
+	pm, err := e.methods.Get(ctx, methodKey(call.MerchantID, id), func(ctx context.Context) (*surgepay.PaymentMethod, error) {
+		loaded = true
+		return e.store.FindPaymentMethod(ctx, call.MerchantID, id)
+	})
+	countCache(ctx, loaded)
+	return pm, err
 }
 
 // ListPaymentMethods returns a page of a customer's cards, newest first.
@@ -86,15 +85,21 @@ func (e *Engine) DeletePaymentMethod(ctx context.Context, call *Call, id string)
 		if err != nil {
 			return err
 		}
-		e.methods.Invalidate(methodKey(call.MerchantID, id))
 		w := &surgepay.Write{PaymentMethodDelete: pm}
 		e.attach(call, w, &Deleted{ID: pm.ID, Object: "payment_method"}, nil)
 		if err := e.apply(ctx, call, w); err != nil {
 			return err
 		}
-		e.methods.Invalidate(methodKey(call.MerchantID, id))
+		e.forget(ctx, methodKey(call.MerchantID, id))
 		out = pm
 		return nil
 	})
 	return out, err
+}
+
+// forget drops a payment method from the cache after its delete is durable.
+func (e *Engine) forget(ctx context.Context, key string) {
+	if err := e.methods.Invalidate(ctx, key); err != nil {
+		e.log.Warn("invalidate cached payment method", "err", err.Error())
+	}
 }

@@ -72,13 +72,17 @@ func (e *Engine) DeleteCustomer(ctx context.Context, call *Call, id string) (*su
 		if err != nil {
 			return err
 		}
-		if err := e.forgetMethods(ctx, call.MerchantID, id); err != nil {
+		methods, err := e.customerMethods(ctx, call.MerchantID, id)
+		if err != nil {
 			return err
 		}
 		w := &surgepay.Write{CustomerDelete: c}
 		e.attach(call, w, &Deleted{ID: c.ID, Object: "customer"}, nil)
 		if err := e.apply(ctx, call, w); err != nil {
 			return err
+		}
+		for _, pmID := range methods { // once the delete is durable
+			e.forget(ctx, methodKey(call.MerchantID, pmID))
 		}
 		out = c
 		return nil
@@ -89,19 +93,21 @@ func (e *Engine) DeleteCustomer(ctx context.Context, call *Call, id string) (*su
 // Deleted is the result of a delete: the object's ID and kind.
 type Deleted struct{ ID, Object string }
 
-// forgetMethods drops a customer's cards from the cache.
-func (e *Engine) forgetMethods(ctx context.Context, merchantID, customerID string) error {
+// customerMethods returns the IDs of a customer's cards, which its delete
+// removes and the cache must forget.
+func (e *Engine) customerMethods(ctx context.Context, merchantID, customerID string) ([]string, error) {
+	var ids []string
 	page := surgepay.Page{Limit: surgepay.ListLimitMax}
 	for {
 		pms, more, err := e.store.ListPaymentMethods(ctx, merchantID, customerID, page)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, pm := range pms {
-			e.methods.Invalidate(merchantID + "\x00" + pm.ID)
+			ids = append(ids, pm.ID)
 		}
 		if !more || len(pms) == 0 {
-			return nil
+			return ids, nil
 		}
 		page.StartingAfter = pms[len(pms)-1].ID
 	}

@@ -4,11 +4,12 @@
 // It talks to storage, the provider, the vault and the tax table only
 // through the interfaces of package surgepay.
 //
-// Reads that do not change often (API keys, payment methods) come from a
-// bounded in-process cache, so a purchase with a saved card issues no SQL
-// read and three SQL writes in one group commit. In a multi-node
-// deployment, a delete on one node reaches the caches of the others within
-// Config.CacheTTL.
+// Reads that do not change often (API keys, payment methods, idempotency
+// records) come from the scoped cache (package cache: process memory by
+// default, or Redis shared by the processes of a host or by every host),
+// preheated at start, so a purchase with a saved card issues no SQL read.
+// Writes invalidate; with a process-scope cache, other nodes see a delete
+// within the entity's TTL.
 package engine
 
 import (
@@ -17,14 +18,15 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
-	"github.com/maypok86/otter/v2"
-
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/telemetry"
 )
 
 // Config holds the engine's dependencies and limits.
@@ -38,10 +40,9 @@ type Config struct {
 	// IdempotencyRetention is how long idempotency records are kept.
 	// Default and minimum: 24h.
 	IdempotencyRetention time.Duration
-	// CacheEntriesMax bounds each in-process cache. Default 100,000.
-	CacheEntriesMax int
-	// CacheTTL bounds how long a cached entry is served. Default 5m.
-	CacheTTL time.Duration
+	// Cache is the scoped cache. Nil: a process-scope cache with
+	// cache.DefaultConfig().
+	Cache *cache.Cache
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
 
@@ -54,6 +55,12 @@ type Config struct {
 	Stage surgepay.Stage
 	// StageFallback is FallbackCapture (default) or FallbackReject.
 	StageFallback string
+
+	// OnPayment, if set, is called once for every payment operation stored
+	// (op: "authorize", "capture", "void", "refund"), declines included,
+	// with the payment as stored. It must be cheap and safe for concurrent
+	// use (metrics).
+	OnPayment func(op string, p *surgepay.Payment)
 }
 
 // Engine runs payments. Safe for concurrent use.
@@ -64,9 +71,10 @@ type Engine struct {
 	vault    surgepay.Vault
 	log      *slog.Logger
 
-	apiKeys  *otter.Cache[string, *surgepay.APIKey]
-	methods  *otter.Cache[string, *surgepay.PaymentMethod]
-	idem     *otter.Cache[string, *surgepay.IdempotencyRecord]
+	cache    *cache.Cache
+	apiKeys  *cache.Table[*surgepay.APIKey]
+	methods  *cache.Table[*surgepay.PaymentMethod]
+	idem     *cache.Table[*surgepay.IdempotencyRecord]
 	inflight *keyLocks
 	payLocks *stripedLocks
 	settings atomic.Pointer[Settings]
@@ -80,12 +88,6 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.IdempotencyRetention < surgepay.IdempotencyRetentionMin {
 		cfg.IdempotencyRetention = surgepay.IdempotencyRetentionDefault
 	}
-	if cfg.CacheEntriesMax <= 0 {
-		cfg.CacheEntriesMax = 100_000
-	}
-	if cfg.CacheTTL <= 0 {
-		cfg.CacheTTL = 5 * time.Minute
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -97,6 +99,9 @@ func New(cfg Config) (*Engine, error) {
 			return nil, errors.New("engine: the embedded stage needs a store with the StagedStore capability")
 		}
 	}
+	if cfg.OnPayment == nil {
+		cfg.OnPayment = func(string, *surgepay.Payment) {}
+	}
 	if cfg.StageFallback == "" {
 		cfg.StageFallback = FallbackCapture
 	}
@@ -105,25 +110,32 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, store: cfg.Store, provider: cfg.Provider, vault: cfg.Vault, log: cfg.Logger,
 		inflight: newKeyLocks(), payLocks: newStripedLocks(1024)}
-	var err error
-	if e.apiKeys, err = newCache[*surgepay.APIKey](cfg.CacheEntriesMax, cfg.CacheTTL); err != nil {
-		return nil, err
+	if cfg.Cache == nil {
+		c, err := cache.New(cache.DefaultConfig(), cache.WithLogger(cfg.Logger))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Cache = c
+		e.cfg.Cache = c
 	}
-	if e.methods, err = newCache[*surgepay.PaymentMethod](cfg.CacheEntriesMax, cfg.CacheTTL); err != nil {
-		return nil, err
-	}
-	if e.idem, err = newCache[*surgepay.IdempotencyRecord](cfg.CacheEntriesMax, cfg.IdempotencyRetention); err != nil {
-		return nil, err
-	}
+	e.cache = cfg.Cache
+	e.apiKeys = cache.Entity[*surgepay.APIKey](e.cache, cache.APIKeys, nil)
+	e.methods = cache.Entity[*surgepay.PaymentMethod](e.cache, cache.PaymentMethods, nil)
+	e.idem = cache.Entity[*surgepay.IdempotencyRecord](e.cache, cache.Idempotency, nil)
 	return e, nil
 }
 
-func newCache[V any](size int, ttl time.Duration) (*otter.Cache[string, V], error) {
-	return otter.New(&otter.Options[string, V]{
-		MaximumSize:      size,
-		ExpiryCalculator: otter.ExpiryWriting[string, V](ttl),
-	})
+// countCache counts a cache lookup on the request's telemetry counters.
+func countCache(ctx context.Context, missed bool) {
+	if missed {
+		telemetry.CountCacheMiss(ctx)
+	} else {
+		telemetry.CountCacheHit(ctx)
+	}
 }
+
+// CacheStats returns the cache's counters per entity and scope.
+func (e *Engine) CacheStats() []cache.Stat { return e.cache.Stats() }
 
 func (e *Engine) now() time.Time { return e.cfg.Now().UTC() }
 
@@ -134,12 +146,13 @@ func (e *Engine) Preheat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	items := make(map[string]*surgepay.APIKey, len(keys))
 	for _, k := range keys {
 		if !k.Revoked {
-			e.apiKeys.Set(string(k.Hash), k)
+			items[hex.EncodeToString(k.Hash)] = k
 		}
 	}
-	return nil
+	return e.apiKeys.Preheat(ctx, items)
 }
 
 // Authenticate returns the API key for secret: one HMAC-SHA256 and a cache
@@ -150,10 +163,12 @@ func (e *Engine) Authenticate(ctx context.Context, secret string) (*surgepay.API
 		return nil, unauthorized()
 	}
 	h := e.hashKey(secret)
-	if k, ok := e.apiKeys.GetIfPresent(string(h)); ok {
-		return k, nil
-	}
-	k, err := e.store.FindAPIKeyByHash(ctx, h)
+	loaded := false
+	k, err := e.apiKeys.Get(ctx, hex.EncodeToString(h), func(ctx context.Context) (*surgepay.APIKey, error) {
+		loaded = true
+		return e.store.FindAPIKeyByHash(ctx, h)
+	})
+	countCache(ctx, loaded)
 	if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
 		return nil, unauthorized()
 	} else if err != nil {
@@ -162,7 +177,6 @@ func (e *Engine) Authenticate(ctx context.Context, secret string) (*surgepay.API
 	if k.Revoked {
 		return nil, unauthorized()
 	}
-	e.apiKeys.Set(string(h), k)
 	return k, nil
 }
 
@@ -204,6 +218,8 @@ func (e *Engine) CreateAPIKey(ctx context.Context, merchantID string) (string, *
 	if err := e.store.Apply(ctx, &surgepay.Write{APIKey: k}); err != nil {
 		return "", nil, err
 	}
-	e.apiKeys.Set(string(k.Hash), k)
+	if err := e.apiKeys.Set(ctx, hex.EncodeToString(k.Hash), k); err != nil {
+		e.log.Warn("cache API key", "key", k.ID, "err", err.Error())
+	}
 	return secret, k, nil
 }

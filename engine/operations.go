@@ -110,6 +110,7 @@ func (e *Engine) recordOperation(ctx context.Context, call *Call, p *surgepay.Pa
 		e.attach(call, w, next, result)
 		err := e.apply(ctx, call, w)
 		if err == nil {
+			e.cfg.OnPayment(opName(op.typ), next)
 			return next, result
 		}
 		if surgepay.ErrorReason(err) != "concurrent_update" || attempt+1 >= recordOperationAttemptsMax {
@@ -197,4 +198,12 @@ func applyApproved(p *surgepay.Payment, typ string, amount int64) {
 		p.AmountRefunded += amount
 		p.SetStatus(p.StatusAfterRefund())
 	}
+}
+
+// opName is the name of an operation in metrics.
+func opName(typ string) string {
+	if typ == surgepay.TxAuthorization {
+		return "authorize"
+	}
+	return typ
 }

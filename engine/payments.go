@@ -207,6 +207,7 @@ func (e *Engine) recordAuthorization(ctx context.Context, call *Call, p *surgepa
 	if err := e.apply(ctx, call, w); err != nil {
 		return nil, err
 	}
+	e.cfg.OnPayment("authorize", p)
 	return p, result
 }
 

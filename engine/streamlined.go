@@ -65,6 +65,7 @@ func (e *Engine) recordStreamlined(ctx context.Context, call *Call, p *surgepay.
 	if err := e.apply(ctx, call, w); err != nil {
 		return nil, err
 	}
+	e.cfg.OnPayment("authorize", p)
 	return p, nil
 }
 
@@ -97,5 +98,6 @@ func (e *Engine) stageFallback(ctx context.Context, call *Call, p *surgepay.Paym
 	if err := e.apply(ctx, call, w); err != nil {
 		return nil, err
 	}
+	e.cfg.OnPayment("authorize", next)
 	return next, result
 }

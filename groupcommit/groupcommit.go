@@ -29,6 +29,9 @@ type Config struct {
 	// Writers is the number of concurrent committers. SQLite has one writer;
 	// PostgreSQL commits in parallel. Default 1.
 	Writers int
+	// OnBatch, if set, is called after every commit with the batch size and
+	// the commit time (metrics). It must be cheap and safe for concurrent use.
+	OnBatch func(size int, d time.Duration)
 }
 
 func (c Config) withDefaults() Config {
@@ -81,14 +84,14 @@ type Committer[T any] struct {
 
 	statsMu sync.Mutex
 	stats   Stats
-	// OnBatch, if set before the first Submit, is called after every commit.
+	// OnBatch is Config.OnBatch.
 	OnBatch func(size int, d time.Duration)
 }
 
 // New starts a Committer's writers.
 func New[T any](cfg Config, commit CommitFunc[T]) *Committer[T] {
 	cfg = cfg.withDefaults()
-	c := &Committer[T]{cfg: cfg, commit: commit, queue: make(chan *Item[T], cfg.QueueDepthMax)}
+	c := &Committer[T]{cfg: cfg, commit: commit, queue: make(chan *Item[T], cfg.QueueDepthMax), OnBatch: cfg.OnBatch}
 	for i := 0; i < cfg.Writers; i++ {
 		c.wg.Add(1)
 		go c.run()

@@ -73,18 +73,26 @@ func TestBatchErrorReachesEveryItem(t *testing.T) {
 }
 
 func TestQueueFullIsBackpressure(t *testing.T) {
+	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
 	c := New(Config{QueueDepthMax: 2, BatchSizeMax: 1}, func(items []*Item[int]) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
 		<-release
 		return nil
 	})
 	var wg sync.WaitGroup
-	for i := 0; i < 3; i++ { // one in the writer, two in the queue
+	submit := func(v int) { defer wg.Done(); _ = c.Submit(context.Background(), v) }
+	wg.Add(1)
+	go submit(0)
+	<-entered // the writer holds item 0 in its commit
+	for i := 1; i <= 2; i++ { // two more fill the queue
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = c.Submit(context.Background(), i) }()
+		go submit(i)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for c.QueueDepth() < 2 && time.Now().Before(deadline) {
+	for c.QueueDepth() < 2 {
 		time.Sleep(time.Millisecond)
 	}
 	if err := c.Submit(context.Background(), 9); !errors.Is(err, ErrQueueFull) {

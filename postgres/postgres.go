@@ -42,6 +42,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/surgepay/surgepay"
@@ -72,6 +73,10 @@ type Config struct {
 	// Writers is the number of concurrent group committers, each holding
 	// one connection while it commits. Default 4.
 	Writers int
+	// OnBatch, if set, observes every group commit (size, commit time).
+	OnBatch func(size int, d time.Duration)
+	// Tracer, if set, traces every query (otelpgx from package telemetry).
+	Tracer pgx.QueryTracer
 }
 
 // Limits of the package. Each bounds a wait or a loop.
@@ -142,6 +147,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if cfg.Schema != "" {
 		pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
 	}
+	if cfg.Tracer != nil {
+		pcfg.ConnConfig.Tracer = cfg.Tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -156,6 +164,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		QueueDepthMax: cfg.QueueDepthMax,
 		FlushInterval: cfg.FlushInterval,
 		Writers:       cfg.Writers,
+		OnBatch:       cfg.OnBatch,
 	}, db.commit)
 	return db, nil
 }

@@ -74,6 +74,8 @@ type Config struct {
 	// CheckpointInterval is how often a background connection copies the
 	// WAL into the database file. Default 250ms.
 	CheckpointInterval time.Duration
+	// OnBatch, if set, observes every group commit (size, commit time).
+	OnBatch func(size int, d time.Duration)
 }
 
 // Defaults and ceilings of Config.
@@ -167,6 +169,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		QueueDepthMax: cfg.QueueDepthMax,
 		FlushInterval: cfg.FlushInterval,
 		Writers:       1, // SQLite has one writer.
+		OnBatch:       cfg.OnBatch,
 	}, db.commitBatch)
 	return db, nil
 }

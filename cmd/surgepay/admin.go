@@ -1,21 +1,44 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/surgepay/surgepay/telemetry"
 )
 
-// adminHandler serves the admin listener: liveness, readiness and the Go
-// profiler. It is bound to loopback by default and must never be public.
-func adminHandler(ready func() bool) http.Handler {
+// adminConfig is what the admin listener serves.
+type adminConfig struct {
+	// Ready reports whether the server takes traffic (GET /readyz).
+	Ready func() bool
+	// Telemetry serves /metrics and /dashboard; nil: neither.
+	Telemetry *telemetry.Telemetry
+	// Config returns the effective configuration with secrets redacted
+	// (GET /config, as TOML); nil: no /config.
+	Config func() any
+}
+
+// adminHandler serves liveness, readiness and the Go profiler.
+func adminHandler(ready func() bool) http.Handler { return newAdminHandler(adminConfig{Ready: ready}) }
+
+// newAdminHandler serves the admin listener: liveness, readiness, the Go
+// profiler, Prometheus metrics, the effective configuration and the live
+// dashboard. It is bound to loopback by default and must never be public.
+func newAdminHandler(c adminConfig) http.Handler {
+	if c.Ready == nil {
+		c.Ready = func() bool { return true }
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !ready() {
+		if !c.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
@@ -26,12 +49,35 @@ func adminHandler(ready func() bool) http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if c.Telemetry != nil {
+		mux.Handle("GET /metrics", c.Telemetry.MetricsHandler())
+		dash := c.Telemetry.DashboardHandler()
+		mux.Handle("GET /dashboard", dash)
+		mux.Handle("GET /dashboard/", dash)
+	}
+	if c.Config != nil {
+		mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {
+			var b bytes.Buffer
+			if err := toml.NewEncoder(&b).Encode(c.Config()); err != nil {
+				http.Error(w, "encode configuration: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Cache-Control", "no-store")
+			w.Write(b.Bytes())
+		})
+	}
 	return mux
 }
 
 // serveAdmin runs the admin listener on ln until ctx ends.
 func serveAdmin(ctx context.Context, ln net.Listener, ready func() bool, log *slog.Logger) error {
-	srv := &http.Server{Handler: adminHandler(ready), ReadHeaderTimeout: 5 * time.Second}
+	return serveAdminWith(ctx, ln, adminConfig{Ready: ready}, log)
+}
+
+// serveAdminWith runs the admin listener with c on ln until ctx ends.
+func serveAdminWith(ctx context.Context, ln net.Listener, c adminConfig, log *slog.Logger) error {
+	srv := &http.Server{Handler: newAdminHandler(c), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		srv.Close()

@@ -13,8 +13,10 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/telemetry"
 )
 
 // Config is surgepay's configuration: DefaultConfig, then the TOML file
@@ -61,13 +63,19 @@ type Config struct {
 	// Stage configures the streamlined path's staged captures.
 	Stage StageConfig `toml:"stage"`
 
+	// Telemetry: metrics, traces, access logs (docs/observability.md).
+	Telemetry telemetry.Config `toml:"telemetry"`
+
 	SQLite SQLiteConfig `toml:"sqlite"`
 
 	// path is the file the configuration was read from, for reloads.
 	path     string
 	Postgres PostgresConfig `toml:"postgres"`
 	Provider ProviderConfig `toml:"provider"`
-	Cache    CacheConfig    `toml:"cache"`
+	// Cache is the scoped cache: per entity a scope (process, server,
+	// global, off), a TTL and a memory bound; Redis for the shared scopes.
+	// See docs/cache.md.
+	Cache cache.Config `toml:"cache"`
 }
 
 // StageConfig configures where streamlined sales stage their captures.
@@ -127,12 +135,6 @@ type ProviderConfig struct {
 	Timeout Duration `toml:"timeout"`
 }
 
-// CacheConfig bounds the in-process cache.
-type CacheConfig struct {
-	EntriesMax int      `toml:"entries_max"` // per entity; default 100,000
-	TTL        Duration `toml:"ttl"`         // default 5m
-}
-
 // Duration is a time.Duration written as "250ms" in TOML.
 type Duration struct{ time.Duration }
 
@@ -158,7 +160,8 @@ func DefaultConfig() Config {
 		SQLite:    SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4},
 		Postgres:  PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
 		Provider:  ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second}},
-		Cache:     CacheConfig{EntriesMax: 100_000, TTL: Duration{5 * time.Minute}},
+		Cache:     cache.DefaultConfig(),
+		Telemetry: telemetry.DefaultConfig(),
 		Merchants: map[string]surgepay.MerchantSettings{"default": surgepay.DefaultMerchantSettings()},
 		Stage: StageConfig{Kind: "embedded", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
 			Replicas: 1, Fallback: "capture"},
@@ -209,6 +212,9 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 	cfg.path = path
 	if err := cfg.applyEnv(env); err != nil {
 		return cfg, err
+	}
+	if err := cfg.Telemetry.ApplyEnv(env); err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
 	}
 	cfg.fillPaths()
 	return cfg, cfg.Validate()
@@ -313,12 +319,18 @@ func (c *Config) Validate() error {
 	}
 	for name, v := range map[string]int{"sqlite.batch_size_max": c.SQLite.BatchSizeMax, "sqlite.queue_depth_max": c.SQLite.QueueDepthMax,
 		"postgres.batch_size_max": c.Postgres.BatchSizeMax, "postgres.queue_depth_max": c.Postgres.QueueDepthMax,
-		"postgres.writers": c.Postgres.Writers, "sqlite.read_conns_max": c.SQLite.ReadConnsMax, "cache.entries_max": c.Cache.EntriesMax} {
+		"postgres.writers": c.Postgres.Writers, "sqlite.read_conns_max": c.SQLite.ReadConnsMax} {
 		if v < 1 || v > 10_000_000 {
 			bad(name, "%d must be 1 to 10000000", v)
 		}
 	}
-	for name, d := range map[string]time.Duration{"provider.timeout": c.Provider.Timeout.Duration, "cache.ttl": c.Cache.TTL.Duration} {
+	if err := c.Cache.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Telemetry.Validate("telemetry."); err != nil {
+		errs = append(errs, err)
+	}
+	for name, d := range map[string]time.Duration{"provider.timeout": c.Provider.Timeout.Duration} {
 		if d <= 0 {
 			bad(name, "%s must be positive", d)
 		}

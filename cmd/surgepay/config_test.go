@@ -14,6 +14,8 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/surgepay/surgepay/cache"
 )
 
 // envOf returns an environment lookup over m, so that tests never read the
@@ -96,7 +98,8 @@ url = "http://sim:8181"
 decline_rate = 0.25
 timeout = "5s"
 
-[cache]
+[cache.entities.payment_methods]
+scope = "process"
 ttl = "1m"
 `)
 	got, err := LoadConfig(path, noEnv)
@@ -110,7 +113,8 @@ ttl = "1m"
 	want.SQLite.BatchSizeMax, want.SQLite.FlushInterval = 64, Duration{2 * time.Millisecond}
 	want.Postgres.DSN, want.Postgres.Schema, want.Postgres.PoolConnsMax, want.Postgres.Writers = "postgres://u:p@db:5432/pay", "pay", 32, 8
 	want.Provider.Kind, want.Provider.URL, want.Provider.DeclineRate, want.Provider.Timeout = "sim-http", "http://sim:8181", 0.25, Duration{5 * time.Second}
-	want.Cache.TTL = Duration{time.Minute}
+	// A zero field of an entity keeps the cache's default (cache.New fills it).
+	want.Cache.Entities["payment_methods"] = cache.EntityConfig{Scope: cache.ScopeProcess, TTL: time.Minute}
 	want.fillPaths()
 	if diff := cmp.Diff(want, got, ignorePath); diff != "" {
 		t.Errorf("LoadConfig(file) (-want +got):\n%s", diff)
@@ -240,7 +244,11 @@ func TestValidate(t *testing.T) {
 		{"ErrPostgresBatchSizeMax", func(c *Config) { c.Postgres.BatchSizeMax = 10_000_001 }, "config postgres.batch_size_max"},
 		{"ErrPostgresQueueDepthMax", func(c *Config) { c.Postgres.QueueDepthMax = 0 }, "config postgres.queue_depth_max"},
 		{"ErrPostgresWriters", func(c *Config) { c.Postgres.Writers = 0 }, "config postgres.writers"},
-		{"ErrCacheEntriesMax", func(c *Config) { c.Cache.EntriesMax = 0 }, "config cache.entries_max"},
+		{"ErrCacheScope", func(c *Config) {
+			e := c.Cache.Entities["api_keys"]
+			e.Scope = "galaxy"
+			c.Cache.Entities = map[string]cache.EntityConfig{"api_keys": e}
+		}, "config cache.entities.api_keys.scope"},
 		{"ErrProviderKind", func(c *Config) { c.Provider.Kind = "stripe" }, "config provider.kind"},
 		{"ErrProviderURLMissing", func(c *Config) { c.Provider.Kind = "sim-http" }, "config provider.url"},
 		{"ErrProviderURLNotHTTP", func(c *Config) { c.Provider.Kind, c.Provider.URL = "sim-http", "ftp://x" }, "config provider.url"},

@@ -46,6 +46,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdServe(ctx, args[1:], stdout, stderr)
 	case "settle":
 		return cmdSettle(ctx, args[1:], stdout, stderr)
+	case "trace":
+		return cmdTrace(ctx, args[1:], stdout, stderr)
 	case "keys":
 		return cmdKeys(ctx, args[1:], stdout, stderr)
 	case "tax":

@@ -16,8 +16,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/api"
+	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/postgres"
 	"github.com/surgepay/surgepay/provider/sim"
@@ -25,6 +28,7 @@ import (
 	"github.com/surgepay/surgepay/stage"
 	"github.com/surgepay/surgepay/stage/jetstream"
 	"github.com/surgepay/surgepay/tax"
+	"github.com/surgepay/surgepay/telemetry"
 	"github.com/surgepay/surgepay/vault"
 )
 
@@ -36,6 +40,7 @@ type app struct {
 	keys   *vault.Keyring
 	tax    surgepay.TaxTable
 	eng    *engine.Engine
+	tel    *telemetry.Telemetry
 	closer []func()
 }
 
@@ -57,9 +62,9 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		return slog.New(telemetry.RedactingHandler(slog.NewTextHandler(w, opts)))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(telemetry.RedactingHandler(slog.NewJSONHandler(w, opts)))
 }
 
 // openApp opens the store, keyring, tax table, provider and engine.
@@ -81,23 +86,45 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	if a.tax, err = openTax(cfg); err != nil {
 		return nil, err
 	}
-	if a.store, err = openStore(ctx, cfg); err != nil {
+	if a.tel, err = telemetry.New(cfg.Telemetry, telemetry.Options{}); err != nil {
+		return nil, err
+	}
+	a.closer = append(a.closer, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		a.tel.Shutdown(sctx)
+	})
+	if a.store, err = openStoreObserved(ctx, cfg, a.tel); err != nil {
 		return nil, err
 	}
 	a.closer = append(a.closer, func() { a.store.Close() })
+	if err := a.tel.RegisterStore(a.store); err != nil {
+		return nil, err
+	}
 	prov, err := openProvider(cfg)
 	if err != nil {
 		return nil, err
 	}
+	prov = a.tel.WrapProvider(prov)
 	sealer, st, err := a.openStage(ctx)
 	if err != nil {
 		return nil, err
 	}
-	a.eng, err = engine.New(engine.Config{Store: a.store, Provider: prov, Vault: a.keys,
+	c, err := cache.New(cfg.Cache, cache.WithLogger(log),
+		cache.WithNotFound(func(err error) bool { return surgepay.ErrorCode(err) == surgepay.ENOTFOUND },
+			func(entity, key string) error { return surgepay.NotFound("id", entity) }))
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	a.closer = append(a.closer, c.Close)
+	if err := a.tel.RegisterCache(func() []telemetry.CacheStat { return cacheStats(c) }); err != nil {
+		return nil, err
+	}
+	a.eng, err = engine.New(engine.Config{Store: a.tel.WrapStore(a.store), Provider: prov, Vault: a.keys,
 		Sealer: sealer, Stage: st, StageFallback: cfg.Stage.Fallback,
 		Tax: func() surgepay.TaxTable { return a.tax }, Logger: log,
-		IdempotencyRetention: cfg.IdempotencyRetention.Duration, CacheEntriesMax: cfg.Cache.EntriesMax,
-		CacheTTL: cfg.Cache.TTL.Duration})
+		IdempotencyRetention: cfg.IdempotencyRetention.Duration, Cache: c,
+		OnPayment: a.tel.PaymentObserver()})
 	if err != nil {
 		return nil, err
 	}
@@ -176,14 +203,29 @@ func openTax(cfg Config) (surgepay.TaxTable, error) {
 }
 
 func openStore(ctx context.Context, cfg Config) (surgepay.Store, error) {
+	return openStoreObserved(ctx, cfg, nil)
+}
+
+// openStoreObserved opens the store with its group commits and (on
+// PostgreSQL) its queries observed by tel, which may be nil.
+func openStoreObserved(ctx context.Context, cfg Config, tel *telemetry.Telemetry) (surgepay.Store, error) {
+	var onBatch func(int, time.Duration)
+	var tracer pgx.QueryTracer
+	if tel != nil {
+		onBatch = tel.ObserveBatch
+		if t := tel.PgxTracer(); t != nil {
+			tracer = t
+		}
+	}
 	if cfg.Storage == "postgres" {
 		return postgres.Open(ctx, postgres.Config{DSN: cfg.Postgres.DSN, Schema: cfg.Postgres.Schema,
 			PoolConnsMax: cfg.Postgres.PoolConnsMax, Writers: cfg.Postgres.Writers, BatchSizeMax: cfg.Postgres.BatchSizeMax,
-			QueueDepthMax: cfg.Postgres.QueueDepthMax, FlushInterval: cfg.Postgres.FlushInterval.Duration})
+			QueueDepthMax: cfg.Postgres.QueueDepthMax, FlushInterval: cfg.Postgres.FlushInterval.Duration,
+			OnBatch: onBatch, Tracer: tracer})
 	}
 	return sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLite.Path, BatchSizeMax: cfg.SQLite.BatchSizeMax,
 		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
-		ReadConnsMax: cfg.SQLite.ReadConnsMax})
+		ReadConnsMax: cfg.SQLite.ReadConnsMax, OnBatch: onBatch})
 }
 
 func openProvider(cfg Config) (surgepay.Provider, error) {
@@ -201,6 +243,17 @@ func openProvider(cfg Config) (surgepay.Provider, error) {
 		return nil, fmt.Errorf("config provider: %w", err)
 	}
 	return sim.New(sc), nil
+}
+
+// cacheStats maps the cache's counters to telemetry's.
+func cacheStats(c *cache.Cache) []telemetry.CacheStat {
+	st := c.Stats()
+	out := make([]telemetry.CacheStat, len(st))
+	for i, s := range st {
+		out[i] = telemetry.CacheStat{Entity: s.Entity, Scope: string(s.Scope), Hits: s.Hits, Misses: s.Misses,
+			Loads: s.Loads, Evictions: s.Evictions, Fallbacks: s.Fallbacks}
+	}
+	return out
 }
 
 // ensureDevMerchant creates a development merchant and API key on first
@@ -302,6 +355,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	var ready atomic.Bool
+	var current atomic.Pointer[Config] // the effective configuration, replaced by reloads
+	current.Store(&cfg)
 	if cfg.AdminListen != "" {
 		aln, err := net.Listen("tcp", cfg.AdminListen)
 		if err != nil {
@@ -311,13 +366,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := serveAdmin(bg, aln, ready.Load, log); err != nil {
+			if err := serveAdminWith(bg, aln, adminConfig{Ready: ready.Load, Telemetry: a.tel,
+				Config: func() any { return current.Load().Redacted() }}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()
 	}
-	var current atomic.Pointer[Config]
-	current.Store(&cfg)
 	wg.Add(3)
 	go func() { defer wg.Done(); watchConfig(bg, a, &current, log) }()
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()

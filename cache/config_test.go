@@ -1,0 +1,148 @@
+package cache_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/surgepay/surgepay/cache"
+)
+
+func TestDefaultConfigIsValidAndProcessOnly(t *testing.T) {
+	cfg := cache.DefaultConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate(DefaultConfig()) = %v, want nil", err)
+	}
+	for _, name := range cache.EntityNames {
+		e, ok := cfg.Entities[name]
+		if !ok || e.Scope != cache.ScopeProcess || e.TTL <= 0 || e.EntriesMax <= 0 || e.NegativeTTL != 0 {
+			t.Errorf("default %s = %+v, want process scope, a TTL, EntriesMax, no negative entries", name, e)
+		}
+	}
+	if cfg.Namespace != "surgepay:v1:" || cfg.FallbackTimeout != 50*time.Millisecond {
+		t.Errorf("Namespace %q, FallbackTimeout %s; want surgepay:v1:, 50ms", cfg.Namespace, cfg.FallbackTimeout)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*cache.Config)
+		want   string // in the error
+	}{
+		{"ErrUnknownEntity", func(c *cache.Config) { c.Entities["api_key"] = cache.EntityConfig{} },
+			`cache.entities.api_key: unknown entity "api_key"`},
+		{"ErrScope", func(c *cache.Config) { setScope(c, cache.Customers, "globl") },
+			`cache.entities.customers.scope: "globl" is not one of`},
+		{"ErrServerScopeWithoutAddr", func(c *cache.Config) { setScope(c, cache.Tax, cache.ScopeServer) },
+			`cache.entities.tax.scope: "server" needs cache.redis.server_addr`},
+		{"ErrGlobalScopeWithoutAddrs", func(c *cache.Config) { setScope(c, cache.Merchants, cache.ScopeGlobal) },
+			`cache.entities.merchants.scope: "global" needs cache.redis.global_addrs`},
+		{"ErrTTLNegative", func(c *cache.Config) {
+			e := c.Entities[cache.Settings]
+			e.TTL = -time.Second
+			c.Entities[cache.Settings] = e
+		},
+			"cache.entities.settings.ttl"},
+		{"ErrEntriesMax", func(c *cache.Config) {
+			e := c.Entities[cache.PaymentMethods]
+			e.EntriesMax = cache.EntriesMaxLimit + 1
+			c.Entities[cache.PaymentMethods] = e
+		}, "cache.entities.payment_methods.entries_max"},
+		{"ErrNegativeTTLAboveTTL", func(c *cache.Config) {
+			e := c.Entities[cache.APIKeys]
+			e.NegativeTTL = e.TTL + time.Second
+			c.Entities[cache.APIKeys] = e
+		}, "cache.entities.api_keys.negative_ttl"},
+		{"ErrFallbackTimeoutAboveMax", func(c *cache.Config) { c.FallbackTimeout = 200 * time.Millisecond }, "cache.fallback_timeout"},
+		{"ErrSentinelAndCluster", func(c *cache.Config) {
+			c.Redis.GlobalAddrs, c.Redis.SentinelMaster, c.Redis.Cluster = []string{"a:1"}, "m", true
+		}, "sentinel_master and cluster"},
+		{"ErrManyAddrsStandalone", func(c *cache.Config) { c.Redis.GlobalAddrs = []string{"a:1", "b:1"} }, "cache.redis.global_addrs: several"},
+		{"ErrAddr", func(c *cache.Config) { c.Redis.GlobalAddrs = []string{"redis"} }, `cache.redis.global_addrs: "redis": want host:port`},
+		{"ErrUnixGlobal", func(c *cache.Config) { c.Redis.GlobalAddrs = []string{"unix:///tmp/r.sock"} }, "unix socket reaches one host"},
+		{"ErrConnsPerNode", func(c *cache.Config) { c.Redis.ConnsPerNode = 3 }, "cache.redis.conns_per_node"},
+		{"ErrNamespace", func(c *cache.Config) { c.Namespace = "has space" }, "cache.namespace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := cache.DefaultConfig()
+			tc.change(&cfg)
+			err := cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tc.want)
+			}
+			if _, err := cache.New(cfg); err == nil {
+				t.Fatalf("New accepted a config Validate refuses")
+			}
+		})
+	}
+}
+
+func setScope(c *cache.Config, name string, s cache.Scope) {
+	e := c.Entities[name]
+	e.Scope = s
+	c.Entities[name] = e
+}
+
+// TestConfigTOML decodes the [cache] section over the defaults: an entity
+// given only a scope keeps its default TTL and EntriesMax.
+func TestConfigTOML(t *testing.T) {
+	const file = `
+namespace = "shop:v2:"
+fallback_timeout = "80ms"
+client_side_ttl = "10s"
+
+[redis]
+global_addrs = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"] # closed ports: New must not need them
+sentinel_master = "surgepay"
+password = "s3cret"
+
+[entities.api_keys]
+scope = "global"
+negative_ttl = "30s"
+`
+	cfg := cache.DefaultConfig()
+	if _, err := toml.Decode(file, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if cfg.Namespace != "shop:v2:" || cfg.FallbackTimeout != 80*time.Millisecond || cfg.Redis.Password.Reveal() != "s3cret" {
+		t.Errorf("decoded %+v", cfg)
+	}
+	c, err := cache.New(cfg) // sentinels unreachable: New still succeeds
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got := c.Config().Entities[cache.APIKeys]
+	want := cache.EntityConfig{Scope: cache.ScopeGlobal, TTL: 5 * time.Minute, EntriesMax: 100_000, NegativeTTL: 30 * time.Second}
+	if got != want {
+		t.Errorf("api_keys = %+v, want %+v", got, want)
+	}
+	if got := c.Config().Entities[cache.Customers]; got.Scope != cache.ScopeProcess {
+		t.Errorf("customers scope = %q, want process (untouched)", got.Scope)
+	}
+}
+
+func TestPasswordNeverPrinted(t *testing.T) {
+	cfg := cache.DefaultConfig()
+	cfg.Redis.Password = "hunter2"
+	var buf bytes.Buffer
+	if err := toml.NewEncoder(&buf).Encode(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{fmt.Sprint(cfg), fmt.Sprintf("%+v", cfg), fmt.Sprintf("%#v", cfg), buf.String()} {
+		if strings.Contains(s, "hunter2") {
+			t.Fatalf("password printed: %s", s)
+		}
+	}
+	if !strings.Contains(buf.String(), "[redacted]") {
+		t.Errorf("TOML encoding shows no [redacted] password:\n%s", buf.String())
+	}
+}

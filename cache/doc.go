@@ -1,0 +1,58 @@
+// Package cache is surgepay's scoped cache for data that rarely changes:
+// API keys, merchants, settings, customers, payment methods, tax rates and
+// idempotency records. Each entity is configured in one place (Config,
+// the [cache] section of the config file) with a scope:
+//
+//   - process: in this process's memory (otter), bounded by EntriesMax,
+//     expiring after TTL. Concurrent misses of one key share one load.
+//   - server: in the Redis shared by the processes of one host (a unix
+//     socket), plus a memory layer in each process.
+//   - global: in the Redis shared by all hosts (standalone, Sentinel or
+//     Cluster), plus a memory layer in each process.
+//   - off: not cached.
+//
+// Every key a shared scope writes is Namespace + entity + ":" + key, so
+// one Redis can serve several deployments and a new value encoding can be
+// rolled out under a new namespace.
+//
+// A shared-scope Get looks in process memory, then in Redis, then calls
+// its loader and writes the value back to Redis. Memory holds only values
+// read from Redis with client-side caching (rueidis DoCache): Redis
+// remembers the read and sends an invalidation when the key changes, so
+// a Set or Invalidate in one process reaches the memory of every other
+// process within a network round trip. A lost connection drops the memory
+// layer of its scope.
+//
+// Redis is an accelerator, never a dependency: the Redis calls of one Get
+// share a budget of FallbackTimeout (50ms by default; a miss's write-back
+// gets at least a tenth more); a call that fails or overruns falls back to
+// the loader and counts a fallback, and the request succeeds. The caller
+// leaves at the deadline even while the client reconnects to a hung
+// Redis. After 5 consecutive failures a circuit breaker skips Redis for
+// BreakerOpenDuration, so an outage costs no timeout per request.
+//
+// # Limits
+//
+// The consistency model is "invalidate after write, bounded by TTL":
+//
+//   - Process scope is per process. Invalidate and Set reach only this
+//     process's memory: another process serves its copy until TTL. Use a
+//     shared scope for data that must change everywhere at once.
+//   - A write invalidates other processes' memory asynchronously (one
+//     push message), not atomically: a read on another host racing the
+//     write can still return the old value once.
+//   - A loader that read the store before a write can write the old value
+//     back to Redis after the write's invalidation. Invalidations leave a
+//     tombstone for InvalidationHold (2s) that write-backs do not replace,
+//     which closes that race for loads faster than 2s; TTL bounds the rest.
+//   - While Redis is unreachable, invalidations are queued (at most
+//     PendingInvalidationsMax) and retried until Redis answers. A Redis
+//     that comes back with its old data (persistence, a promoted replica)
+//     may serve it until the queue has drained; a dropped invalidation
+//     (queue full) leaves the old value until TTL.
+//   - Process memory is bounded by EntriesMax per entity; Redis only by
+//     its own maxmemory policy (use allkeys-lru or volatile-lru: every key
+//     the cache writes has a TTL).
+//   - Values held in process memory are shared: callers must not modify
+//     them.
+package cache

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/surgepay/surgepay/telemetry"
+	"github.com/surgepay/surgepay/telemetry/telemetrytest"
+)
+
+// traffic drives every kind of request the dashboards chart: payments
+// (approved, declined, manual capture, refund), an error, a replay.
+func traffic(t *testing.T, e *telemetrytest.Env) {
+	t.Helper()
+	cus := idOf(t, e.Do(t, "POST", "/v1/customers", `{"name":"Ada"}`))
+	pm := idOf(t, e.Do(t, "POST", "/v1/payment_methods", `{"customer":"`+cus+`","card":{"number":"4242424242424242","exp_month":12,"exp_year":2040}}`))
+	bad := idOf(t, e.Do(t, "POST", "/v1/payment_methods", `{"customer":"`+cus+`","card":{"number":"4000000000009995","exp_month":12,"exp_year":2040}}`))
+	for i := 0; i < 3; i++ {
+		e.Do(t, "POST", "/v1/payments", `{"amount":1000,"currency":"usd","payment_method":"`+pm+`"}`)
+		e.Do(t, "POST", "/v1/payments", `{"amount":1000,"currency":"usd","payment_method":"`+bad+`"}`)
+		p := idOf(t, e.Do(t, "POST", "/v1/payments", `{"amount":1000,"currency":"usd","payment_method":"`+pm+`","capture_method":"manual"}`))
+		e.Do(t, "POST", "/v1/payments/"+p+"/capture", ``)
+		e.Do(t, "POST", "/v1/payments/"+p+"/refunds", `{"amount":100}`)
+		e.Do(t, "GET", "/v1/payments/"+p, ``)
+		e.Do(t, "POST", "/v1/customers", `{"nmae":"typo"}`)
+	}
+	e.Tel.ObserveBatch(3, 0) // the OnBatch hook, until the stores call it
+}
+
+func idOf(t *testing.T, r *telemetrytest.Response) string {
+	t.Helper()
+	var v struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(r.Body), &v); err != nil || v.ID == "" {
+		t.Fatalf("status %d, no id in %s", r.Status, r.Body)
+	}
+	return v.ID
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func TestAdminTelemetryEndpoints(t *testing.T) {
+	e := telemetrytest.Start(t, telemetrytest.Options{Telemetry: telemetry.DefaultConfig()})
+	traffic(t, e)
+	cfg := testConfig(t, t.TempDir(), map[string]string{"SURGEPAY_POSTGRES_DSN": "postgres://u:hunter2secret@db/x"})
+	var ready atomic.Bool
+	admin := httptest.NewServer(newAdminHandler(adminConfig{Ready: ready.Load, Telemetry: e.Tel,
+		Config: func() any { return cfg.Redacted() }}))
+	defer admin.Close()
+
+	if code, _ := get(t, admin.URL+"/readyz"); code != 503 {
+		t.Errorf("/readyz before ready: got %d, want 503", code)
+	}
+	ready.Store(true)
+	if code, _ := get(t, admin.URL+"/readyz"); code != 200 {
+		t.Errorf("/readyz when ready: got %d, want 200", code)
+	}
+	code, body := get(t, admin.URL+"/metrics")
+	for _, want := range []string{`surgepay_http_requests_total{method="POST",route="POST /v1/payments",status="200"}`,
+		`surgepay_payments_total{decline_code="insufficient_funds",operation="authorize",outcome="failed",path="unknown"}`,
+		`surgepay_provider_calls_total{op="authorize",outcome="approved"}`, "go_goroutines", "process_cpu_seconds_total"} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("/metrics (status %d) lacks %s", code, want)
+		}
+	}
+	code, body = get(t, admin.URL+"/config")
+	if code != 200 || strings.Contains(body, "hunter2secret") || !strings.Contains(body, "admin_listen") {
+		t.Errorf("/config: status %d, want 200 with the configuration and no secret:\n%s", code, body)
+	}
+	if code, body = get(t, admin.URL+"/dashboard"); code != 200 || !strings.Contains(body, "uPlot") {
+		t.Errorf("/dashboard: status %d", code)
+	}
+	if code, _ = get(t, admin.URL+"/dashboard/assets/uPlot.iife.min.js"); code != 200 {
+		t.Errorf("/dashboard/assets/uPlot.iife.min.js: status %d", code)
+	}
+	if code, body = get(t, admin.URL+"/dashboard/data"); code != 200 || !strings.Contains(body, `"p99_ms"`) {
+		t.Errorf("/dashboard/data: status %d: %s", code, body)
+	}
+}
+
+func TestGrafanaDashboardMetricsExist(t *testing.T) {
+	b, err := os.ReadFile("../../etc/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("etc/grafana-dashboard.json: %v", err)
+	}
+	names := map[string]string{} // metric → panel
+	metric := regexp.MustCompile(`\b(?:surgepay|go|process)_[a-z0-9_]+`)
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			for _, n := range metric.FindAllString(tg.Expr, -1) {
+				names[n] = p.Title
+			}
+		}
+	}
+	if len(names) < 20 {
+		t.Fatalf("found %d metric names in the dashboard, want at least 20", len(names))
+	}
+	e := telemetrytest.Start(t, telemetrytest.Options{Telemetry: telemetry.DefaultConfig()})
+	traffic(t, e)
+	exposed := map[string]bool{}
+	for _, line := range strings.Split(telemetrytest.Get(t, e.Admin+"/metrics"), "\n") {
+		if n := metric.FindString(line); n != "" && !strings.HasPrefix(line, "#") {
+			exposed[n] = true
+		}
+	}
+	var missing []string
+	for n, panel := range names {
+		if !exposed[n] {
+			missing = append(missing, n+" (panel "+panel+")")
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("the Grafana dashboard queries metrics that /metrics does not expose:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+func TestTraceCommand(t *testing.T) {
+	e := telemetrytest.Start(t, telemetrytest.Options{Telemetry: func() telemetry.Config {
+		c := telemetry.DefaultConfig()
+		c.Tracing.Enabled = true
+		return c
+	}()})
+	for _, tc := range []struct {
+		scenario string
+		routes   []string
+	}{
+		{"checkout", []string{"POST /v1/customers", "POST /v1/payment_methods", "POST /v1/payments"}},
+		{"returning", []string{"POST /v1/payments/{id}/capture"}},
+		{"refund", []string{"POST /v1/payments/{id}/refunds"}},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := cmdTrace(context.Background(), []string{"--scenario", tc.scenario, "--url", e.URL, "--api-key", e.Key},
+				&out, &errb)
+			if code != 0 {
+				t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
+			}
+			s := out.String()
+			for _, want := range append(tc.routes, "sql", "provider_ms", "SQL statements") {
+				if !strings.Contains(s, want) {
+					t.Errorf("output lacks %q:\n%s", want, s)
+				}
+			}
+			if strings.Contains(s, "debug = true") {
+				t.Errorf("the server is in debug mode, but trace says it is not:\n%s", s)
+			}
+			if !regexp.MustCompile(`[0-9a-f]{32}`).MatchString(s) {
+				t.Errorf("output lacks trace IDs:\n%s", s)
+			}
+			t.Logf("\n%s", s)
+		})
+	}
+	var errb bytes.Buffer
+	if code := cmdTrace(context.Background(), []string{"--scenario", "nope", "--api-key", "k"}, io.Discard, &errb); code != 2 {
+		t.Errorf("unknown scenario: exit %d, want 2", code)
+	}
+}

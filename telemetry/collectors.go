@@ -1,0 +1,185 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/groupcommit"
+)
+
+// CacheStat is the running totals of one cache: an entity (api_key,
+// payment_method, ...) in one scope (process, server, global).
+type CacheStat struct {
+	Entity, Scope string
+	Hits          uint64 // lookups answered by the cache
+	Misses        uint64 // lookups the cache could not answer
+	Loads         uint64 // loads from the store after a miss
+	Evictions     uint64 // entries removed for size or age
+	Fallbacks     uint64 // lookups served by a lower scope because this one failed
+}
+
+// StageStat is a snapshot of the staged-capture backlog and of settlement.
+type StageStat struct {
+	Depth     int           // staged records waiting for settlement
+	OldestAge time.Duration // age of the oldest waiting record; 0 if none
+	Settled   uint64        // running total of captures settled
+}
+
+// StageStats returns the current StageStat. It is called at most once a
+// second (results are reused in between) with a context bounded to a
+// second, so it may read the store.
+type StageStats func(ctx context.Context) (StageStat, error)
+
+// GroupCommit gives the metrics collector the group-commit writer's totals.
+// Both functions must be cheap and safe for concurrent use; the stores'
+// CommitStats and QueueDepth are.
+type GroupCommit struct {
+	Stats      func() groupcommit.Stats
+	QueueDepth func() int
+}
+
+func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, name), help, labels, nil)
+}
+
+// cacheCollector turns a func() []CacheStat into counters per entity and scope.
+type cacheCollector struct {
+	stats                                     func() []CacheStat
+	hits, misses, loads, evictions, fallbacks *prometheus.Desc
+}
+
+func newCacheCollector(stats func() []CacheStat) *cacheCollector {
+	l := []string{"entity", "scope"}
+	return &cacheCollector{stats: stats,
+		hits:      desc("cache", "hits_total", "Cache lookups answered by the cache.", l...),
+		misses:    desc("cache", "misses_total", "Cache lookups the cache could not answer.", l...),
+		loads:     desc("cache", "loads_total", "Loads from the store after a cache miss.", l...),
+		evictions: desc("cache", "evictions_total", "Cache entries removed for size or age.", l...),
+		fallbacks: desc("cache", "fallbacks_total", "Lookups served by a lower scope because this scope failed.", l...),
+	}
+}
+
+func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.hits, c.misses, c.loads, c.evictions, c.fallbacks} {
+		ch <- d
+	}
+}
+
+func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.stats() {
+		for _, v := range []struct {
+			d *prometheus.Desc
+			n uint64
+		}{{c.hits, s.Hits}, {c.misses, s.Misses}, {c.loads, s.Loads}, {c.evictions, s.Evictions}, {c.fallbacks, s.Fallbacks}} {
+			ch <- prometheus.MustNewConstMetric(v.d, prometheus.CounterValue, float64(v.n), s.Entity, s.Scope)
+		}
+	}
+}
+
+// stageCollector reads StageStats at most once a second.
+type stageCollector struct {
+	stats                  StageStats
+	depth, oldest, settled *prometheus.Desc
+
+	mu   sync.Mutex
+	last StageStat
+	at   time.Time
+}
+
+// stageStatsInterval is the least time between two reads of StageStats.
+const stageStatsInterval = time.Second
+
+func newStageCollector(stats StageStats) *stageCollector {
+	return &stageCollector{stats: stats,
+		depth:   desc("stage", "backlog_records", "Staged captures waiting for settlement."),
+		oldest:  desc("stage", "backlog_oldest_age_seconds", "Age of the oldest staged capture waiting for settlement."),
+		settled: desc("settle", "captures_total", "Staged captures settled."),
+	}
+}
+
+func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.depth
+	ch <- c.oldest
+	ch <- c.settled
+}
+
+func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	if time.Since(c.at) >= stageStatsInterval {
+		ctx, cancel := context.WithTimeout(context.Background(), stageStatsInterval)
+		if s, err := c.stats(ctx); err == nil {
+			c.last = s
+		}
+		cancel()
+		c.at = time.Now()
+	}
+	s := c.last
+	c.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(s.Depth))
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestAge.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.settled, prometheus.CounterValue, float64(s.Settled))
+}
+
+// groupCommitCollector reports the committer's totals and queue depth.
+type groupCommitCollector struct {
+	gc                     GroupCommit
+	batches, writes, queue *prometheus.Desc
+}
+
+func newGroupCommitCollector(gc GroupCommit) *groupCommitCollector {
+	return &groupCommitCollector{gc: gc,
+		batches: desc("groupcommit", "batches_total", "Group-commit transactions committed."),
+		writes:  desc("groupcommit", "writes_total", "Writes committed by group commit."),
+		queue:   desc("groupcommit", "queue_depth", "Writes waiting for the group-commit writer."),
+	}
+}
+
+func (c *groupCommitCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.batches
+	ch <- c.writes
+	ch <- c.queue
+}
+
+func (c *groupCommitCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.gc.Stats != nil {
+		s := c.gc.Stats()
+		ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(s.Batches))
+		ch <- prometheus.MustNewConstMetric(c.writes, prometheus.CounterValue, float64(s.Items))
+	}
+	if c.gc.QueueDepth != nil {
+		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(c.gc.QueueDepth()))
+	}
+}
+
+// RegisterStore registers what store s can report: the group-commit totals
+// and queue depth if it has CommitStats and QueueDepth (package sqlite and
+// postgres do), and the staged-capture backlog if it has the
+// surgepay.StagedStore capability. Pass the store itself, not a decorator.
+func (t *Telemetry) RegisterStore(s any) error {
+	var errs []error
+	if gc, ok := s.(interface {
+		CommitStats() groupcommit.Stats
+		QueueDepth() int
+	}); ok {
+		errs = append(errs, t.RegisterGroupCommit(GroupCommit{Stats: gc.CommitStats, QueueDepth: gc.QueueDepth}))
+	}
+	if st, ok := s.(surgepay.StagedStore); ok {
+		errs = append(errs, t.RegisterStage(func(ctx context.Context) (StageStat, error) {
+			n, oldest, err := st.StagedBacklog(ctx)
+			if err != nil {
+				return StageStat{}, err
+			}
+			var age time.Duration
+			if n > 0 && !oldest.IsZero() {
+				age = time.Since(oldest)
+			}
+			return StageStat{Depth: n, OldestAge: age}, nil
+		}))
+	}
+	return errors.Join(errs...)
+}

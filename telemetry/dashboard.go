@@ -1,0 +1,150 @@
+package telemetry
+
+import (
+	"embed"
+	"encoding/json"
+	"io/fs"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+)
+
+//go:embed dashboard
+var dashboardFS embed.FS
+
+// DashboardHandler serves the live dashboard under /dashboard: the page,
+// its embedded assets (uPlot, MIT) and /dashboard/data, the last five
+// minutes computed from the registry's samples. No external network is
+// used. 404 when metrics are off.
+func (t *Telemetry) DashboardHandler() http.Handler {
+	mux := http.NewServeMux()
+	if !t.MetricsEnabled() {
+		mux.HandleFunc("/dashboard", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "the dashboard needs metrics (telemetry.metrics.enabled = true)", http.StatusNotFound)
+		})
+		return mux
+	}
+	sub, _ := fs.Sub(dashboardFS, "dashboard")
+	mux.HandleFunc("GET /dashboard", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := fs.ReadFile(sub, "index.html")
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Write(b)
+	})
+	mux.Handle("GET /dashboard/assets/", http.StripPrefix("/dashboard/", http.FileServerFS(sub)))
+	mux.HandleFunc("GET /dashboard/data", func(w http.ResponseWriter, r *http.Request) {
+		ring, seq := t.dash.snapshot()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		json.NewEncoder(w).Encode(dashboardData(ring, seq))
+	})
+	return mux
+}
+
+// series is a chart line; NaN encodes as null (a gap).
+type series []float64
+
+func (s series) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 8*len(s)+2)
+	b = append(b, '[')
+	for i, v := range s {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			b = append(b, "null"...)
+		} else {
+			b = strconv.AppendFloat(b, v, 'f', 3, 64)
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// data is the JSON of /dashboard/data: one point per sample interval,
+// columnar for uPlot. Rates are per second.
+type data struct {
+	Seq          uint64            `json:"seq"`     // samples taken since start
+	Samples      int               `json:"samples"` // samples in the ring
+	Time         series            `json:"t"`       // unix seconds
+	RPS          series            `json:"rps"`
+	ShedPS       series            `json:"shed_ps"`
+	P50          series            `json:"p50_ms"`
+	P95          series            `json:"p95_ms"`
+	P99          series            `json:"p99_ms"`
+	ErrorsPS     map[string]series `json:"errors_ps"`   // by code
+	PaymentsPS   map[string]series `json:"payments_ps"` // by outcome
+	Inflight     series            `json:"inflight"`
+	Backlog      series            `json:"backlog"`
+	BacklogAge   series            `json:"backlog_age_s"`
+	SettlePS     series            `json:"settle_ps"`
+	CacheHitRate series            `json:"cache_hit_pct"`
+	BatchSize    series            `json:"batch_size_avg"`
+	CommitsPS    series            `json:"commits_ps"`
+}
+
+func dashboardData(ring []sample, seq uint64) *data {
+	n := max(len(ring)-1, 0)
+	d := &data{Seq: seq, Samples: len(ring), ErrorsPS: map[string]series{}, PaymentsPS: map[string]series{}}
+	for _, p := range []*series{&d.Time, &d.RPS, &d.ShedPS, &d.P50, &d.P95, &d.P99, &d.Inflight, &d.Backlog,
+		&d.BacklogAge, &d.SettlePS, &d.CacheHitRate, &d.BatchSize, &d.CommitsPS} {
+		*p = make(series, n)
+	}
+	codes, outcomes := keys(ring, func(s sample) map[string]float64 { return s.errors }),
+		keys(ring, func(s sample) map[string]float64 { return s.payments })
+	for _, c := range codes {
+		d.ErrorsPS[c] = make(series, n)
+	}
+	for _, o := range outcomes {
+		d.PaymentsPS[o] = make(series, n)
+	}
+	for i := 0; i < n; i++ {
+		a, b := ring[i], ring[i+1]
+		secs := b.at.Sub(a.at).Seconds()
+		rate := func(x, y float64) float64 { return max(y-x, 0) / secs }
+		d.Time[i] = float64(b.at.UnixMilli()) / 1000
+		d.RPS[i] = rate(a.requests, b.requests)
+		d.ShedPS[i] = rate(a.shed, b.shed)
+		d.P50[i] = 1000 * quantile(.50, a.latency, b.latency)
+		d.P95[i] = 1000 * quantile(.95, a.latency, b.latency)
+		d.P99[i] = 1000 * quantile(.99, a.latency, b.latency)
+		for _, c := range codes {
+			d.ErrorsPS[c][i] = rate(a.errors[c], b.errors[c])
+		}
+		for _, o := range outcomes {
+			d.PaymentsPS[o][i] = rate(a.payments[o], b.payments[o])
+		}
+		d.Inflight[i], d.Backlog[i], d.BacklogAge[i] = b.inflight, b.backlog, b.backlogAge
+		d.SettlePS[i] = rate(a.settled, b.settled)
+		d.CacheHitRate[i] = ratio(100*(b.cacheHits-a.cacheHits), (b.cacheHits-a.cacheHits)+(b.cacheMisses-a.cacheMisses))
+		d.BatchSize[i] = ratio(b.batchSum-a.batchSum, b.batchCount-a.batchCount)
+		d.CommitsPS[i] = rate(a.batchCount, b.batchCount)
+		if b.batchCount == 0 { // no OnBatch histogram: the committer's totals
+			d.BatchSize[i] = ratio(b.writes-a.writes, b.batches-a.batches)
+			d.CommitsPS[i] = rate(a.batches, b.batches)
+		}
+	}
+	return d
+}
+
+func ratio(x, y float64) float64 {
+	if y <= 0 {
+		return math.NaN()
+	}
+	return x / y
+}
+
+func keys(ring []sample, m func(sample) map[string]float64) []string {
+	set := map[string]bool{}
+	for _, s := range ring {
+		for k := range m(s) {
+			set[k] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,204 @@
+// Package telemetry is surgepay's observability: Prometheus metrics on
+// their own registry, OpenTelemetry traces exported over OTLP/HTTP, the
+// per-request counters behind the debug headers, decorators that measure
+// and trace the store and the card-network provider, a redacting log
+// handler, and the live dashboard served on the admin listener.
+//
+// Telemetry never holds a request up: metrics are atomic counters, finished
+// spans go to a bounded queue that drops (and counts) when full, and
+// collectors that read the store run on scrapes, not on requests. Card
+// numbers never reach a metric label (labels are route patterns and fixed
+// codes), a span (no raw paths, no messages; exported spans are scrubbed of
+// card-number-like digit runs), or a log (see RedactingHandler).
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Options are the parts of a Telemetry that are not configuration.
+type Options struct {
+	// Service is the OpenTelemetry service.name. Default "surgepay".
+	Service string
+	// Exporter replaces the OTLP/HTTP exporter (tests use an in-memory one).
+	Exporter sdktrace.SpanExporter
+}
+
+// Telemetry holds the metrics registry, the tracer and the dashboard
+// sampler of one server. A nil *Telemetry is valid and produces nothing.
+// Safe for concurrent use.
+type Telemetry struct {
+	cfg    Config
+	reg    *prometheus.Registry
+	m      *metrics // nil when metrics are off
+	tp     *sdktrace.TracerProvider
+	tracer trace.Tracer // nil when tracing is off
+	prop   propagation.TextMapPropagator
+	dash   *sampler // nil when metrics are off
+
+	engineObservesPayments atomic.Bool
+}
+
+// New returns a Telemetry for cfg. With metrics on it starts the dashboard
+// sampler (one registry read a second); with tracing on it starts the
+// exporter's goroutine. Shutdown stops both.
+func New(cfg Config, opts Options) (*Telemetry, error) {
+	if err := cfg.Validate("telemetry."); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if opts.Service == "" {
+		opts.Service = "surgepay"
+	}
+	t := &Telemetry{cfg: cfg, reg: prometheus.NewRegistry(), prop: propagation.TraceContext{}}
+	if cfg.Metrics.Enabled {
+		t.m = newMetrics(t.reg)
+		t.dash = newSampler(t.reg, samplesMax, time.Second)
+	}
+	if cfg.Tracing.Enabled {
+		exp := opts.Exporter
+		if exp == nil {
+			var err error
+			if exp, err = newOTLPExporter(cfg.Tracing); err != nil {
+				t.Shutdown(context.Background())
+				return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
+			}
+		}
+		t.tp = newTracerProvider(cfg.Tracing, exp, t.m, opts.Service)
+		t.tracer = t.tp.Tracer("github.com/surgepay/surgepay")
+	}
+	return t, nil
+}
+
+// Config returns the configuration in effect.
+func (t *Telemetry) Config() Config {
+	if t == nil {
+		return Config{}
+	}
+	return t.cfg
+}
+
+// Shutdown stops the sampler and flushes spans waiting for export, within ctx.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	var errs []error
+	if t.dash != nil {
+		t.dash.stop()
+	}
+	if t.tp != nil {
+		errs = append(errs, t.tp.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// ForceFlush exports the spans waiting in the queue, within ctx.
+func (t *Telemetry) ForceFlush(ctx context.Context) error {
+	if !t.TracingEnabled() {
+		return nil
+	}
+	return t.tp.ForceFlush(ctx)
+}
+
+// Registry returns the Prometheus registry (empty when metrics are off).
+func (t *Telemetry) Registry() *prometheus.Registry { return t.reg }
+
+// MetricsEnabled reports whether metrics are recorded.
+func (t *Telemetry) MetricsEnabled() bool { return t != nil && t.m != nil }
+
+// TracingEnabled reports whether spans are made.
+func (t *Telemetry) TracingEnabled() bool { return t != nil && t.tracer != nil }
+
+// AccessLog reports whether the API writes an access line per request.
+func (t *Telemetry) AccessLog() bool { return t == nil || t.cfg.AccessLog }
+
+// Tracer returns the tracer, a no-op one when tracing is off.
+func (t *Telemetry) Tracer() trace.Tracer {
+	if !t.TracingEnabled() {
+		return noop.NewTracerProvider().Tracer("")
+	}
+	return t.tracer
+}
+
+// TracerProvider returns the tracer provider, a no-op one when tracing is off.
+func (t *Telemetry) TracerProvider() trace.TracerProvider {
+	if !t.TracingEnabled() {
+		return noop.NewTracerProvider()
+	}
+	return t.tp
+}
+
+// MetricsHandler serves the registry in the Prometheus text format (404
+// when metrics are off). A scrape is bounded: at most 2 at once, 10 s each.
+func (t *Telemetry) MetricsHandler() http.Handler {
+	if !t.MetricsEnabled() {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "metrics are off (telemetry.metrics.enabled = false)", http.StatusNotFound)
+		})
+	}
+	return promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{MaxRequestsInFlight: 2, Timeout: 10 * time.Second,
+		ErrorHandling: promhttp.ContinueOnError})
+}
+
+// RegisterCache adds cache counters per entity and scope, read from stats
+// at every scrape. stats must be cheap and safe for concurrent use.
+func (t *Telemetry) RegisterCache(stats func() []CacheStat) error {
+	if !t.MetricsEnabled() {
+		return nil
+	}
+	return t.reg.Register(newCacheCollector(stats))
+}
+
+// RegisterStage adds the staged-capture backlog and settlement gauges.
+func (t *Telemetry) RegisterStage(stats StageStats) error {
+	if !t.MetricsEnabled() {
+		return nil
+	}
+	return t.reg.Register(newStageCollector(stats))
+}
+
+// RegisterGroupCommit adds the group-commit totals and queue depth.
+func (t *Telemetry) RegisterGroupCommit(gc GroupCommit) error {
+	if !t.MetricsEnabled() {
+		return nil
+	}
+	return t.reg.Register(newGroupCommitCollector(gc))
+}
+
+// ObserveBatch records one group commit of size writes that took d. Its
+// signature is groupcommit.Committer.OnBatch's; safe for concurrent use
+// (PostgreSQL commits from several writers).
+func (t *Telemetry) ObserveBatch(size int, d time.Duration) {
+	if t.MetricsEnabled() {
+		t.m.batchSize.Observe(float64(size))
+		t.m.commitSeconds.Observe(d.Seconds())
+	}
+}
+
+// Shed counts a request refused for backpressure (ShedOverloaded,
+// ShedWriteQueueFull).
+func (t *Telemetry) Shed(reason string) {
+	if t.MetricsEnabled() {
+		t.m.shed.WithLabelValues(reason).Inc()
+	}
+}
+
+// ObserveError counts an error response of the route by error code.
+func (t *Telemetry) ObserveError(route, code string) {
+	if t.MetricsEnabled() {
+		t.m.errors.WithLabelValues(routeLabel(route), code).Inc()
+	}
+}

@@ -1,0 +1,165 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+func TestRedact(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"no digits", "no digits"},
+		{"card 4111111111111111 declined", "card [redacted] declined"},
+		{"4111 1111 1111 1111", "[redacted]"},
+		{"4111-1111-1111-1111!", "[redacted]!"},
+		{"amex 378282246310005", "amex [redacted]"},
+		{"short 12345678901", "short 12345678901"},
+		{"long 12345678901234567890123", "long 12345678901234567890123"},
+		{"ts 1700000000 and 42", "ts 1700000000 and 42"},
+	} {
+		if got := Redact(tc.in); got != tc.want {
+			t.Errorf("Redact(%q): got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestStackHasNoArguments(t *testing.T) {
+	var s string
+	func(pan string, n int) { s = Stack() }("4111111111111111", 0x1234567)
+	if strings.Contains(s, "0x1234567") || strings.Contains(s, "4111111111111111") {
+		t.Errorf("stack holds argument values:\n%s", s)
+	}
+	if !strings.Contains(s, "TestStackHasNoArguments") {
+		t.Errorf("stack lacks the frame:\n%s", s)
+	}
+}
+
+func TestRedactingHandler(t *testing.T) {
+	var b bytes.Buffer
+	log := slog.New(RedactingHandler(slog.NewJSONHandler(&b, nil))).With("card", "4242424242424242")
+	log.Info("charging 4111111111111111", "err", errors.New("bad card 5555555555554444"),
+		slog.Group("g", "n", "378282246310005"), "ok", "pay_123")
+	out := b.String()
+	for _, pan := range []string{"4242424242424242", "4111111111111111", "5555555555554444", "378282246310005"} {
+		if strings.Contains(out, pan) {
+			t.Errorf("log holds %s: %s", pan, out)
+		}
+	}
+	if !strings.Contains(out, "pay_123") || strings.Count(out, Redacted) != 4 {
+		t.Errorf("got %s, want 4 redactions and pay_123 kept", out)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	b := func(counts ...float64) []bucket {
+		les := []float64{1, 2, 4, math.Inf(1)}
+		out := make([]bucket, len(counts))
+		for i := range counts {
+			out[i] = bucket{le: les[i], count: counts[i]}
+		}
+		return out
+	}
+	prev, cur := b(0, 0, 0, 0), b(50, 90, 100, 100) // 50 ≤1, 40 in (1,2], 10 in (2,4]
+	for _, tc := range []struct{ q, want float64 }{{.5, 1}, {.7, 1.5}, {.95, 3}, {1, 4}} {
+		if got := quantile(tc.q, prev, cur); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("quantile(%v): got %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := quantile(.5, cur, cur); !math.IsNaN(got) {
+		t.Errorf("quantile of no observations: got %v, want NaN", got)
+	}
+	if got := quantile(.99, b(0, 0, 0, 0), b(0, 0, 0, 10)); got != 4 {
+		t.Errorf("quantile beyond the last bound: got %v, want the last bound 4", got)
+	}
+}
+
+// blockingExporter holds every export until released.
+type blockingExporter struct {
+	release chan struct{}
+	mu      sync.Mutex
+	spans   int
+}
+
+func (e *blockingExporter) ExportSpans(ctx context.Context, s []sdktrace.ReadOnlySpan) error {
+	<-e.release
+	e.mu.Lock()
+	e.spans += len(s)
+	e.mu.Unlock()
+	return nil
+}
+
+func (e *blockingExporter) Shutdown(context.Context) error { return nil }
+
+func TestSpanQueueDropsWhenFull(t *testing.T) {
+	exp := &blockingExporter{release: make(chan struct{})}
+	m := newMetrics(prometheus.NewRegistry())
+	const queue = 8
+	tp := newTracerProvider(TracingConfig{SampleRatio: 1, QueueSizeMax: queue}, exp, m, "test")
+	tr := tp.Tracer("t")
+	start := time.Now()
+	for i := 0; i < 2000; i++ {
+		_, sp := tr.Start(context.Background(), "s")
+		sp.End()
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("ending 2000 spans with a stuck exporter took %v: OnEnd blocked", d)
+	}
+	dropped := counterValue(t, m.spansDropped)
+	if dropped < 2000-queue-ExportBatchSizeMax-1 {
+		t.Errorf("dropped %v spans, want at least %d", dropped, 2000-queue-ExportBatchSizeMax-1)
+	}
+	close(exp.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := float64(exp.spans) + dropped; got != 2000 {
+		t.Errorf("exported %d + dropped %v = %v, want 2000", exp.spans, dropped, got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate("telemetry."); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	c.Tracing.Enabled, c.Tracing.SampleRatio, c.Tracing.QueueSizeMax, c.Tracing.Endpoint = true, 2, -1, "localhost:4318"
+	err := c.Validate("telemetry.")
+	for _, f := range []string{"telemetry.tracing.sample_ratio", "telemetry.tracing.queue_size_max", "telemetry.tracing.endpoint"} {
+		if err == nil || !strings.Contains(err.Error(), f) {
+			t.Errorf("got %v, want an error naming %s", err, f)
+		}
+	}
+	env := map[string]string{"SURGEPAY_TRACING_ENABLED": "true", "SURGEPAY_TRACING_SAMPLE_RATIO": "0.25",
+		"SURGEPAY_METRICS_ENABLED": "false"}
+	c = DefaultConfig()
+	if err := c.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Tracing.Enabled || c.Tracing.SampleRatio != .25 || c.Metrics.Enabled {
+		t.Errorf("ApplyEnv: got %+v", c)
+	}
+	if err := c.ApplyEnv(func(k string) string { return map[string]string{"SURGEPAY_ACCESS_LOG": "maybe"}[k] }); err == nil ||
+		!strings.Contains(err.Error(), "SURGEPAY_ACCESS_LOG") {
+		t.Errorf("got %v, want an error naming SURGEPAY_ACCESS_LOG", err)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
