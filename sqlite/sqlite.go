@@ -72,7 +72,7 @@ type Config struct {
 	// connection before failing with SQLITE_BUSY. Default 5s.
 	BusyTimeout time.Duration
 	// CheckpointInterval is how often a background connection copies the
-	// WAL into the database file. Default 250ms.
+	// WAL into the database file. Default 10ms.
 	CheckpointInterval time.Duration
 	// OnBatch, if set, observes every group commit (size, commit time).
 	OnBatch func(size int, d time.Duration)
@@ -84,7 +84,7 @@ const (
 	ReadConnsMax       = 64
 	BusyTimeoutDefault = 5 * time.Second
 	// CheckpointIntervalDefault is the default Config.CheckpointInterval.
-	CheckpointIntervalDefault = 250 * time.Millisecond
+	CheckpointIntervalDefault = 10 * time.Millisecond
 
 	// eventsPerWriteMax bounds Write.Events: events are one multi-row INSERT
 	// and SQLite binds at most 32766 parameters to a statement.
@@ -243,10 +243,13 @@ func (db *DB) Close() error {
 	return db.closeErr
 }
 
-// walAutocheckpointPages is the WAL size (in 4 KiB pages, about 80 MiB) at
-// which the writer checkpoints by itself, should the background
-// checkpointer fall behind.
-const walAutocheckpointPages = 20_000
+// walAutocheckpointPages is the WAL size (in 4 KiB pages, about 8 MiB) at
+// which the writer checkpoints by itself. The background checkpointer has
+// copied most frames by then, so the writer's checkpoint is short, and it
+// restarts the WAL: with 80 MiB the WAL never restarted under a steady
+// load, and p99 at 5,000 sales/s rose from 16 ms to 80 ms within seconds;
+// with 8 MiB and a 10 ms background interval it stayed near 25 ms.
+const walAutocheckpointPages = 2_000
 
 // checkpointLoop copies the WAL into the database every interval with a
 // PASSIVE checkpoint, which never blocks the writer or readers.

@@ -106,6 +106,9 @@ type SQLiteConfig struct {
 	QueueDepthMax int      `toml:"queue_depth_max"` // writes waiting; beyond: 503. Default 4096
 	FlushInterval Duration `toml:"flush_interval"`  // linger for a fuller batch; default 0
 	ReadConnsMax  int      `toml:"read_conns_max"`  // default 4
+	// CheckpointInterval is how often a background connection copies the
+	// WAL into the database file, so that no commit pays for it. Default 10ms.
+	CheckpointInterval Duration `toml:"checkpoint_interval"`
 }
 
 // PostgresConfig configures the PostgreSQL store.
@@ -157,7 +160,8 @@ func DefaultConfig() Config {
 	return Config{
 		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
 		InflightMax: 4096, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
-		SQLite:    SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4},
+		SQLite: SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4,
+			CheckpointInterval: Duration{10 * time.Millisecond}},
 		Postgres:  PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
 		Provider:  ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second}},
 		Cache:     cache.DefaultConfig(),

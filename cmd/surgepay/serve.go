@@ -225,7 +225,7 @@ func openStoreObserved(ctx context.Context, cfg Config, tel *telemetry.Telemetry
 	}
 	return sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLite.Path, BatchSizeMax: cfg.SQLite.BatchSizeMax,
 		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
-		ReadConnsMax: cfg.SQLite.ReadConnsMax, OnBatch: onBatch})
+		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration, OnBatch: onBatch})
 }
 
 func openProvider(cfg Config) (surgepay.Provider, error) {
