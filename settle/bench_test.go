@@ -29,7 +29,7 @@ func BenchmarkSettle(b *testing.B) {
 	}
 	wg.Wait()
 	cfg := e.config(nil)
-	cfg.BatchSizeMax, cfg.Workers, cfg.BatchWait = 500, 64, 10*time.Millisecond
+	cfg.BatchSizeMax, cfg.Workers, cfg.BatchWait = settle.BatchSizeMaxDefault, settle.WorkersDefault, 10*time.Millisecond
 	b.ResetTimer()
 	rep, err := settle.Run(context.Background(), cfg)
 	b.StopTimer()
