@@ -9,26 +9,12 @@
 # BENCH_RUN_DURATION and BENCH_MAX_RATE, and writes JSON and HTML into
 # bench/results/; a summary table is appended to bench/RESULTS.md.
 #
-# ---------------------------------------------------------------------------
-# TODO(lead): this script was written before `surgepay serve` existed. It
-# assumes the following; fix the names here if the server differs.
-#   - `surgepay serve --config FILE` starts the API server; FILE defaults to
-#     $BENCH_CONFIG (etc/surgepay.toml); if that file is missing the server
-#     is started without --config and configured by environment only.
-#   - Environment: SURGEPAY_DATA_DIR (data directory), SURGEPAY_LISTEN
-#     (127.0.0.1:PORT), SURGEPAY_STORAGE ("sqlite" for embedded, "postgres"),
-#     SURGEPAY_POSTGRES_DSN, SURGEPAY_SIM_LATENCY (card simulator latency,
-#     a Go duration: 0ms, 1s).
-#   - The server writes the dev API key to $SURGEPAY_DATA_DIR/dev-api-key
-#     on first start (when its store has no merchant); the script then waits
-#     for the listener to accept connections.
-#   - PostgreSQL runs share the database in SURGEPAY_BENCH_POSTGRES_DSN; each
-#     server gets a fresh SURGEPAY_POSTGRES_SCHEMA (bench_<stamp>_<n>), which
-#     the server is assumed to create, so that it starts with no merchant and
-#     writes a new dev key. The schemas are left behind for inspection.
-#   - The server has no Prometheus listener yet, so resources are sampled
-#     from /proc/PID (--server-pid). Switch to --server-metrics when it has.
-# ---------------------------------------------------------------------------
+# The server is configured by environment only: SURGEPAY_DATA_DIR, SURGEPAY_LISTEN,
+# SURGEPAY_ADMIN_LISTEN=off (so runs never collide on the admin port),
+# SURGEPAY_STORAGE, SURGEPAY_POSTGRES_DSN, SURGEPAY_POSTGRES_SCHEMA (a fresh
+# schema per server, created by the server, so that each starts with no
+# merchant and writes a new dev-api-key) and SURGEPAY_SIM_LATENCY. Resources
+# are sampled from /proc/PID.
 #
 # Knobs (environment), all bounded by default:
 #   BENCH_PORT            loopback port (default 18181)
@@ -104,6 +90,7 @@ start_server() {
 	server_count=$((server_count + 1))
 	SURGEPAY_DATA_DIR="$data" \
 		SURGEPAY_LISTEN="127.0.0.1:$port" \
+		SURGEPAY_ADMIN_LISTEN=off \
 		SURGEPAY_STORAGE="$storage" \
 		SURGEPAY_POSTGRES_DSN="${SURGEPAY_BENCH_POSTGRES_DSN:-}" \
 		SURGEPAY_POSTGRES_SCHEMA="bench_${stamp,,}_$server_count" \
