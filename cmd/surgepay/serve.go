@@ -22,6 +22,7 @@ import (
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/groupcommit"
 	"github.com/surgepay/surgepay/postgres"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/sqlite"
@@ -98,7 +99,7 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	a.closer = append(a.closer, func() { a.store.Close() })
-	if err := a.tel.RegisterStore(a.store); err != nil {
+	if err := a.registerStore(); err != nil {
 		return nil, err
 	}
 	prov, err := openProvider(cfg)
@@ -131,6 +132,21 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	a.eng.SetSettings(cfg.MerchantSettings())
 	ok = true
 	return a, nil
+}
+
+// registerStore reports the store's group commits to telemetry and, for
+// the embedded stage, its staged backlog (openStage reports JetStream's).
+func (a *app) registerStore() error {
+	if a.cfg.Stage.Kind != "jetstream" {
+		return a.tel.RegisterStore(a.store)
+	}
+	if gc, ok := a.store.(interface {
+		CommitStats() groupcommit.Stats
+		QueueDepth() int
+	}); ok {
+		return a.tel.RegisterGroupCommit(telemetry.GroupCommit{Stats: gc.CommitStats, QueueDepth: gc.QueueDepth})
+	}
+	return nil
 }
 
 // openStage returns the sealer and the external stage of the streamlined
@@ -167,6 +183,19 @@ func (a *app) openStage(ctx context.Context) (surgepay.Sealer, surgepay.Stage, e
 		return nil, nil, fmt.Errorf("stage: %w", err)
 	}
 	a.closer = append(a.closer, func() { js.Close() })
+	// The backlog waiting for settlement, on the dashboard and in /metrics
+	// (the embedded stage is reported by the store).
+	err = a.tel.RegisterStage(func(ctx context.Context) (telemetry.StageStat, error) {
+		depth, oldest, err := js.Backlog(ctx)
+		st := telemetry.StageStat{Depth: depth}
+		if !oldest.IsZero() {
+			st.OldestAge = time.Since(oldest)
+		}
+		return st, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
 	return sealer, js, nil
 }
 
