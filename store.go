@@ -89,9 +89,10 @@ type Write struct {
 }
 
 // StagedStore is the optional capability of a store that holds the
-// embedded stage. A Write holding only PaymentInsert and Staged, perhaps
-// Idempotency, costs ONE SQL statement (the budget of a streamlined sale);
-// with Events, two (the events are one multi-row statement). FetchStaged
+// embedded stage. A Write holding only PaymentInsert, perhaps Idempotency
+// and Staged, costs ONE SQL statement (the budget of a sale, streamlined
+// or standard); with Events, two (the events are one multi-row statement).
+// FetchStaged
 // returns at most the store's limit; StagedBacklog's time is the Created of
 // the record FetchStaged returns first, the zero time if there is none.
 type StagedStore interface {

@@ -353,7 +353,7 @@ func TestStatementCounts(t *testing.T) {
 		want    kinds
 		wantErr bool
 	}{
-		{"Purchase", func(ctx context.Context) error { return db.Apply(ctx, w) }, kinds{3, 0, 3, 0, 0}, false},
+		{"Purchase", func(ctx context.Context) error { return db.Apply(ctx, w) }, kinds{2, 0, 2, 0, 0}, false},
 		{"Update", func(ctx context.Context) error {
 			u := captured(p)
 			return db.Apply(ctx, &surgepay.Write{Idempotency: idem(m.ID, "u"), PaymentUpdate: u,

@@ -51,8 +51,8 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	if err := checkStaged(w); err != nil {
 		return nil, err
 	}
-	if isStagedSale(w) {
-		return newStagedSaleOp(it)
+	if isSale(w) {
+		return newSaleOp(it)
 	}
 	o := &op{item: it}
 	if r := w.Idempotency; r != nil {

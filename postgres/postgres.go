@@ -30,8 +30,10 @@
 //     deleted at the other, and autovacuum reclaims them. StagedBacklog
 //     counts the table, a scan of the backlog.
 //
-// A streamlined sale (payment, staged capture, idempotency record) is ONE
-// statement of data-modifying CTEs, and a batch of them one round trip.
+// A sale (payment, perhaps an idempotency record and a staged capture,
+// nothing else but events) is ONE statement of data-modifying CTEs, and a
+// batch of them without events one round trip; its events are a second
+// statement.
 package postgres
 
 import (

@@ -13,8 +13,9 @@ import (
 )
 
 // The embedded stage: staged capture records (surgepay.StagedStore) live
-// in the table staged_captures, written in the Write of their sale and
-// deleted by the Write that records their settlement (Write.StagedAck).
+// in the table staged_captures, written in the Write of their sale (one
+// statement with the payment, see isSale) and deleted by the Write that
+// records their settlement (Write.StagedAck).
 
 // Limits of the stage.
 const (
@@ -31,16 +32,18 @@ var _ surgepay.StagedStore = (*DB)(nil)
 
 const stagedCols = "id, merchant_id, payment_id, sealed, created"
 
-// The statements of the stage. A streamlined sale is one statement: its
-// parts are data-modifying CTEs, which PostgreSQL runs exactly once and
-// atomically with the statement. With an idempotency record, the payment
-// and staged INSERTs take their one row from a SELECT that yields it only
-// if the idempotency INSERT did (ON CONFLICT DO NOTHING yields none when
-// the key exists, after waiting for a transaction that holds it): the
-// statement stores all three rows or none, returns one row or none, and
-// never fails on a taken key. Parameters are typed by their target columns.
+// The statements of a sale (see isSale) and of the stage. A sale is one
+// statement: its parts are data-modifying CTEs, which PostgreSQL runs
+// exactly once and atomically with the statement. With an idempotency
+// record, the payment and staged INSERTs take their one row from a SELECT
+// that yields it only if the idempotency INSERT did (ON CONFLICT DO NOTHING
+// yields none when the key exists, after waiting for a transaction that
+// holds it): the statement stores all its rows or none, returns one row or
+// none, and never fails on a taken key. Without an idempotency record or a
+// staged record, a sale is sqlPaymentInsert alone. Parameters are typed by
+// their target columns.
 const (
-	sqlStagedSaleIdem = `WITH i AS (
+	sqlSaleIdemStaged = `WITH i AS (
 		INSERT INTO idempotency (merchant_id, key, request_hash, status_code, body, created)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING 1
 	), p AS (
@@ -53,7 +56,17 @@ const (
 		SELECT $31, $32, $33, $34, $35 WHERE EXISTS (SELECT FROM i)
 	)
 	SELECT 1 FROM i`
-	sqlStagedSale = `WITH p AS (
+	sqlSaleIdem = `WITH i AS (
+		INSERT INTO idempotency (merchant_id, key, request_hash, status_code, body, created)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING 1
+	), p AS (
+		INSERT INTO payments (` + paymentCols + `)
+		SELECT $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24,
+			$25, $26, $27, $28, $29, $30
+		WHERE EXISTS (SELECT FROM i)
+	)
+	SELECT 1 FROM i`
+	sqlSaleStaged = `WITH p AS (
 		INSERT INTO payments (` + paymentCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
 			$12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
 	)
@@ -70,12 +83,12 @@ func stagedArgs(r *surgepay.StagedRecord) []any {
 	return []any{r.ID, r.MerchantID, r.PaymentID, r.Sealed, dbTime(r.Created)}
 }
 
-// isStagedSale reports whether w is a streamlined sale, which one
-// statement stores: a PaymentInsert and a Staged record, perhaps an
-// Idempotency record and Events (a statement of their own), nothing else.
-// Any other Write takes the general path, one statement per part.
-func isStagedSale(w *surgepay.Write) bool {
-	return w.Staged != nil && w.PaymentInsert != nil &&
+// isSale reports whether w is a sale, which one statement stores: a
+// PaymentInsert, perhaps an Idempotency record, a Staged record and Events
+// (a statement of their own), nothing else. Any other Write takes the
+// general path, one statement per part.
+func isSale(w *surgepay.Write) bool {
+	return w.PaymentInsert != nil &&
 		w.Merchant == nil && w.APIKey == nil &&
 		w.CustomerInsert == nil && w.CustomerUpdate == nil && w.CustomerDelete == nil &&
 		w.PaymentMethodInsert == nil && w.PaymentMethodDelete == nil &&
@@ -94,27 +107,35 @@ func checkStaged(w *surgepay.Write) error {
 	return nil
 }
 
-// newStagedSaleOp returns the op of a streamlined sale (see isStagedSale).
-// With an idempotency record its one statement is the Write's guard; if
-// the Write has no events, nothing follows the guard and its failure
-// stores nothing, so it runs in the batch's last round (op.last) and a
-// batch of such sales is one round trip, COMMIT included.
-func newStagedSaleOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
+// newSaleOp returns the op of a sale (see isSale). With an idempotency
+// record its one statement is the Write's guard; if the Write has no
+// events, nothing follows the guard and its failure stores nothing, so it
+// runs in the batch's last round (op.last) and a batch of such sales is
+// one round trip, COMMIT included.
+func newSaleOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	w := it.Value
 	o := &op{item: it}
 	args, err := paymentArgs(w.PaymentInsert)
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, stagedArgs(w.Staged)...)
-	if r := w.Idempotency; r != nil {
+	if r := w.Staged; r != nil {
+		args = append(args, stagedArgs(r)...)
+	}
+	switch r := w.Idempotency; {
+	case r != nil:
 		g := idempotencyGuard(r)
-		g.sql = sqlStagedSaleIdem
+		g.sql = sqlSaleIdem
+		if w.Staged != nil {
+			g.sql = sqlSaleIdemStaged
+		}
 		g.args = append(g.args, args...)
 		o.idem, o.last = true, len(w.Events) == 0
 		o.guards = append(o.guards, g)
-	} else {
-		o.insert(surgepay.StmtInsert, sqlStagedSale, args...)
+	case w.Staged != nil:
+		o.insert(surgepay.StmtInsert, sqlSaleStaged, args...)
+	default:
+		o.insert(surgepay.StmtInsert, sqlPaymentInsert, args...)
 	}
 	if len(w.Events) > 0 {
 		o.insert(surgepay.StmtInsert, sqlEventsInsert, eventArgs(w.Events)...)

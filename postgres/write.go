@@ -32,13 +32,12 @@ import (
 //     (ECONFLICT); then COMMIT.
 //
 // A batch of inserts only is one round trip; of purchases, two; of
-// updates, three. A streamlined sale (see newStagedSaleOp) is one
-// statement whose idempotency guard needs no round of its own when the
-// sale has no events: it runs in round 3, so a batch of such sales is one
-// round trip. The rare Write with more than one row guard runs
-// between rounds 2 and 3 under a savepoint, one round trip each. Guard
-// statements within a round are sorted by row, so that concurrent batches
-// lock rows in one order.
+// updates, three. A sale (see newSaleOp) is one statement whose
+// idempotency guard needs no round of its own when the sale has no
+// events: it runs in round 3, so a batch of such sales is one round trip.
+// The rare Write with more than one row guard runs between rounds 2 and 3
+// under a savepoint, one round trip each. Guard statements within a round
+// are sorted by row, so that concurrent batches lock rows in one order.
 //
 // If the batch fails before COMMIT (a deadlock, a bad value, a broken
 // connection), nothing of it is stored and each Write is retried alone in
@@ -87,7 +86,7 @@ type op struct {
 	inserts []stmt  // run if every guard held
 	idem    bool    // guards[0] is the idempotency insert
 	// last reports that o's one guard is its only statement and stores
-	// nothing if it fails (a streamlined sale, see newStagedSaleOp): it
+	// nothing if it fails (a sale without events, see newSaleOp): it
 	// runs in the last round, with COMMIT, not in a guard round.
 	last bool
 

@@ -20,14 +20,14 @@
 //     while a DB is open (the writer would meet SQLITE_BUSY).
 //   - Times are stored as Unix nanoseconds: years 1678 to 2262.
 //
-// The DB is also the embedded stage (surgepay.StagedStore, see stage.go):
-// a streamlined sale's Write (payment, staged capture, idempotency record)
-// is ONE statement, an INSERT into the view staged_sales whose trigger
-// writes the three rows (migrations/0002_stage.sql). On SQLite this is a
-// matter of the statement budget, not of speed: on the writer, one
-// statement and three cost the same CPU (about 28 µs a Write, commit
-// included, measured on a 2-core machine), since SQLite runs in process and
-// the b-tree work is the same.
+// The DB is also the embedded stage (surgepay.StagedStore, see stage.go).
+// A sale's Write (payment, perhaps an idempotency record and a staged
+// capture, nothing else but events) is ONE statement, an INSERT into the
+// view sales whose trigger writes the rows (migrations/0003_sale.sql); its
+// events are a second. On SQLite this is a matter of the statement budget,
+// not of speed: on the writer, one statement and three cost the same CPU
+// (about 28 µs a Write, commit included, measured on a 2-core machine),
+// since SQLite runs in process and the b-tree work is the same.
 package sqlite
 
 import (

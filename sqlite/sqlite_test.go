@@ -259,7 +259,7 @@ func TestApplyErrBusyReturns(t *testing.T) {
 }
 
 // BenchmarkApplyPurchaseParallel measures group-committed purchases (an
-// idempotency record, a payment and two events; three statements) from many
+// idempotency record, a payment and two events; two statements) from many
 // goroutines, each Apply durable (WAL, synchronous=FULL) on return.
 func BenchmarkApplyPurchaseParallel(b *testing.B) {
 	db := open(b, sqlite.Config{})
@@ -325,7 +325,7 @@ func TestStagedDurableAcrossReopen(t *testing.T) {
 // BenchmarkApplyStagedSaleParallel measures group-committed streamlined
 // sales (idempotency record, payment and staged capture: ONE statement)
 // from many goroutines, each Apply durable on return; compare
-// BenchmarkApplyPurchaseParallel (three statements).
+// BenchmarkApplyPurchaseParallel (two statements).
 func BenchmarkApplyStagedSaleParallel(b *testing.B) {
 	db := open(b, sqlite.Config{})
 	m := newMerchant(b, db)

@@ -15,8 +15,9 @@ import (
 )
 
 // The embedded stage: staged capture records (surgepay.StagedStore) live
-// in the table staged_captures, written in the Write of their sale and
-// deleted by the Write that records their settlement (Write.StagedAck).
+// in the table staged_captures, written in the Write of their sale (one
+// statement with the payment, see isSale) and deleted by the Write that
+// records their settlement (Write.StagedAck).
 
 // Limits of the stage.
 const (
@@ -47,24 +48,24 @@ func scanStaged(r scanner) (*surgepay.StagedRecord, error) {
 	return &rec, nil
 }
 
-// stagedSaleCols are the columns of the view staged_sales (migration
-// 0002): the idempotency record, the payment and the staged record.
-const stagedSaleCols = "idem_merchant_id, idem_key, idem_request_hash, idem_status_code, idem_body, idem_created, " +
+// saleCols are the columns of the view sales (migration 0003): the
+// idempotency record, the payment and the staged record.
+const saleCols = "idem_merchant_id, idem_key, idem_request_hash, idem_status_code, idem_body, idem_created, " +
 	paymentCols + ", staged_id, staged_merchant_id, staged_payment_id, staged_sealed, staged_created"
 
-// stagedSaleColsN is the number of columns in stagedSaleCols.
-const stagedSaleColsN = 6 + 24 + 5
+// saleColsN is the number of columns in saleCols.
+const saleColsN = 6 + 24 + 5
 
-// stagedSaleConflict is the message the trigger of staged_sales raises
-// when the idempotency key exists.
-const stagedSaleConflict = "surgepay: idempotency_key_exists"
+// saleConflict is the message the trigger of sales raises when the
+// idempotency key exists.
+const saleConflict = "surgepay: idempotency_key_exists"
 
-// isStagedSale reports whether w is a streamlined sale, which one INSERT
-// INTO staged_sales stores: a PaymentInsert and a Staged record, perhaps an
-// Idempotency record and Events, nothing else. Any other Write takes the
+// isSale reports whether w is a sale, which one INSERT INTO sales stores: a
+// PaymentInsert, perhaps an Idempotency record, a Staged record and Events
+// (a statement of their own), nothing else. Any other Write takes the
 // general path, one statement per part.
-func isStagedSale(w *surgepay.Write) bool {
-	return w.Staged != nil && w.PaymentInsert != nil &&
+func isSale(w *surgepay.Write) bool {
+	return w.PaymentInsert != nil &&
 		w.Merchant == nil && w.APIKey == nil &&
 		w.CustomerInsert == nil && w.CustomerUpdate == nil && w.CustomerDelete == nil &&
 		w.PaymentMethodInsert == nil && w.PaymentMethodDelete == nil &&
@@ -82,29 +83,34 @@ func checkStaged(w *surgepay.Write) error {
 	return nil
 }
 
-// insertStagedSale stores a streamlined sale (see isStagedSale) with one
-// counted statement; the Write's events, if any, are a second.
-func (w *writer) insertStagedSale(ctx context.Context, wr *surgepay.Write) error {
+// insertSale stores a sale (see isSale) with one counted statement; the
+// Write's events, if any, are a second.
+func (w *writer) insertSale(ctx context.Context, wr *surgepay.Write) error {
 	p := wr.PaymentInsert
 	payment, err := paymentArgs(p)
 	if err != nil {
-		return fmt.Errorf("insert staged sale %s: %w", p.ID, err)
+		return fmt.Errorf("insert sale %s: %w", p.ID, err)
 	}
-	args := make([]any, 0, stagedSaleColsN)
+	args := make([]any, 0, saleColsN)
 	if r := wr.Idempotency; r != nil {
 		args = append(args, idempotencyArgs(r)...)
 	} else {
 		args = append(args, nil, nil, nil, nil, nil, nil) // idem_key NULL: no record
 	}
-	args = append(append(args, payment...), stagedArgs(wr.Staged)...)
-	_, err = exec(ctx, surgepay.StmtInsert, w.insStagedSale, args...)
+	args = append(args, payment...)
+	if r := wr.Staged; r != nil {
+		args = append(args, stagedArgs(r)...)
+	} else {
+		args = append(args, nil, nil, nil, nil, nil) // staged_id NULL: no record
+	}
+	_, err = exec(ctx, surgepay.StmtInsert, w.insSale, args...)
 	var se interface{ Code() int }
 	if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_TRIGGER &&
-		strings.Contains(err.Error(), stagedSaleConflict) {
+		strings.Contains(err.Error(), saleConflict) {
 		return errIdempotencyExists()
 	}
 	if err != nil {
-		return fmt.Errorf("insert staged sale %s: %w", p.ID, err)
+		return fmt.Errorf("insert sale %s: %w", p.ID, err)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ type writer struct {
 	insPaymentMethod, delPaymentMethod                        *sql.Stmt
 	insPayment, updPayment, paymentVersion                    *sql.Stmt
 	purgeIdempotency                                          *sql.Stmt
-	insStagedSale, insStaged, delStaged                       *sql.Stmt
+	insSale, insStaged, delStaged                             *sql.Stmt
 	insEvents                                                 [eventStmtsCached + 1]*sql.Stmt // by rows; [0] unused
 }
 
@@ -83,7 +83,7 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.updPayment, "UPDATE payments SET " + setCols(paymentCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
 		{&w.paymentVersion, "SELECT version FROM payments WHERE merchant_id = ? AND id = ?"},
 		{&w.purgeIdempotency, "DELETE FROM idempotency WHERE (merchant_id, key) IN (SELECT merchant_id, key FROM idempotency WHERE created < ? LIMIT ?)"},
-		{&w.insStagedSale, "INSERT INTO staged_sales (" + stagedSaleCols + ") VALUES " + placeholders(stagedSaleColsN)},
+		{&w.insSale, "INSERT INTO sales (" + saleCols + ") VALUES " + placeholders(saleColsN)},
 		{&w.insStaged, insertSQL("staged_captures", stagedCols)},
 		// One statement for any number of IDs: a JSON array bound as one parameter.
 		{&w.delStaged, "DELETE FROM staged_captures WHERE id IN (SELECT value FROM json_each(?))"},
@@ -122,7 +122,7 @@ func (w *writer) close() error {
 	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
 		w.insIdempotency, w.insMerchant, w.insAPIKey, w.insCustomer, w.updCustomer, w.delCustomer,
 		w.delCustomerMethods, w.customerVersion, w.insPaymentMethod, w.delPaymentMethod, w.insPayment,
-		w.updPayment, w.paymentVersion, w.purgeIdempotency, w.insStagedSale, w.insStaged, w.delStaged} {
+		w.updPayment, w.paymentVersion, w.purgeIdempotency, w.insSale, w.insStaged, w.delStaged} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -311,11 +311,12 @@ func errIdempotencyExists() error {
 }
 
 // applyWrite runs the statements of one Write in the order of its fields;
-// a streamlined sale is one statement (see isStagedSale), plus its events.
-// A failed guard is returned as a *surgepay.Error.
+// a sale (idempotency record, payment, staged record) is one statement (see
+// isSale), plus its events. A failed guard is returned as a
+// *surgepay.Error.
 func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
-	if isStagedSale(wr) {
-		if err := w.insertStagedSale(ctx, wr); err != nil {
+	if isSale(wr) {
+		if err := w.insertSale(ctx, wr); err != nil {
 			return err
 		}
 		return w.insertEvents(ctx, wr.Events)

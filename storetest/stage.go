@@ -265,14 +265,16 @@ func testStagedSaleIdempotencyConflict(t *testing.T, s surgepay.Store) {
 
 // testStagedSaleStoresWhatGeneralPathStores checks that the one statement
 // of a staged sale stores the rows the general path stores: the same
-// payment, idempotency record and staged record stored by three
-// statements (two Writes) read back identically, for a payment with every
-// field set and for a minimal one (NULL columns).
+// payment, idempotency record and staged record, stored by a Write that a
+// PaymentMethodDelete of a missing card sends down the general path (four
+// statements), read back identically, for a payment with every field set
+// and for a minimal one (NULL columns).
 func testStagedSaleStoresWhatGeneralPathStores(t *testing.T, s surgepay.Store) {
 	ss := stagedStore(t, s)
 	m := newMerchant(t, s)
 	minimal := minimalPayment(m.ID, surgepay.StatusSucceeded)
 	minimal.Updated = time.Time{}
+	var want []*surgepay.StagedRecord
 	for _, tc := range []struct {
 		name string
 		p    *surgepay.Payment
@@ -295,13 +297,13 @@ func testStagedSaleStoresWhatGeneralPathStores(t *testing.T, s surgepay.Store) {
 		}
 		wantStatements(t, tc.name+": staged sale", c, stmtKinds{1, 0, 1, 0, 0})
 		ctx, c = ctxCounter(t)
-		if err := s.Apply(ctx, &surgepay.Write{Idempotency: &rb, PaymentInsert: pb}); err != nil {
-			t.Fatalf("%s: Apply(payment): %v", tc.name, err)
+		err := s.Apply(ctx, &surgepay.Write{Idempotency: &rb, PaymentInsert: pb, Staged: &sb,
+			PaymentMethodDelete: missingPaymentMethod(m.ID)})
+		if err != nil {
+			t.Fatalf("%s: Apply(general path): %v", tc.name, err)
 		}
-		if err := s.Apply(ctx, &surgepay.Write{Staged: &sb}); err != nil {
-			t.Fatalf("%s: Apply(staged): %v", tc.name, err)
-		}
-		wantStatements(t, tc.name+": general path", c, stmtKinds{3, 0, 3, 0, 0})
+		wantStatements(t, tc.name+": general path", c, stmtKinds{4, 0, 3, 0, 1})
+		want = append(want, sa, &sb)
 
 		gotA, gotB := findPayment(t, s, m.ID, pa.ID), findPayment(t, s, m.ID, pb.ID)
 		if d := diff(pa, gotA); d != "" {
@@ -325,8 +327,8 @@ func testStagedSaleStoresWhatGeneralPathStores(t *testing.T, s surgepay.Store) {
 		}
 	}
 	recs := fetchStaged(t, ss, "", stagedFetchAll)
-	if len(recs) != 4 {
-		t.Fatalf("FetchStaged = %d records, want 4", len(recs))
+	if d := diff(sortedStaged(want...), recs); d != "" {
+		t.Errorf("FetchStaged: staged sales' and general path's records (-want +got):\n%s", d)
 	}
 	for _, r := range recs {
 		if p := findPayment(t, s, m.ID, r.PaymentID); r.MerchantID != p.MerchantID {

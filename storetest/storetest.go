@@ -21,7 +21,10 @@
 //   - ListEvents returns a payment's events in the order they were written
 //     (the order of Write.Events, then of the Writes), whatever their IDs.
 //   - Reads count one statement each and writes one statement per row kind
-//     (see StatementCounts); events of one Write are one statement.
+//     (see StatementCounts); events of one Write are one statement. A sale
+//     (PaymentInsert, perhaps Idempotency, nothing else but Events) is ONE
+//     statement, two with Events, stored or refused (see
+//     SaleStatementCounts): the standard purchase is two.
 //   - Close may be called more than once (the suite closes the store in one
 //     subtest and open's cleanup closes it again); Apply after Close
 //     returns an error.
@@ -29,7 +32,7 @@
 //     Applies must be committed in fewer batches than writes.
 //   - A store with the surgepay.StagedStore capability stores a streamlined
 //     sale (PaymentInsert and Staged, perhaps Idempotency) with ONE
-//     statement, two with Events; Write.StagedAck is one DELETE, and
+//     statement too, two with Events; Write.StagedAck is one DELETE, and
 //     acknowledging a record that is gone is not an error. The staged
 //     tests skip a store without the capability.
 //
@@ -97,6 +100,10 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 		{"StatementCounts", testStatementCounts},
 		{"GroupCommitConcurrentApplies", testGroupCommitConcurrentApplies},
 		{"ApplyAfterCloseErr", testApplyAfterCloseErr},
+
+		{"SaleStatementCounts", testSaleStatementCounts},
+		{"SaleIdempotencyConflict", testSaleIdempotencyConflict},
+		{"SaleStoresWhatGeneralPathStores", testSaleStoresWhatGeneralPathStores},
 
 		{"StagedSaleStatementCounts", testStagedSaleStatementCounts},
 		{"StagedSaleIdempotencyConflict", testStagedSaleIdempotencyConflict},
