@@ -14,6 +14,8 @@ import (
 	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/settle"
 	"github.com/surgepay/surgepay/stage"
+	"github.com/surgepay/surgepay/stage/jetstream"
+	"github.com/surgepay/surgepay/stage/stagetest"
 )
 
 // streamlinedEnv is an env whose merchant A is on the streamlined path with
@@ -204,4 +206,50 @@ func TestSwitchPathUnderLoad(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestStreamlinedSaleOnJetStream pins the budget of a streamlined sale on
+// the production stage: one SQL write statement and one publish, no read;
+// settlement then captures it from JetStream.
+func TestStreamlinedSaleOnJetStream(t *testing.T) {
+	for _, b := range testenv.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			nats := stagetest.StartNATS(t)
+			js, err := jetstream.Open(context.Background(), jetstream.Config{URL: nats.URL,
+				Stream: "T_" + strings.ToUpper(b.Name), Subject: "t." + b.Name + ".captures"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { js.Close() })
+			pub, priv, err := stage.GenerateKeys()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sealer, _ := stage.NewSealer(pub)
+			opener, _ := stage.NewOpener(priv)
+			e := newEnvWith(t, b.Open(t), func(c *engine.Config) { c.Sealer, c.Stage = sealer, js })
+			e.setPath(e.merchants[0], surgepay.PathStreamlined, "minimal")
+			cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+			r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1500, "automatic"), "js-1")
+			if r.Status != 200 || captureTx(t, r)["status"] != "pending" {
+				t.Fatalf("sale: %d %s", r.Status, r.Raw)
+			}
+			if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=1 select=0 ") {
+				t.Fatalf("Surgepay-Sql %q, want total=1 select=0", sql)
+			}
+			if depth, _, err := js.Backlog(context.Background()); err != nil || depth != 1 {
+				t.Fatalf("JetStream backlog %d, %v; want 1", depth, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rep, err := settle.Run(ctx, settle.Config{Store: e.store, Provider: e.sim, Opener: opener,
+				Consumer: js, UntilEmpty: true, BatchWait: 50 * time.Millisecond})
+			if err != nil || rep.Captured != 1 {
+				t.Fatalf("settle: %v %+v", err, rep)
+			}
+			if fx := e.sim.Effects(r.str("id")); fx.Captures != 1 {
+				t.Fatalf("network captured %d times", fx.Captures)
+			}
+		})
+	}
 }
