@@ -134,6 +134,18 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	return a, nil
 }
 
+// storeReachableTimeout bounds the store probe of /readyz.
+const storeReachableTimeout = time.Second
+
+// storeReachable reports whether the store answers a read: a lookup of a
+// merchant that does not exist, which costs one indexed SELECT.
+func (a *app) storeReachable(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, storeReachableTimeout)
+	defer cancel()
+	_, err := a.store.FindMerchant(ctx, "mer_readiness_probe")
+	return err == nil || surgepay.ErrorCode(err) == surgepay.ENOTFOUND
+}
+
 // registerStore reports the store's group commits to telemetry and, for
 // the embedded stage, its staged backlog (openStage reports JetStream's).
 func (a *app) registerStore() error {
@@ -395,7 +407,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := serveAdminWith(bg, aln, adminConfig{Ready: ready.Load, Telemetry: a.tel,
+			isReady := func() bool { return ready.Load() && a.storeReachable(bg) }
+			if err := serveAdminWith(bg, aln, adminConfig{Ready: isReady, Telemetry: a.tel,
 				Config: func() any { return current.Load().Redacted() }}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
