@@ -462,19 +462,30 @@ func purgeLoop(ctx context.Context, eng *engine.Engine, log *slog.Logger) {
 	}
 }
 
-func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, path := configFlags("migrate", args, stderr)
+// commandConfig parses a command's flags (--config), loads and validates
+// the configuration and makes its data folder. A code of 0 or more is the
+// exit code of a failure, already reported on stderr; -1 means go on.
+func commandConfig(name string, args []string, stderr io.Writer) (Config, int) {
+	fs, path := configFlags(name, args, stderr)
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return Config{}, 2
 	}
 	cfg, err := LoadConfig(*path, envOS)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 2
+		return Config{}, 2
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 1
+		return Config{}, 1
+	}
+	return cfg, -1
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, code := commandConfig("migrate", args, stderr)
+	if code >= 0 {
+		return code
 	}
 	st, err := openStore(ctx, cfg)
 	if err != nil {
@@ -557,18 +568,9 @@ func cmdTax(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	file := args[1]
-	fs, path := configFlags("tax import", args[2:], stderr)
-	if err := fs.Parse(args[2:]); err != nil {
-		return 2
-	}
-	cfg, err := LoadConfig(*path, envOS)
-	if err != nil {
-		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 2
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 1
+	cfg, code := commandConfig("tax import", args[2:], stderr)
+	if code >= 0 {
+		return code
 	}
 	dst := filepath.Join(cfg.DataDir, "tax-rates.csv")
 	t, err := tax.Import(file, dst)
