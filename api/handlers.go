@@ -91,11 +91,7 @@ func (s *Server) listCustomers(w http.ResponseWriter, r *http.Request, call *eng
 	if err != nil {
 		return err
 	}
-	data := make([]any, len(cs))
-	for i, c := range cs {
-		data[i] = customerOf(c)
-	}
-	return s.write(w, r, nil, listJSON{Object: "list", Data: data, HasMore: more}, nil)
+	return s.write(w, r, nil, listOf(cs, more, customerOf), nil)
 }
 
 func (s *Server) createPaymentMethod(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
@@ -136,11 +132,7 @@ func (s *Server) listPaymentMethods(w http.ResponseWriter, r *http.Request, call
 	if err != nil {
 		return err
 	}
-	data := make([]any, len(pms))
-	for i, pm := range pms {
-		data[i] = paymentMethodOf(pm)
-	}
-	return s.write(w, r, nil, listJSON{Object: "list", Data: data, HasMore: more}, nil)
+	return s.write(w, r, nil, listOf(pms, more, paymentMethodOf), nil)
 }
 
 func (s *Server) deletePaymentMethod(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
@@ -198,11 +190,7 @@ func (s *Server) listPayments(w http.ResponseWriter, r *http.Request, call *engi
 	if err != nil {
 		return err
 	}
-	data := make([]any, len(ps))
-	for i, p := range ps {
-		data[i] = paymentOf(p)
-	}
-	return s.write(w, r, nil, listJSON{Object: "list", Data: data, HasMore: more}, nil)
+	return s.write(w, r, nil, listOf(ps, more, paymentOf), nil)
 }
 
 func (s *Server) amountOp(w http.ResponseWriter, r *http.Request, call *engine.Call,
@@ -255,11 +243,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, call *engine
 	if err != nil {
 		return notFoundParam(err, "id")
 	}
-	data := make([]any, len(evs))
-	for i, e := range evs {
-		data[i] = eventOf(e)
-	}
-	return s.write(w, r, nil, listJSON{Object: "list", Data: data}, nil)
+	return s.write(w, r, nil, listOf(evs, false, eventOf), nil)
 }
 
 // notFoundParam sets the param of an ENOTFOUND error that has none.
@@ -304,4 +288,13 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// listOf is a page of items in their API representation.
+func listOf[T, J any](items []T, more bool, toJSON func(T) J) listJSON {
+	data := make([]any, len(items))
+	for i, it := range items {
+		data[i] = toJSON(it)
+	}
+	return listJSON{Object: "list", Data: data, HasMore: more}
 }

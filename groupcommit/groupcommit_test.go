@@ -87,7 +87,7 @@ func TestQueueFullIsBackpressure(t *testing.T) {
 	submit := func(v int) { defer wg.Done(); _ = c.Submit(context.Background(), v) }
 	wg.Add(1)
 	go submit(0)
-	<-entered // the writer holds item 0 in its commit
+	<-entered                 // the writer holds item 0 in its commit
 	for i := 1; i <= 2; i++ { // two more fill the queue
 		wg.Add(1)
 		go submit(i)
