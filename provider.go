@@ -77,6 +77,12 @@ type ProviderResult struct {
 	Amount      int64
 	Operation   string // for Lookup: TxAuthorization, TxCapture, TxVoid or TxRefund.
 	Captured    bool   // for an authorization: it was a sale.
+	// PaymentID is, for an authorization, the payment ID the provider
+	// recorded with the FIRST request under this idempotency key: a replay
+	// (a retry after a crash, which made a new payment ID) answers with the
+	// original's, so the engine stores the payment under the ID the network
+	// knows. Empty if the provider does not echo it.
+	PaymentID string
 }
 
 // Provider error outcomes.

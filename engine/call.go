@@ -123,9 +123,12 @@ func (e *Engine) attach(call *Call, w *surgepay.Write, v any, err error) {
 		RequestHash: call.RequestHash, StatusCode: status, Body: body, Created: e.now()}
 }
 
-// apply stores w and, once durable, remembers its idempotency record.
+// apply stores w and, once durable, remembers its idempotency record. If
+// w is not stored, the answer attach rendered for it is dropped: the client
+// must get the error (and retry), never an answer that was not stored.
 func (e *Engine) apply(ctx context.Context, call *Call, w *surgepay.Write) error {
 	if err := e.store.Apply(ctx, w); err != nil {
+		call.RenderedBody, call.RenderedStatus = nil, 0
 		return err
 	}
 	if w.Idempotency != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -111,6 +112,9 @@ func (e *Engine) CreatePayment(ctx context.Context, call *Call, in *PaymentInput
 		}
 		p := e.newPayment(call, in, pm, taxInfo, taxAmt)
 		res, perr := e.authorize(ctx, call, p, pm, in, !streamlined)
+		if perr == nil {
+			e.adoptPaymentID(call, p, res)
+		}
 		var rerr error
 		if streamlined && perr == nil && res.Approved {
 			out, rerr = e.recordStreamlined(ctx, call, p, res, set)
@@ -138,6 +142,25 @@ func authorizeKey(call *Call, p *surgepay.Payment) string {
 		return "auth/" + call.MerchantID + "/" + call.keyDigest()
 	}
 	return p.ID + "/authorization"
+}
+
+// adoptPaymentID gives p the payment ID the provider recorded with the
+// first authorization under this Idempotency-Key. They differ only when an
+// earlier attempt reached the network and then died before its payment was
+// stored (a crash, a failed commit): the retry made a new ID, the network
+// replayed the first authorization. Taking the network's ID keeps the two
+// records matching by ID; the payment was never stored under either.
+func (e *Engine) adoptPaymentID(call *Call, p *surgepay.Payment, res *surgepay.ProviderResult) {
+	id := res.PaymentID
+	if call.IdempotencyKey == "" || id == "" || id == p.ID {
+		return
+	}
+	if len(id) != len(p.ID) || !strings.HasPrefix(id, "pay_") {
+		e.log.Warn("provider answered with a malformed payment ID; keeping ours", "payment", p.ID)
+		return
+	}
+	e.log.Info("retried payment takes the ID of its first authorization", "payment", id, "attempt", p.ID)
+	p.ID = id
 }
 
 // authorize asks the provider to authorize p; with capture (a standard

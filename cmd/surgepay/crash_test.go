@@ -481,6 +481,19 @@ func (r *crashRun) verifyOne(ctx context.Context, id string) {
 			id, got.Status, got.AmountTotal, got.AmountCaptured, got.AmountRefunded,
 			want.status, want.total, want.captured, want.refunded, want.lastPath)
 	}
+	// The network knows the payment by the same ID, also when the create
+	// was retried after a SIGKILL that came between its authorization and
+	// its commit (the retry takes the first authorization's payment ID).
+	var fx struct {
+		Authorizations int   `json:"authorizations"`
+		AmountCaptured int64 `json:"amount_captured"`
+	}
+	sim := &client{base: r.simURL, hc: &http.Client{Timeout: requestTimeout}}
+	if resp, err := sim.do(ctx, "GET", "/v1/effects?payment="+id, "", nil); err != nil || resp.status != http.StatusOK {
+		r.errorf("simulator effects of %s: %v %v", id, err, resp)
+	} else if err := json.Unmarshal(resp.body, &fx); err != nil || fx.Authorizations != 1 || fx.AmountCaptured != got.AmountCaptured {
+		r.errorf("the network's record of payment %s: %s; want 1 authorization and %d captured", id, resp.body, got.AmountCaptured)
+	}
 }
 
 // listed is a payment as GET /v1/payments lists it.

@@ -51,6 +51,18 @@ func testAuthorizeReplay(t *testing.T, h *harness) {
 	if second.Reference != first.Reference {
 		t.Fatalf("replay: got Reference %q, want the first %q", second.Reference, first.Reference)
 	}
+	// A retry after a crash carries a new payment ID; the answer names the
+	// payment the network recorded first, so the engine stores that one.
+	ctx, cancel := h.ctx()
+	defer cancel()
+	retry := authReq(key, CardVisa, 1500, false)
+	retry.PaymentID = "pay_retried"
+	third, err := h.p.Authorize(ctx, retry)
+	h.approved("replay with a new payment ID", third, err)
+	if first.PaymentID != "pay_"+key || third.PaymentID != first.PaymentID {
+		t.Fatalf("payment IDs: first answer %q (sent %q), replay %q; want the first sent on both",
+			first.PaymentID, "pay_"+key, third.PaymentID)
+	}
 	// One authorization exists: it captures once.
 	res, err := h.capture(h.key("capture"), first.Reference, 1500)
 	h.approved("capture", res, err)

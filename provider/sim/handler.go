@@ -57,6 +57,7 @@ type (
 		Amount      int64  `json:"amount"`
 		Operation   string `json:"operation"`
 		Captured    bool   `json:"captured,omitempty"`
+		PaymentID   string `json:"payment_id,omitempty"`
 	}
 	errorBody struct {
 		Outcome string `json:"outcome,omitempty"` // not_performed or unknown; empty for admin errors.
@@ -67,12 +68,12 @@ type (
 
 func toResultBody(r *surgepay.ProviderResult) resultBody {
 	return resultBody{Approved: r.Approved, Reference: r.Reference, DeclineCode: r.DeclineCode,
-		Message: r.Message, Amount: r.Amount, Operation: r.Operation, Captured: r.Captured}
+		Message: r.Message, Amount: r.Amount, Operation: r.Operation, Captured: r.Captured, PaymentID: r.PaymentID}
 }
 
 func (b *resultBody) result() *surgepay.ProviderResult {
 	return &surgepay.ProviderResult{Approved: b.Approved, Reference: b.Reference, DeclineCode: b.DeclineCode,
-		Message: b.Message, Amount: b.Amount, Operation: b.Operation, Captured: b.Captured}
+		Message: b.Message, Amount: b.Amount, Operation: b.Operation, Captured: b.Captured, PaymentID: b.PaymentID}
 }
 
 type handler struct{ p *Provider }

@@ -274,7 +274,8 @@ func (p *Provider) authorizeLocked(s *shard, req *surgepay.AuthorizeRequest, prm
 	}
 	ref, n := p.newRef(s, refPrefixAuthorization)
 	a := &authorization{n: n, shard: s.index, paymentID: req.PaymentID, currency: req.Currency}
-	res := surgepay.ProviderResult{Reference: ref, Amount: req.Amount, Operation: surgepay.TxAuthorization}
+	res := surgepay.ProviderResult{Reference: ref, Amount: req.Amount, Operation: surgepay.TxAuthorization,
+		PaymentID: req.PaymentID}
 	number := req.Card.Number.Digits()
 	if code, msg := decideAuthorize(req, number, f); code != "" {
 		res.DeclineCode, res.Message = code, msg
