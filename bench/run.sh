@@ -85,6 +85,11 @@ EOF
 start_server() {
 	local storage=$1 latency=$2 data="$work/data-$1-$2"
 	rm -rf "$data" && mkdir -p "$data"
+	# Another process on the port would answer the runs in our place.
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		log "port $port is already taken; stop what listens there or set BENCH_PORT"
+		return 1
+	fi
 	local args=(serve)
 	[[ -f $config ]] && args+=(--config "$config")
 	server_count=$((server_count + 1))
