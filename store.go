@@ -63,6 +63,14 @@ type Store interface {
 // Write is one atomic unit of change. Guards are checked in the order of
 // the fields; inserts of fresh IDs cannot conflict.
 type Write struct {
+	// ProviderActed marks a Write that records what the card network has
+	// already done (an authorization, a capture, a refund): a store with a
+	// full write queue waits for room (bounded) rather than refuse it, so
+	// that an operation performed at the network is not left unrecorded by
+	// mere backpressure. Other Writes are refused at once (EUNAVAILABLE
+	// write_queue_full) when the queue is full.
+	ProviderActed bool
+
 	Idempotency *IdempotencyRecord
 
 	Merchant *Merchant // inserted

@@ -225,7 +225,7 @@ func (e *Engine) recordAuthorization(ctx context.Context, call *Call, p *surgepa
 		result = declined(p, res)
 	}
 	p.Version = 1
-	w := &surgepay.Write{PaymentInsert: p, Events: e.events(call, p, "", p.Transactions)}
+	w := &surgepay.Write{ProviderActed: true, PaymentInsert: p, Events: e.events(call, p, "", p.Transactions)}
 	e.attach(call, w, p, result)
 	if err := e.apply(ctx, call, w); err != nil {
 		return nil, err

@@ -61,7 +61,7 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 		next, events = e.completeSale(ctx, call, next, events)
 		next.Version = p.Version + 1
 	}
-	w := &surgepay.Write{PaymentUpdate: next, Events: events}
+	w := &surgepay.Write{ProviderActed: true, PaymentUpdate: next, Events: events}
 	if err := e.store.Apply(ctx, w); err != nil {
 		return false, err
 	}

@@ -51,7 +51,7 @@ func (e *Engine) recordStreamlined(ctx context.Context, call *Call, p *surgepay.
 	}
 	rec := &surgepay.StagedRecord{ID: surgepay.NewID("stg"), MerchantID: p.MerchantID, PaymentID: p.ID,
 		Sealed: sealed, Created: now}
-	w := &surgepay.Write{PaymentInsert: p}
+	w := &surgepay.Write{ProviderActed: true, PaymentInsert: p}
 	if set.Audit == "detailed" {
 		w.Events = e.events(call, p, "", p.Transactions)
 	}
@@ -93,7 +93,7 @@ func (e *Engine) stageFallback(ctx context.Context, call *Call, p *surgepay.Paym
 	next, result := e.applyOutcome(q, op, res, perr)
 	next.Version = 1
 	from := surgepay.Status("")
-	w := &surgepay.Write{PaymentInsert: next, Events: e.events(call, next, from, next.Transactions)}
+	w := &surgepay.Write{ProviderActed: true, PaymentInsert: next, Events: e.events(call, next, from, next.Transactions)}
 	e.attach(call, w, next, result)
 	if err := e.apply(ctx, call, w); err != nil {
 		return nil, err

@@ -104,6 +104,23 @@ func New[T any](cfg Config, commit CommitFunc[T]) *Committer[T] {
 // queued, the write goes ahead even if ctx ends: Submit then still waits,
 // because the caller must learn whether the write happened.
 func (c *Committer[T]) Submit(ctx context.Context, v T) error {
+	return c.submit(ctx, v, 0)
+}
+
+// SubmitWaitMax is the longest SubmitWait waits for room in a full queue.
+const SubmitWaitMax = 30 * time.Second
+
+// SubmitWait is Submit for a write that must not be refused lightly: one
+// recording what already happened elsewhere (an operation the card network
+// performed). When the queue is full it waits for room, up to
+// SubmitWaitMax, whatever ctx says, and only then returns ErrQueueFull.
+// The callers that wait are bounded by whoever calls (the API's in-flight
+// limit), so the queue's bound still holds.
+func (c *Committer[T]) SubmitWait(ctx context.Context, v T) error {
+	return c.submit(ctx, v, SubmitWaitMax)
+}
+
+func (c *Committer[T]) submit(ctx context.Context, v T, wait time.Duration) error {
 	it := &Item[T]{Ctx: ctx, Value: v, done: make(chan struct{})}
 	c.mu.RLock()
 	if c.closed {
@@ -113,8 +130,20 @@ func (c *Committer[T]) Submit(ctx context.Context, v T) error {
 	select {
 	case c.queue <- it:
 	default:
-		c.mu.RUnlock()
-		return ErrQueueFull
+		if wait <= 0 {
+			c.mu.RUnlock()
+			return ErrQueueFull
+		}
+		// Holding the read lock while waiting is safe: the writers drain
+		// the queue without it, and Close waits at most wait.
+		t := time.NewTimer(wait)
+		select {
+		case c.queue <- it:
+			t.Stop()
+		case <-t.C:
+			c.mu.RUnlock()
+			return ErrQueueFull
+		}
 	}
 	c.mu.RUnlock()
 	<-it.done

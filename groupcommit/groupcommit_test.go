@@ -98,7 +98,21 @@ func TestQueueFullIsBackpressure(t *testing.T) {
 	if err := c.Submit(context.Background(), 9); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("got %v, want ErrQueueFull", err)
 	}
+	// SubmitWait waits for room instead, even with its context cancelled,
+	// and is committed once the writer moves on.
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	waited := make(chan error, 1)
+	go func() { waited <- c.SubmitWait(cancelled, 10) }()
+	select {
+	case err := <-waited:
+		t.Fatalf("SubmitWait on a full queue returned %v before there was room", err)
+	case <-time.After(20 * time.Millisecond):
+	}
 	close(release)
+	if err := <-waited; err != nil {
+		t.Fatalf("SubmitWait: %v", err)
+	}
 	wg.Wait()
 	c.Close()
 	if err := c.Submit(context.Background(), 1); !errors.Is(err, ErrClosed) {

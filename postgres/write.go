@@ -47,7 +47,12 @@ func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
 		return errors.New("postgres: Apply of a nil Write")
 	}
 	start := time.Now()
-	err := db.committer.Submit(ctx, w)
+	var err error
+	if w.ProviderActed {
+		err = db.committer.SubmitWait(ctx, w)
+	} else {
+		err = db.committer.Submit(ctx, w)
+	}
 	surgepay.CountStoreTime(ctx, time.Since(start))
 	switch {
 	case errors.Is(err, groupcommit.ErrQueueFull):

@@ -169,7 +169,12 @@ func (db *DB) DeleteIdempotencyBefore(ctx context.Context, t time.Time, limit in
 
 func (db *DB) submit(ctx context.Context, o *op) error {
 	start := time.Now()
-	err := db.commit.Submit(ctx, o)
+	var err error
+	if o.w != nil && o.w.ProviderActed {
+		err = db.commit.SubmitWait(ctx, o)
+	} else {
+		err = db.commit.Submit(ctx, o)
+	}
 	surgepay.CountStoreTime(ctx, time.Since(start))
 	switch {
 	case errors.Is(err, groupcommit.ErrQueueFull):
