@@ -42,4 +42,10 @@ const (
 	// ReconcileAttemptsMax bounds lookups of an unknown provider outcome
 	// within one request before the payment is left in processing.
 	ReconcileAttemptsMax = 3
+
+	// WebhookEndpointsPerMerchantMax bounds a merchant's webhook endpoints:
+	// each costs a request per payment change, and the list is one page.
+	WebhookEndpointsPerMerchantMax = 16
+	// WebhookURLBytesMax bounds a webhook endpoint's URL.
+	WebhookURLBytesMax = 2048
 )

@@ -39,11 +39,15 @@ type MerchantSettings struct {
 	// Tax is "inline" (default: computed from the static table in the
 	// request) or "off" (a payment asking for tax is refused with 400).
 	Tax string `toml:"tax" json:"tax"`
+	// Webhooks is "on" (default: a payment change that writes audit events
+	// queues a webhook to each of the merchant's endpoints, in the same
+	// transaction) or "off" (nothing is queued; the audit events stay).
+	Webhooks string `toml:"webhooks" json:"webhooks"`
 }
 
 // DefaultMerchantSettings is the standard path with every step inline.
 func DefaultMerchantSettings() MerchantSettings {
-	return MerchantSettings{Processing: PathStandard, Audit: "detailed", Tax: "inline"}
+	return MerchantSettings{Processing: PathStandard, Audit: "detailed", Tax: "inline", Webhooks: "on"}
 }
 
 // Validate checks the settings; field names the config section.
@@ -55,6 +59,8 @@ func (s *MerchantSettings) Validate(field string) error {
 		return Invalid(field+".audit", "invalid_value", "%s.audit %q must be detailed or minimal", field, s.Audit)
 	case s.Tax != "inline" && s.Tax != "off":
 		return Invalid(field+".tax", "invalid_value", "%s.tax %q must be inline or off", field, s.Tax)
+	case s.Webhooks != "on" && s.Webhooks != "off":
+		return Invalid(field+".webhooks", "invalid_value", "%s.webhooks %q must be on or off", field, s.Webhooks)
 	}
 	return nil
 }

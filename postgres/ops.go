@@ -51,8 +51,16 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	if err := checkStaged(w); err != nil {
 		return nil, err
 	}
+	if err := checkWebhook(w); err != nil {
+		return nil, err
+	}
 	if isSale(w) {
-		return newSaleOp(it)
+		o, err := newSaleOp(it)
+		if err == nil && w.Webhook != nil {
+			o.addWebhook(w) // after the events; the sale's guard no longer runs last
+			o.last = false
+		}
+		return o, err
 	}
 	o := &op{item: it}
 	if r := w.Idempotency; r != nil {
@@ -113,6 +121,7 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 		// Not a guard: settlement may acknowledge a record again.
 		o.insert(surgepay.StmtDelete, sqlStagedAckDelete, w.StagedAck)
 	}
+	o.addWebhook(w)
 	return o, nil
 }
 

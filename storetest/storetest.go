@@ -113,6 +113,7 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 		{"StagedAckAtomicWithPaymentUpdate", testStagedAckAtomicWithPaymentUpdate},
 		{"StagedAckMissingIsFine", testStagedAckMissingIsFine},
 	}
+	tests = append(tests, webhookTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -185,6 +185,9 @@ func (c *Config) MerchantSettings() *engine.Settings {
 		if s.Tax == "" {
 			s.Tax = from.Tax
 		}
+		if s.Webhooks == "" {
+			s.Webhooks = from.Webhooks
+		}
 		return s
 	}
 	out := &engine.Settings{Default: inherit(c.Merchants["default"], surgepay.DefaultMerchantSettings()),

@@ -1,0 +1,279 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/surgepay/surgepay"
+)
+
+// Webhooks (surgepay.WebhookStore): endpoints in webhook_endpoints, the
+// outbox in webhook_deliveries (migrations/0003_webhooks.sql). Endpoints
+// and the outbox rows of a payment change are parts of Writes, committed
+// by the group committers; a dispatcher's claims and results are
+// statements of their own on the pool. Several nodes may dispatch at once:
+// a claim skips the rows another claim holds locked, and moves the rows it
+// takes out of reach until its lease ends.
+//
+// A merchant's endpoint count is checked by the INSERT that adds one: two
+// creates for one merchant committed at the same moment by different
+// nodes (the engine serialises them within a node) may pass the bound by
+// one each.
+
+var _ surgepay.WebhookStore = (*DB)(nil)
+
+// Bounds of one call, whatever the caller asks.
+const (
+	// WebhookClaimMax bounds one ClaimWebhookDeliveries: its payloads are
+	// held in memory at once (a payment renders to about 1.5 KB).
+	WebhookClaimMax = 1000
+	// WebhookResultsMax bounds one RecordWebhookResults.
+	WebhookResultsMax = 1000
+	// webhookPurgeMax bounds one DeleteFailedWebhooksBefore.
+	webhookPurgeMax = 10_000
+)
+
+// lockWebhookEndpoint orders endpoint guards after the payment guards.
+const lockWebhookEndpoint = "4/"
+
+const webhookEndpointCols = "merchant_id, id, url, description, sealed_secret, created"
+
+const (
+	// sqlWebhookFanOut stores one row per endpoint the merchant has at
+	// commit, none if it has none. Parameters are typed by their columns.
+	sqlWebhookFanOut = `INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id, payment_id, type, payload,
+		status, attempts, next_attempt, last_status, last_error, created, updated)
+		SELECT $1, id, merchant_id, $3, $4, $5, 'pending', 0, $6, 0, '', $6, $6
+		FROM webhook_endpoints WHERE merchant_id = $2`
+	sqlWebhookEndpointInsert = `INSERT INTO webhook_endpoints (` + webhookEndpointCols + `)
+		SELECT $1, $2, $3, $4, $5, $6
+		WHERE (SELECT count(*) FROM webhook_endpoints WHERE merchant_id = $1) < $7`
+	sqlWebhookEndpointDelete = `DELETE FROM webhook_endpoints WHERE merchant_id = $1 AND id = $2`
+	sqlWebhookEndpointFind   = `SELECT ` + webhookEndpointCols + ` FROM webhook_endpoints WHERE merchant_id = $1 AND id = $2`
+	sqlWebhookEndpointList   = `SELECT ` + webhookEndpointCols + ` FROM webhook_endpoints WHERE merchant_id = $1
+		ORDER BY id DESC LIMIT $2`
+	sqlWebhookMerchants = `SELECT DISTINCT merchant_id FROM webhook_endpoints`
+	sqlWebhookClaim     = `WITH due AS (
+		SELECT event_id, endpoint_id FROM webhook_deliveries
+		WHERE status = 'pending' AND next_attempt <= $1
+		ORDER BY next_attempt LIMIT $3
+		FOR UPDATE SKIP LOCKED
+	), claimed AS (
+		UPDATE webhook_deliveries d SET next_attempt = $2, attempts = d.attempts + 1, updated = $1
+		FROM due WHERE d.event_id = due.event_id AND d.endpoint_id = due.endpoint_id
+		RETURNING d.event_id, d.endpoint_id, d.merchant_id, d.payment_id, d.type, d.payload, d.attempts, d.created
+	)
+	SELECT c.event_id, c.endpoint_id, c.merchant_id, c.payment_id, c.type, c.payload, c.attempts, c.created,
+		coalesce(e.url, ''), coalesce(e.sealed_secret, ''::bytea)
+	FROM claimed c LEFT JOIN webhook_endpoints e ON e.merchant_id = c.merchant_id AND e.id = c.endpoint_id`
+	sqlWebhookDelete = `DELETE FROM webhook_deliveries d
+		USING unnest($1::text[], $2::text[], $3::int[]) AS r(event_id, endpoint_id, attempts)
+		WHERE d.event_id = r.event_id AND d.endpoint_id = r.endpoint_id AND d.attempts = r.attempts`
+	sqlWebhookUpdate = `UPDATE webhook_deliveries d SET status = r.status, next_attempt = r.next_attempt,
+			last_status = r.last_status, last_error = r.last_error, updated = r.updated
+		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::int[], $7::text[],
+			$8::timestamptz[]) AS r(event_id, endpoint_id, attempts, status, next_attempt, last_status, last_error, updated)
+		WHERE d.event_id = r.event_id AND d.endpoint_id = r.endpoint_id AND d.attempts = r.attempts
+			AND d.status = 'pending'`
+	sqlWebhookBacklog = `SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'failed'),
+		min(created) FILTER (WHERE status = 'pending') FROM webhook_deliveries`
+	sqlWebhookPurge = `DELETE FROM webhook_deliveries WHERE (event_id, endpoint_id) IN (
+		SELECT event_id, endpoint_id FROM webhook_deliveries WHERE status = 'failed' AND updated < $1 LIMIT $2)`
+)
+
+// checkWebhook reports a Write whose webhook parts the store cannot take:
+// an endpoint change goes with nothing but an idempotency record.
+func checkWebhook(w *surgepay.Write) error {
+	if w.WebhookEndpointInsert == nil && w.WebhookEndpointDelete == nil {
+		return nil
+	}
+	rest := *w
+	rest.Idempotency, rest.WebhookEndpointInsert, rest.WebhookEndpointDelete = nil, nil, nil
+	if (w.WebhookEndpointInsert != nil && w.WebhookEndpointDelete != nil) || rest.Merchant != nil ||
+		rest.APIKey != nil || rest.CustomerInsert != nil || rest.CustomerUpdate != nil || rest.CustomerDelete != nil ||
+		rest.PaymentMethodInsert != nil || rest.PaymentMethodDelete != nil || rest.PaymentInsert != nil ||
+		rest.PaymentUpdate != nil || len(rest.Events) > 0 || rest.Staged != nil || len(rest.StagedAck) > 0 ||
+		rest.Webhook != nil {
+		return errors.New("postgres: a webhook endpoint change must be alone in its Write, but for an idempotency record")
+	}
+	return nil
+}
+
+// addWebhook adds the webhook parts of w to o: the endpoint insert (a
+// guard) or delete, and the fan-out of its event, one statement each.
+func (o *op) addWebhook(w *surgepay.Write) {
+	if e := w.WebhookEndpointInsert; e != nil {
+		o.guards = append(o.guards, guard{
+			stmt: stmt{sql: sqlWebhookEndpointInsert, kind: surgepay.StmtInsert, args: []any{e.MerchantID, e.ID,
+				e.URL, e.Description, e.SealedSecret, dbTime(e.Created), surgepay.WebhookEndpointsPerMerchantMax}},
+			lockKey: lockWebhookEndpoint + e.MerchantID,
+			fail: &surgepay.Error{Code: surgepay.EUNPROCESS, Reason: "too_many_webhook_endpoints",
+				Message: fmt.Sprintf("a merchant may have at most %d webhook endpoints; delete one first",
+					surgepay.WebhookEndpointsPerMerchantMax)},
+			object: "webhook endpoint",
+		})
+	}
+	if e := w.WebhookEndpointDelete; e != nil {
+		o.insert(surgepay.StmtDelete, sqlWebhookEndpointDelete, e.MerchantID, e.ID)
+	}
+	if ev := w.Webhook; ev != nil {
+		o.insert(surgepay.StmtInsert, sqlWebhookFanOut, ev.ID, ev.MerchantID, ev.PaymentID, ev.Type, ev.Payload,
+			dbTime(ev.Created))
+	}
+}
+
+func scanWebhookEndpoint(row pgx.Row) (*surgepay.WebhookEndpoint, error) {
+	var e surgepay.WebhookEndpoint
+	if err := row.Scan(&e.MerchantID, &e.ID, &e.URL, &e.Description, &e.SealedSecret, &e.Created); err != nil {
+		return nil, err
+	}
+	e.Created = e.Created.UTC()
+	return &e, nil
+}
+
+// FindWebhookEndpoint returns ENOTFOUND if the merchant has no endpoint id.
+func (db *DB) FindWebhookEndpoint(ctx context.Context, merchantID, id string) (*surgepay.WebhookEndpoint, error) {
+	defer count(ctx, surgepay.StmtSelect)()
+	e, err := scanWebhookEndpoint(db.pool.QueryRow(ctx, sqlWebhookEndpointFind, merchantID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, surgepay.NotFound("id", "webhook endpoint")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find webhook endpoint %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// ListWebhookEndpoints returns the merchant's endpoints, newest first.
+func (db *DB) ListWebhookEndpoints(ctx context.Context, merchantID string) ([]*surgepay.WebhookEndpoint, error) {
+	defer count(ctx, surgepay.StmtSelect)()
+	rows, _ := db.pool.Query(ctx, sqlWebhookEndpointList, merchantID, surgepay.WebhookEndpointsPerMerchantMax)
+	es, err := collect(rows, scanWebhookEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook endpoints: %w", err)
+	}
+	return es, nil
+}
+
+// ListWebhookMerchants returns the merchants with at least one endpoint.
+func (db *DB) ListWebhookMerchants(ctx context.Context) ([]string, error) {
+	defer count(ctx, surgepay.StmtSelect)()
+	rows, _ := db.pool.Query(ctx, sqlWebhookMerchants)
+	ids, err := collect(rows, func(row pgx.Row) (string, error) {
+		var id string
+		err := row.Scan(&id)
+		return id, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list webhook merchants: %w", err)
+	}
+	return ids, nil
+}
+
+// ClaimWebhookDeliveries claims up to max (at most WebhookClaimMax) due
+// deliveries with one statement.
+func (db *DB) ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.Time, max int) ([]*surgepay.WebhookDelivery, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	defer count(ctx, surgepay.StmtUpdate)()
+	rows, _ := db.pool.Query(ctx, sqlWebhookClaim, dbTime(now), dbTime(leaseUntil), min(max, WebhookClaimMax))
+	ds, err := collect(rows, func(row pgx.Row) (*surgepay.WebhookDelivery, error) {
+		var d surgepay.WebhookDelivery
+		if err := row.Scan(&d.EventID, &d.EndpointID, &d.MerchantID, &d.PaymentID, &d.Type, &d.Payload,
+			&d.Attempt, &d.Created, &d.URL, &d.SealedSecret); err != nil {
+			return nil, err
+		}
+		d.Created = d.Created.UTC()
+		return &d, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim webhooks: %w", err)
+	}
+	return ds, nil
+}
+
+// RecordWebhookResults applies up to WebhookResultsMax results: one
+// DELETE of the delivered and dropped, one UPDATE of the rest, pipelined
+// in one round trip.
+func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.WebhookResult) error {
+	if len(results) > WebhookResultsMax {
+		return fmt.Errorf("record webhook results: %d results, at most %d", len(results), WebhookResultsMax)
+	}
+	var del, upd struct {
+		events, endpoints, statuses, errs []string
+		attempts, codes                   []int32
+		next, at                          []time.Time
+	}
+	for _, r := range results {
+		switch r.Outcome {
+		case surgepay.WebhookDelivered, surgepay.WebhookDropped:
+			del.events, del.endpoints = append(del.events, r.EventID), append(del.endpoints, r.EndpointID)
+			del.attempts = append(del.attempts, int32(r.Attempt))
+		case surgepay.WebhookRetry, surgepay.WebhookFailed:
+			status, next := "pending", r.NextAttempt
+			if r.Outcome == surgepay.WebhookFailed {
+				status, next = "failed", r.At
+			}
+			upd.events, upd.endpoints = append(upd.events, r.EventID), append(upd.endpoints, r.EndpointID)
+			upd.attempts, upd.statuses = append(upd.attempts, int32(r.Attempt)), append(upd.statuses, status)
+			upd.next, upd.codes = append(upd.next, dbTime(next)), append(upd.codes, int32(r.StatusCode))
+			upd.errs, upd.at = append(upd.errs, r.Error), append(upd.at, dbTime(r.At))
+		default:
+			return fmt.Errorf("record webhook results: unknown outcome %q", r.Outcome)
+		}
+	}
+	b := &pgx.Batch{}
+	if len(del.events) > 0 {
+		surgepay.CountStatement(ctx, surgepay.StmtDelete)
+		b.Queue(sqlWebhookDelete, del.events, del.endpoints, del.attempts)
+	}
+	if len(upd.events) > 0 {
+		surgepay.CountStatement(ctx, surgepay.StmtUpdate)
+		b.Queue(sqlWebhookUpdate, upd.events, upd.endpoints, upd.attempts, upd.statuses, upd.next, upd.codes,
+			upd.errs, upd.at)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	start := time.Now()
+	err := db.pool.SendBatch(ctx, b).Close()
+	surgepay.CountStoreTime(ctx, time.Since(start))
+	if err != nil {
+		return fmt.Errorf("record webhook results: %w", err)
+	}
+	return nil
+}
+
+// WebhookBacklog counts pending and failed deliveries: a scan of the
+// outbox.
+func (db *DB) WebhookBacklog(ctx context.Context) (surgepay.WebhookBacklog, error) {
+	defer count(ctx, surgepay.StmtSelect)()
+	var b surgepay.WebhookBacklog
+	var oldest *time.Time
+	if err := db.pool.QueryRow(ctx, sqlWebhookBacklog).Scan(&b.Pending, &b.Failed, &oldest); err != nil {
+		return b, fmt.Errorf("count webhook deliveries: %w", err)
+	}
+	if oldest != nil {
+		b.OldestPending = oldest.UTC()
+	}
+	return b, nil
+}
+
+// DeleteFailedWebhooksBefore deletes up to limit failed deliveries last
+// attempted before t.
+func (db *DB) DeleteFailedWebhooksBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	defer count(ctx, surgepay.StmtDelete)()
+	tag, err := db.pool.Exec(ctx, sqlWebhookPurge, dbTime(t), min(limit, webhookPurgeMax))
+	if err != nil {
+		return 0, fmt.Errorf("delete failed webhooks before %v: %w", t, err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,333 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/surgepay/surgepay"
+)
+
+// Webhooks (surgepay.WebhookStore): endpoints in webhook_endpoints, the
+// outbox in webhook_deliveries (migrations/0005_webhooks.sql). Every
+// change goes through the one writer: endpoints and the outbox rows of a
+// payment change in the Write's own transaction, a dispatcher's claims and
+// results as writer operations of their own.
+
+var _ surgepay.WebhookStore = (*DB)(nil)
+
+// Bounds of one call, whatever the caller asks.
+const (
+	// WebhookClaimMax bounds one ClaimWebhookDeliveries: its payloads are
+	// held in memory at once (a payment renders to about 1.5 KB).
+	WebhookClaimMax = 1000
+	// WebhookResultsMax bounds one RecordWebhookResults: one writer
+	// operation, one statement per result.
+	WebhookResultsMax = 1000
+)
+
+const webhookEndpointCols = "merchant_id, id, url, description, sealed_secret, created"
+
+// The statements of the writer. The fan-out INSERT stores one row per
+// endpoint the merchant has at commit, none if it has none.
+const (
+	sqlWebhookFanOut = `INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id, payment_id, type, payload,
+		status, attempts, next_attempt, last_status, last_error, created, updated)
+		SELECT ?1, id, merchant_id, ?3, ?4, ?5, 'pending', 0, ?6, 0, '', ?6, ?6
+		FROM webhook_endpoints WHERE merchant_id = ?2`
+	sqlWebhookEndpointInsert = `INSERT INTO webhook_endpoints (` + webhookEndpointCols + `)
+		SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE (SELECT count(*) FROM webhook_endpoints WHERE merchant_id = ?1) < ?7`
+	sqlWebhookEndpointDelete = `DELETE FROM webhook_endpoints WHERE merchant_id = ? AND id = ?`
+	sqlWebhookClaim          = `UPDATE webhook_deliveries SET next_attempt = ?2, attempts = attempts + 1, updated = ?1
+		WHERE rowid IN (SELECT rowid FROM webhook_deliveries WHERE status = 'pending' AND next_attempt <= ?1
+			ORDER BY next_attempt LIMIT ?3)
+		RETURNING event_id, endpoint_id, merchant_id, payment_id, type, payload, attempts, created,
+			(SELECT url FROM webhook_endpoints e
+				WHERE e.merchant_id = webhook_deliveries.merchant_id AND e.id = webhook_deliveries.endpoint_id),
+			(SELECT sealed_secret FROM webhook_endpoints e
+				WHERE e.merchant_id = webhook_deliveries.merchant_id AND e.id = webhook_deliveries.endpoint_id)`
+	sqlWebhookDelete = `DELETE FROM webhook_deliveries WHERE event_id = ? AND endpoint_id = ? AND attempts = ?`
+	sqlWebhookUpdate = `UPDATE webhook_deliveries SET status = ?, next_attempt = ?, last_status = ?, last_error = ?,
+		updated = ? WHERE event_id = ? AND endpoint_id = ? AND attempts = ? AND status = 'pending'`
+	sqlWebhookPurge = `DELETE FROM webhook_deliveries WHERE rowid IN (SELECT rowid FROM webhook_deliveries
+		WHERE status = 'failed' AND updated < ? LIMIT ?)`
+)
+
+// The reads, on the read pool.
+const (
+	sqlWebhookEndpointFind = `SELECT ` + webhookEndpointCols + ` FROM webhook_endpoints WHERE merchant_id = ? AND id = ?`
+	sqlWebhookEndpointList = `SELECT ` + webhookEndpointCols + ` FROM webhook_endpoints WHERE merchant_id = ?
+		ORDER BY id DESC LIMIT ?`
+	sqlWebhookMerchants = `SELECT DISTINCT merchant_id FROM webhook_endpoints`
+	sqlWebhookDue       = `SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt <= ?)`
+	sqlWebhookBacklog   = `SELECT (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'),
+		(SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'),
+		(SELECT min(created) FROM webhook_deliveries WHERE status = 'pending')`
+)
+
+// webhookStmts are the webhook statements prepared on the writer
+// connection.
+type webhookStmts struct {
+	fanOut, endpointInsert, endpointDelete, claim, delete, update, purge *sql.Stmt
+}
+
+func (s *webhookStmts) prepare(ctx context.Context, conn *sql.Conn) error {
+	for _, p := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&s.fanOut, sqlWebhookFanOut}, {&s.endpointInsert, sqlWebhookEndpointInsert},
+		{&s.endpointDelete, sqlWebhookEndpointDelete}, {&s.claim, sqlWebhookClaim},
+		{&s.delete, sqlWebhookDelete}, {&s.update, sqlWebhookUpdate}, {&s.purge, sqlWebhookPurge},
+	} {
+		st, err := conn.PrepareContext(ctx, p.query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", p.query, err)
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+func (s *webhookStmts) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.fanOut, s.endpointInsert, s.endpointDelete, s.claim, s.delete, s.update, s.purge} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkWebhook reports a Write whose webhook parts the store cannot take:
+// an endpoint change goes with nothing but an idempotency record.
+func checkWebhook(w *surgepay.Write) error {
+	if w.WebhookEndpointInsert == nil && w.WebhookEndpointDelete == nil {
+		return nil
+	}
+	alone := *w
+	alone.Idempotency, alone.WebhookEndpointInsert, alone.WebhookEndpointDelete = nil, nil, nil
+	if w.WebhookEndpointInsert != nil && w.WebhookEndpointDelete != nil || !isEmptyWrite(&alone) {
+		return errors.New("apply: a webhook endpoint change must be alone in its Write, but for an idempotency record")
+	}
+	return nil
+}
+
+func isEmptyWrite(w *surgepay.Write) bool {
+	return w.Idempotency == nil && w.Merchant == nil && w.APIKey == nil && w.CustomerInsert == nil &&
+		w.CustomerUpdate == nil && w.CustomerDelete == nil && w.PaymentMethodInsert == nil &&
+		w.PaymentMethodDelete == nil && w.PaymentInsert == nil && w.PaymentUpdate == nil &&
+		len(w.Events) == 0 && w.Staged == nil && len(w.StagedAck) == 0 && w.Webhook == nil &&
+		w.WebhookEndpointInsert == nil && w.WebhookEndpointDelete == nil
+}
+
+// errTooManyEndpoints is the guard error of WebhookEndpointInsert.
+func errTooManyEndpoints() error {
+	return &surgepay.Error{Code: surgepay.EUNPROCESS, Reason: "too_many_webhook_endpoints",
+		Message: fmt.Sprintf("a merchant may have at most %d webhook endpoints; delete one first",
+			surgepay.WebhookEndpointsPerMerchantMax)}
+}
+
+// applyWebhook runs the webhook parts of a Write: the endpoint insert (a
+// guard) or delete, and the fan-out of its event to the merchant's
+// endpoints, one statement each.
+func (w *writer) applyWebhook(ctx context.Context, wr *surgepay.Write) error {
+	if e := wr.WebhookEndpointInsert; e != nil {
+		n, err := exec(ctx, surgepay.StmtInsert, w.webhook.endpointInsert, e.MerchantID, e.ID, e.URL,
+			e.Description, e.SealedSecret, e.Created.UnixNano(), surgepay.WebhookEndpointsPerMerchantMax)
+		if err != nil {
+			return fmt.Errorf("insert webhook endpoint %s: %w", e.ID, err)
+		}
+		if n == 0 {
+			return errTooManyEndpoints()
+		}
+	}
+	if e := wr.WebhookEndpointDelete; e != nil {
+		if _, err := exec(ctx, surgepay.StmtDelete, w.webhook.endpointDelete, e.MerchantID, e.ID); err != nil {
+			return fmt.Errorf("delete webhook endpoint %s: %w", e.ID, err)
+		}
+	}
+	return w.insertWebhook(ctx, wr.Webhook)
+}
+
+// insertWebhook queues ev for every endpoint of its merchant: one
+// statement, none if ev is nil.
+func (w *writer) insertWebhook(ctx context.Context, ev *surgepay.WebhookEvent) error {
+	if ev == nil {
+		return nil
+	}
+	if _, err := exec(ctx, surgepay.StmtInsert, w.webhook.fanOut, ev.ID, ev.MerchantID, ev.PaymentID, ev.Type,
+		ev.Payload, ev.Created.UnixNano()); err != nil {
+		return fmt.Errorf("queue webhook event %s: %w", ev.ID, err)
+	}
+	return nil
+}
+
+// runOnWriter runs fn on the writer, in its own savepoint of a group
+// commit, and returns once that commit is durable.
+func (db *DB) runOnWriter(ctx context.Context, fn func(ctx context.Context, w *writer) error) error {
+	return db.submit(ctx, &op{run: fn})
+}
+
+func scanWebhookEndpoint(r scanner) (*surgepay.WebhookEndpoint, error) {
+	var e surgepay.WebhookEndpoint
+	var created int64
+	if err := r.Scan(&e.MerchantID, &e.ID, &e.URL, &e.Description, &e.SealedSecret, &created); err != nil {
+		return nil, err
+	}
+	e.Created = time.Unix(0, created).UTC()
+	return &e, nil
+}
+
+// FindWebhookEndpoint returns ENOTFOUND if the merchant has no endpoint id.
+func (db *DB) FindWebhookEndpoint(ctx context.Context, merchantID, id string) (*surgepay.WebhookEndpoint, error) {
+	defer counted(ctx)()
+	e, err := scanWebhookEndpoint(db.read.QueryRowContext(ctx, sqlWebhookEndpointFind, merchantID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, surgepay.NotFound("id", "webhook endpoint")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find webhook endpoint %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// ListWebhookEndpoints returns the merchant's endpoints, newest first.
+func (db *DB) ListWebhookEndpoints(ctx context.Context, merchantID string) ([]*surgepay.WebhookEndpoint, error) {
+	defer counted(ctx)()
+	rows, err := db.read.QueryContext(ctx, sqlWebhookEndpointList, merchantID, surgepay.WebhookEndpointsPerMerchantMax)
+	es, err := scanAll(rows, err, scanWebhookEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook endpoints: %w", err)
+	}
+	return es, nil
+}
+
+// ListWebhookMerchants returns the merchants with at least one endpoint.
+func (db *DB) ListWebhookMerchants(ctx context.Context) ([]string, error) {
+	defer counted(ctx)()
+	rows, err := db.read.QueryContext(ctx, sqlWebhookMerchants)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook merchants: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list webhook merchants: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// ClaimWebhookDeliveries claims up to max (at most WebhookClaimMax) due
+// deliveries. A read answers first whether any is due, so an idle poll
+// costs no writer operation; the claim itself is one UPDATE on the writer.
+func (db *DB) ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.Time, max int) ([]*surgepay.WebhookDelivery, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	var due bool
+	if err := db.read.QueryRowContext(ctx, sqlWebhookDue, now.UnixNano()).Scan(&due); err != nil {
+		return nil, fmt.Errorf("look for due webhooks: %w", err)
+	}
+	if !due {
+		return nil, nil
+	}
+	var out []*surgepay.WebhookDelivery
+	err := db.runOnWriter(ctx, func(ctx context.Context, w *writer) error {
+		surgepay.CountStatement(ctx, surgepay.StmtUpdate)
+		rows, err := w.webhook.claim.QueryContext(context.Background(), now.UnixNano(), leaseUntil.UnixNano(),
+			min(max, WebhookClaimMax))
+		out, err = scanAll(rows, err, scanWebhookDelivery)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim webhooks: %w", err)
+	}
+	return out, nil
+}
+
+func scanWebhookDelivery(r scanner) (*surgepay.WebhookDelivery, error) {
+	var d surgepay.WebhookDelivery
+	var created int64
+	var url sql.NullString
+	if err := r.Scan(&d.EventID, &d.EndpointID, &d.MerchantID, &d.PaymentID, &d.Type, &d.Payload, &d.Attempt,
+		&created, &url, &d.SealedSecret); err != nil {
+		return nil, err
+	}
+	d.Created, d.URL = time.Unix(0, created).UTC(), url.String
+	return &d, nil
+}
+
+// RecordWebhookResults applies up to WebhookResultsMax results in one
+// writer operation.
+func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.WebhookResult) error {
+	if len(results) > WebhookResultsMax {
+		return fmt.Errorf("record webhook results: %d results, at most %d", len(results), WebhookResultsMax)
+	}
+	if len(results) == 0 {
+		return nil
+	}
+	err := db.runOnWriter(ctx, func(ctx context.Context, w *writer) error {
+		for _, r := range results {
+			var err error
+			switch r.Outcome {
+			case surgepay.WebhookDelivered, surgepay.WebhookDropped:
+				_, err = exec(ctx, surgepay.StmtDelete, w.webhook.delete, r.EventID, r.EndpointID, r.Attempt)
+			case surgepay.WebhookRetry, surgepay.WebhookFailed:
+				status, next := "pending", r.NextAttempt
+				if r.Outcome == surgepay.WebhookFailed {
+					status, next = "failed", r.At
+				}
+				_, err = exec(ctx, surgepay.StmtUpdate, w.webhook.update, status, next.UnixNano(), r.StatusCode,
+					r.Error, r.At.UnixNano(), r.EventID, r.EndpointID, r.Attempt)
+			default:
+				err = fmt.Errorf("unknown outcome %q", r.Outcome)
+			}
+			if err != nil {
+				return fmt.Errorf("delivery of %s to %s: %w", r.EventID, r.EndpointID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record webhook results: %w", err)
+	}
+	return nil
+}
+
+// WebhookBacklog counts pending and failed deliveries: a scan of the
+// outbox's partial indexes.
+func (db *DB) WebhookBacklog(ctx context.Context) (surgepay.WebhookBacklog, error) {
+	defer counted(ctx)()
+	var b surgepay.WebhookBacklog
+	var oldest sql.NullInt64
+	if err := db.read.QueryRowContext(ctx, sqlWebhookBacklog).Scan(&b.Pending, &b.Failed, &oldest); err != nil {
+		return b, fmt.Errorf("count webhook deliveries: %w", err)
+	}
+	b.OldestPending = timeOf(oldest)
+	return b, nil
+}
+
+// DeleteFailedWebhooksBefore deletes up to limit (at most PurgeLimitMax)
+// failed deliveries last attempted before t, through the writer.
+func (db *DB) DeleteFailedWebhooksBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	var n int64
+	err := db.runOnWriter(ctx, func(ctx context.Context, w *writer) error {
+		var err error
+		n, err = exec(ctx, surgepay.StmtDelete, w.webhook.purge, t.UnixNano(), min(limit, PurgeLimitMax))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete failed webhooks before %v: %w", t, err)
+	}
+	return int(n), nil
+}

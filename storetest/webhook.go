@@ -1,0 +1,379 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+)
+
+// Webhooks: a store with the surgepay.WebhookStore capability keeps
+// endpoints (the merchant's count guarded), and queues a Write's Webhook
+// for every endpoint its merchant has at commit, in the Write's own
+// transaction, with ONE more statement (none without a Webhook). Claims
+// lease what they return; results apply only to the attempt they report.
+// The webhook tests skip a store without the capability.
+
+var webhookTests = []struct {
+	name string
+	fn   func(t *testing.T, s surgepay.Store)
+}{
+	{"WebhookEndpointInsertFindListDelete", testWebhookEndpointInsertFindListDelete},
+	{"WebhookEndpointLimit", testWebhookEndpointLimit},
+	{"WebhookFanOutInTheWrite", testWebhookFanOutInTheWrite},
+	{"WebhookRefusedWriteQueuesNothing", testWebhookRefusedWriteQueuesNothing},
+	{"WebhookClaimLeases", testWebhookClaimLeases},
+	{"WebhookResults", testWebhookResults},
+	{"WebhookEndpointDeletedDelivery", testWebhookEndpointDeletedDelivery},
+	{"WebhookPurgeFailed", testWebhookPurgeFailed},
+}
+
+func webhookStore(t *testing.T, s surgepay.Store) surgepay.WebhookStore {
+	t.Helper()
+	ws, ok := s.(surgepay.WebhookStore)
+	if !ok {
+		t.Skip("the store has no WebhookStore capability")
+	}
+	return ws
+}
+
+func sampleEndpoint(merchantID string, n int) *surgepay.WebhookEndpoint {
+	return &surgepay.WebhookEndpoint{ID: surgepay.NewID("we"), MerchantID: merchantID,
+		URL: fmt.Sprintf("https://hooks.example.com/%d?a=b&c=%%20", n), Description: "ünïcode ✓ \"quoted\"",
+		SealedSecret: []byte{0, 1, 2, 0xff, byte(n)}, Created: now()}
+}
+
+func newEndpoint(t *testing.T, s surgepay.Store, merchantID string, n int) *surgepay.WebhookEndpoint {
+	t.Helper()
+	e := sampleEndpoint(merchantID, n)
+	apply(t, s, &surgepay.Write{WebhookEndpointInsert: e})
+	return e
+}
+
+// webhookEvent returns the webhook of a Write that stores p.
+func webhookEvent(p *surgepay.Payment) *surgepay.WebhookEvent {
+	return &surgepay.WebhookEvent{ID: surgepay.NewID("evt"), MerchantID: p.MerchantID, PaymentID: p.ID,
+		Type: surgepay.WebhookPaymentSucceeded, Payload: []byte(`{"id":"` + p.ID + `","x":"\u00e9"}`), Created: now()}
+}
+
+func claim(t *testing.T, ws surgepay.WebhookStore, at, lease time.Time, max int) []*surgepay.WebhookDelivery {
+	t.Helper()
+	ds, err := ws.ClaimWebhookDeliveries(t.Context(), at, lease, max)
+	if err != nil {
+		t.Fatalf("ClaimWebhookDeliveries: %v", err)
+	}
+	return ds
+}
+
+func record(t *testing.T, ws surgepay.WebhookStore, rs ...*surgepay.WebhookResult) {
+	t.Helper()
+	if err := ws.RecordWebhookResults(t.Context(), rs); err != nil {
+		t.Fatalf("RecordWebhookResults: %v", err)
+	}
+}
+
+func backlog(t *testing.T, ws surgepay.WebhookStore) surgepay.WebhookBacklog {
+	t.Helper()
+	b, err := ws.WebhookBacklog(t.Context())
+	if err != nil {
+		t.Fatalf("WebhookBacklog: %v", err)
+	}
+	return b
+}
+
+func testWebhookEndpointInsertFindListDelete(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m, other := newMerchant(t, s), newMerchant(t, s)
+	e1 := newEndpoint(t, s, m.ID, 1)
+	wantAllFieldsSet(t, e1)
+	e2 := newEndpoint(t, s, m.ID, 2)
+	got, err := ws.FindWebhookEndpoint(t.Context(), m.ID, e1.ID)
+	if err != nil {
+		t.Fatalf("FindWebhookEndpoint: %v", err)
+	}
+	if d := diff(e1, got); d != "" {
+		t.Errorf("FindWebhookEndpoint (-want +got):\n%s", d)
+	}
+	_, err = ws.FindWebhookEndpoint(t.Context(), other.ID, e1.ID)
+	wantNotFound(t, "FindWebhookEndpoint(another merchant's)", err)
+	list, err := ws.ListWebhookEndpoints(t.Context(), m.ID)
+	if err != nil {
+		t.Fatalf("ListWebhookEndpoints: %v", err)
+	}
+	want := []*surgepay.WebhookEndpoint{e2, e1}
+	if e1.ID > e2.ID { // IDs are random within a millisecond; lists go by ID
+		want = []*surgepay.WebhookEndpoint{e1, e2}
+	}
+	if d := diff(want, list); d != "" {
+		t.Errorf("ListWebhookEndpoints, newest first (-want +got):\n%s", d)
+	}
+	if list, _ := ws.ListWebhookEndpoints(t.Context(), other.ID); len(list) != 0 {
+		t.Errorf("ListWebhookEndpoints(another merchant) = %d endpoints, want 0", len(list))
+	}
+	if ms, _ := ws.ListWebhookMerchants(t.Context()); diff([]string{m.ID}, ms) != "" {
+		t.Errorf("ListWebhookMerchants = %v, want [%s]", ms, m.ID)
+	}
+	ctx, c := ctxCounter(t)
+	if err := s.Apply(ctx, &surgepay.Write{WebhookEndpointDelete: e1}); err != nil {
+		t.Fatalf("Apply(delete): %v", err)
+	}
+	wantStatements(t, "Apply(WebhookEndpointDelete)", c, stmtKinds{1, 0, 0, 0, 1})
+	_, err = ws.FindWebhookEndpoint(t.Context(), m.ID, e1.ID)
+	wantNotFound(t, "FindWebhookEndpoint(deleted)", err)
+	apply(t, s, &surgepay.Write{WebhookEndpointDelete: e1}) // gone already: not an error
+	apply(t, s, &surgepay.Write{WebhookEndpointDelete: e2})
+	if ms, _ := ws.ListWebhookMerchants(t.Context()); len(ms) != 0 {
+		t.Errorf("ListWebhookMerchants after every delete = %v, want none", ms)
+	}
+	err = s.Apply(t.Context(), &surgepay.Write{WebhookEndpointInsert: sampleEndpoint(m.ID, 3), PaymentInsert: minimalPayment(m.ID, surgepay.StatusSucceeded)})
+	if err == nil {
+		t.Error("Apply(endpoint insert with a payment) succeeded, want an error: an endpoint change goes alone")
+	}
+}
+
+// testWebhookEndpointLimit: the insert past the bound stores nothing of
+// its Write, idempotency record included.
+func testWebhookEndpointLimit(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m, other := newMerchant(t, s), newMerchant(t, s)
+	for i := range surgepay.WebhookEndpointsPerMerchantMax {
+		newEndpoint(t, s, m.ID, i)
+	}
+	idem := sampleIdempotency(m.ID)
+	extra := sampleEndpoint(m.ID, 99)
+	ctx, c := ctxCounter(t)
+	err := s.Apply(ctx, &surgepay.Write{Idempotency: idem, WebhookEndpointInsert: extra})
+	wantErr(t, err, surgepay.EUNPROCESS, "too_many_webhook_endpoints")
+	if c.Total() < 2 {
+		t.Errorf("refused endpoint insert with a key: %d statements, want the idempotency insert and the guard", c.Total())
+	}
+	_, err = ws.FindWebhookEndpoint(t.Context(), m.ID, extra.ID)
+	wantNotFound(t, "FindWebhookEndpoint(refused)", err)
+	_, err = s.FindIdempotency(t.Context(), m.ID, idem.Key)
+	wantNotFound(t, "FindIdempotency(refused endpoint insert)", err)
+	newEndpoint(t, s, other.ID, 0) // the bound is per merchant
+	if list, _ := ws.ListWebhookEndpoints(t.Context(), m.ID); len(list) != surgepay.WebhookEndpointsPerMerchantMax {
+		t.Errorf("ListWebhookEndpoints = %d, want %d", len(list), surgepay.WebhookEndpointsPerMerchantMax)
+	}
+}
+
+// testWebhookFanOutInTheWrite: one more statement queues the event for
+// every endpoint of the merchant, on the sale path and the general path;
+// a merchant without endpoints gets no row.
+func testWebhookFanOutInTheWrite(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m, bare := newMerchant(t, s), newMerchant(t, s)
+	e1, e2 := newEndpoint(t, s, m.ID, 1), newEndpoint(t, s, m.ID, 2)
+
+	w, p := purchase(m.ID)
+	w.Webhook = webhookEvent(p)
+	ctx, c := ctxCounter(t)
+	if err := s.Apply(ctx, w); err != nil {
+		t.Fatalf("Apply(purchase with webhook): %v", err)
+	}
+	wantStatements(t, "Apply(purchase with webhook)", c, stmtKinds{3, 0, 3, 0, 0})
+
+	noHook, _ := purchase(m.ID)
+	ctx, c = ctxCounter(t)
+	if err := s.Apply(ctx, noHook); err != nil {
+		t.Fatalf("Apply(purchase without webhook): %v", err)
+	}
+	wantStatements(t, "Apply(purchase without webhook)", c, stmtKinds{2, 0, 2, 0, 0})
+
+	bareW, bareP := purchase(bare.ID)
+	bareW.Webhook = webhookEvent(bareP)
+	apply(t, s, bareW)
+
+	upd := p.Clone()
+	upd.Version++
+	upd.Status = surgepay.StatusRefunded
+	updW := &surgepay.Write{PaymentUpdate: upd,
+		Events: []*surgepay.Event{sampleEvent(upd, surgepay.TxRefund, surgepay.StatusSucceeded, surgepay.StatusRefunded)}}
+	updW.Webhook = webhookEvent(upd)
+	ctx, c = ctxCounter(t)
+	if err := s.Apply(ctx, updW); err != nil {
+		t.Fatalf("Apply(update with webhook): %v", err)
+	}
+	wantStatements(t, "Apply(update with webhook)", c, stmtKinds{3, 0, 2, 1, 0})
+
+	at := now().Add(time.Second)
+	ds := claim(t, ws, at, at.Add(time.Minute), 100)
+	got := map[string]*surgepay.WebhookDelivery{}
+	for _, d := range ds {
+		got[d.EventID+"/"+d.EndpointID] = d
+	}
+	if len(ds) != 4 || len(got) != 4 {
+		t.Fatalf("claimed %d deliveries (%d distinct), want 4: 2 events x 2 endpoints, none for the merchant without endpoints", len(ds), len(got))
+	}
+	for _, ev := range []*surgepay.WebhookEvent{w.Webhook, updW.Webhook} {
+		for _, e := range []*surgepay.WebhookEndpoint{e1, e2} {
+			want := &surgepay.WebhookDelivery{EventID: ev.ID, EndpointID: e.ID, MerchantID: m.ID, PaymentID: ev.PaymentID,
+				Type: ev.Type, Payload: ev.Payload, Attempt: 1, Created: ev.Created, URL: e.URL, SealedSecret: e.SealedSecret}
+			if d := diff(want, got[ev.ID+"/"+e.ID]); d != "" {
+				t.Errorf("delivery of %s to %s (-want +got):\n%s", ev.ID, e.ID, d)
+			}
+		}
+	}
+	if b := backlog(t, ws); b.Pending != 4 || b.Failed != 0 || !b.OldestPending.Equal(w.Webhook.Created) {
+		t.Errorf("WebhookBacklog = %+v, want 4 pending, oldest %v", b, w.Webhook.Created)
+	}
+}
+
+// testWebhookRefusedWriteQueuesNothing: a Write whose guard fails stores
+// none of its webhook rows.
+func testWebhookRefusedWriteQueuesNothing(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m := newMerchant(t, s)
+	newEndpoint(t, s, m.ID, 1)
+	first, _ := purchase(m.ID)
+	apply(t, s, first)
+	again, p := purchase(m.ID)
+	again.Idempotency.Key = first.Idempotency.Key
+	again.Webhook = webhookEvent(p)
+	wantErr(t, s.Apply(t.Context(), again), surgepay.ECONFLICT, "idempotency_key_exists")
+	stale := p.Clone()
+	stale.ID = first.PaymentInsert.ID
+	stale.Version = 5
+	staleW := &surgepay.Write{PaymentUpdate: stale, Events: []*surgepay.Event{sampleEvent(stale, surgepay.TxRefund, surgepay.StatusSucceeded, surgepay.StatusRefunded)}}
+	staleW.Webhook = webhookEvent(stale)
+	wantErr(t, s.Apply(t.Context(), staleW), surgepay.ECONFLICT, "concurrent_update")
+	at := now().Add(time.Second)
+	if ds := claim(t, ws, at, at.Add(time.Minute), 100); len(ds) != 0 {
+		t.Errorf("claimed %d deliveries of refused Writes, want 0", len(ds))
+	}
+}
+
+// queued applies a purchase with a webhook for m and returns its event.
+func queued(t *testing.T, s surgepay.Store, merchantID string) *surgepay.WebhookEvent {
+	t.Helper()
+	w, p := purchase(merchantID)
+	w.Webhook = webhookEvent(p)
+	apply(t, s, w)
+	return w.Webhook
+}
+
+// testWebhookClaimLeases: a claimed delivery is not claimed again before
+// its lease ends, then is, with the attempt counted; max bounds a claim.
+func testWebhookClaimLeases(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m := newMerchant(t, s)
+	newEndpoint(t, s, m.ID, 1)
+	for range 3 {
+		queued(t, s, m.ID)
+	}
+	t0 := now().Add(time.Second)
+	if ds := claim(t, ws, t0.Add(-time.Hour), t0, 10); len(ds) != 0 {
+		t.Fatalf("claimed %d deliveries before they were due, want 0", len(ds))
+	}
+	lease := t0.Add(time.Minute)
+	if ds := claim(t, ws, t0, lease, 2); len(ds) != 2 {
+		t.Fatalf("claim of at most 2 returned %d", len(ds))
+	}
+	if ds := claim(t, ws, t0, lease, 10); len(ds) != 1 {
+		t.Fatalf("second claim returned %d, want the 1 left", len(ds))
+	}
+	if ds := claim(t, ws, lease.Add(-time.Microsecond), lease, 10); len(ds) != 0 {
+		t.Fatalf("claim during the lease returned %d, want 0", len(ds))
+	}
+	ds := claim(t, ws, lease, lease.Add(time.Minute), 10)
+	if len(ds) != 3 {
+		t.Fatalf("claim after the lease returned %d, want 3", len(ds))
+	}
+	for _, d := range ds {
+		if d.Attempt != 2 {
+			t.Errorf("delivery %s: Attempt = %d after two claims, want 2", d.EventID, d.Attempt)
+		}
+	}
+}
+
+// testWebhookResults: delivered is removed, retry is due at NextAttempt,
+// failed is kept and never claimed, a stale result changes nothing.
+func testWebhookResults(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m := newMerchant(t, s)
+	newEndpoint(t, s, m.ID, 1)
+	delivered, retried, failed, stale := queued(t, s, m.ID), queued(t, s, m.ID), queued(t, s, m.ID), queued(t, s, m.ID)
+	t0 := now().Add(time.Second)
+	ds := claim(t, ws, t0, t0.Add(time.Minute), 10)
+	if len(ds) != 4 {
+		t.Fatalf("claimed %d, want 4", len(ds))
+	}
+	ep := ds[0].EndpointID
+	next := t0.Add(30 * time.Second)
+	res := func(ev *surgepay.WebhookEvent, outcome string, attempt int) *surgepay.WebhookResult {
+		return &surgepay.WebhookResult{EventID: ev.ID, EndpointID: ep, Attempt: attempt, Outcome: outcome,
+			NextAttempt: next, StatusCode: 503, Error: "HTTP 503", At: t0}
+	}
+	ctx, c := ctxCounter(t)
+	err := ws.RecordWebhookResults(ctx, []*surgepay.WebhookResult{res(delivered, surgepay.WebhookDelivered, 1),
+		res(retried, surgepay.WebhookRetry, 1), res(failed, surgepay.WebhookFailed, 1), res(stale, surgepay.WebhookDelivered, 7)})
+	if err != nil {
+		t.Fatalf("RecordWebhookResults: %v", err)
+	}
+	if c.Total() == 0 {
+		t.Error("RecordWebhookResults counted no statement")
+	}
+	if b := backlog(t, ws); b.Pending != 2 || b.Failed != 1 {
+		t.Errorf("WebhookBacklog = %+v, want 2 pending (retried, stale), 1 failed", b)
+	}
+	if ds := claim(t, ws, next.Add(-time.Microsecond), next.Add(time.Hour), 10); len(ds) != 0 {
+		t.Errorf("claimed %d before the retry was due and during the stale one's lease, want 0", len(ds))
+	}
+	ds = claim(t, ws, next, next.Add(time.Hour), 10)
+	if len(ds) != 1 || ds[0].EventID != retried.ID || ds[0].Attempt != 2 {
+		t.Fatalf("claim at the retry's time = %v, want only %s at attempt 2", ds, retried.ID)
+	}
+	far := t0.Add(24 * time.Hour)
+	ds = claim(t, ws, far, far.Add(time.Minute), 10)
+	if len(ds) != 2 {
+		t.Fatalf("claim a day later = %d deliveries, want 2 (the retried one's lease ended, the stale one's too), never the failed one", len(ds))
+	}
+	for _, d := range ds {
+		if d.EventID == failed.ID {
+			t.Errorf("the failed delivery was claimed again")
+		}
+	}
+}
+
+// testWebhookEndpointDeletedDelivery: a delivery whose endpoint is gone is
+// claimed without a URL, to be dropped.
+func testWebhookEndpointDeletedDelivery(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m := newMerchant(t, s)
+	e := newEndpoint(t, s, m.ID, 1)
+	ev := queued(t, s, m.ID)
+	apply(t, s, &surgepay.Write{WebhookEndpointDelete: e})
+	t0 := now().Add(time.Second)
+	ds := claim(t, ws, t0, t0.Add(time.Minute), 10)
+	if len(ds) != 1 || ds[0].URL != "" || len(ds[0].SealedSecret) != 0 {
+		t.Fatalf("claimed %+v, want one delivery without URL or secret", ds)
+	}
+	record(t, ws, &surgepay.WebhookResult{EventID: ev.ID, EndpointID: e.ID, Attempt: 1, Outcome: surgepay.WebhookDropped, At: t0})
+	if b := backlog(t, ws); b.Pending != 0 || b.Failed != 0 {
+		t.Errorf("WebhookBacklog after the drop = %+v, want empty", b)
+	}
+}
+
+func testWebhookPurgeFailed(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m := newMerchant(t, s)
+	e := newEndpoint(t, s, m.ID, 1)
+	t0 := now().Add(time.Second)
+	var evs []*surgepay.WebhookEvent
+	for range 3 {
+		evs = append(evs, queued(t, s, m.ID))
+	}
+	claim(t, ws, t0, t0.Add(time.Minute), 10)
+	for i, ev := range evs {
+		record(t, ws, &surgepay.WebhookResult{EventID: ev.ID, EndpointID: e.ID, Attempt: 1,
+			Outcome: surgepay.WebhookFailed, StatusCode: 500, Error: "HTTP 500", At: t0.Add(time.Duration(i) * time.Hour)})
+	}
+	n, err := ws.DeleteFailedWebhooksBefore(t.Context(), t0.Add(90*time.Minute), 10)
+	if err != nil || n != 2 {
+		t.Fatalf("DeleteFailedWebhooksBefore = %d, %v; want 2 (the two older ones)", n, err)
+	}
+	if b := backlog(t, ws); b.Failed != 1 {
+		t.Errorf("WebhookBacklog after the purge = %+v, want 1 failed", b)
+	}
+}
