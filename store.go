@@ -94,6 +94,20 @@ type Write struct {
 	Staged *StagedRecord
 	// StagedAck removes staged records by ID (settlement acknowledging them).
 	StagedAck []string
+
+	// Webhook, if set, is queued for every webhook endpoint its merchant
+	// has when the Write commits: one outbox row per endpoint, in the same
+	// transaction (see WebhookOutbox). Stores with the WebhookStore
+	// capability support it; one statement, none when nil.
+	Webhook *WebhookEvent
+	// WebhookEndpointInsert is guarded: if the merchant already has
+	// WebhookEndpointsPerMerchantMax endpoints, nothing of the Write is
+	// stored and Apply returns EUNPROCESS "too_many_webhook_endpoints".
+	// WebhookEndpointDelete deletes the endpoint if it exists; its pending
+	// deliveries are dropped by the dispatcher. Either goes in a Write with
+	// at most an Idempotency record besides.
+	WebhookEndpointInsert *WebhookEndpoint
+	WebhookEndpointDelete *WebhookEndpoint
 }
 
 // StagedStore is the optional capability of a store that holds the

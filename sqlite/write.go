@@ -20,6 +20,9 @@ const PurgeLimitMax = 10_000
 // idempotency records.
 type op struct {
 	w *surgepay.Write
+	// run, if set (w nil), is work of its own on the writer: a webhook
+	// dispatcher's claim or results.
+	run func(ctx context.Context, w *writer) error
 
 	purgeBefore time.Time
 	purgeLimit  int
@@ -41,6 +44,7 @@ type writer struct {
 	purgeIdempotency                                          *sql.Stmt
 	insSale, insStaged, delStaged                             *sql.Stmt
 	insEvents                                                 [eventStmtsCached + 1]*sql.Stmt // by rows; [0] unused
+	webhook                                                   webhookStmts
 }
 
 // setCols returns "a = ?, b = ?" for the columns of cols after the first skip.
@@ -101,7 +105,7 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		}
 		*s.dst = st
 	}
-	return nil
+	return w.webhook.prepare(ctx, conn)
 }
 
 func insertEventsSQL(rows int) string {
@@ -132,6 +136,7 @@ func (w *writer) close() error {
 			errs = append(errs, st.Close())
 		}
 	}
+	errs = append(errs, w.webhook.close())
 	return errors.Join(errs...)
 }
 
@@ -148,6 +153,9 @@ func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
 		return fmt.Errorf("apply: %d events in one Write, at most %d", len(w.Events), eventsPerWriteMax)
 	}
 	if err := checkStaged(w); err != nil {
+		return err
+	}
+	if err := checkWebhook(w); err != nil {
 		return err
 	}
 	return db.submit(ctx, &op{w: w})
@@ -241,7 +249,8 @@ func (w *writer) control(st *sql.Stmt) error {
 // writer's time in a profile of 2,000 sales/s.
 func needsSavepoint(wr *surgepay.Write) bool {
 	versioned := 0
-	for _, g := range []bool{wr.CustomerUpdate != nil, wr.CustomerDelete != nil, wr.PaymentUpdate != nil} {
+	for _, g := range []bool{wr.CustomerUpdate != nil, wr.CustomerDelete != nil, wr.PaymentUpdate != nil,
+		wr.WebhookEndpointInsert != nil} {
 		if g {
 			versioned++
 		}
@@ -276,9 +285,12 @@ func (w *writer) applyItem(it *groupcommit.Item[*op]) error {
 		return fmt.Errorf("savepoint: %w", err)
 	}
 	var err error
-	if o.w != nil {
+	switch {
+	case o.w != nil:
 		err = w.applyWrite(it.Ctx, o.w)
-	} else {
+	case o.run != nil:
+		err = o.run(it.Ctx, w)
+	default:
 		o.purged, err = w.purge(it.Ctx, o)
 	}
 	var guard *surgepay.Error
@@ -324,7 +336,10 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
 		if err := w.insertSale(ctx, wr); err != nil {
 			return err
 		}
-		return w.insertEvents(ctx, wr.Events)
+		if err := w.insertEvents(ctx, wr.Events); err != nil {
+			return err
+		}
+		return w.insertWebhook(ctx, wr.Webhook)
 	}
 	if r := wr.Idempotency; r != nil {
 		n, err := exec(ctx, surgepay.StmtInsert, w.insIdempotency, idempotencyArgs(r)...)
@@ -360,6 +375,9 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
 		return err
 	}
 	if err := w.insertEvents(ctx, wr.Events); err != nil {
+		return err
+	}
+	if err := w.applyWebhook(ctx, wr); err != nil {
 		return err
 	}
 	return w.applyStaged(ctx, wr)
