@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/mattn/go-isatty"
@@ -42,6 +43,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts := Options{Log: stderr, Live: isTerminal(stderr)}
 	if cli.quiet {
 		opts.Log = nil
+	}
+	if cli.cpuProfile != "" {
+		stop, err := startCPUProfile(cli.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "loadtest: %v\n", err)
+			return ExitUsage
+		}
+		defer stop()
 	}
 	res, err := Run(ctx, cfg, opts)
 	if err != nil {
@@ -82,8 +91,9 @@ func (r *Result) Passed() bool {
 
 // cliOptions are the flags that are not part of Config.
 type cliOptions struct {
-	out, html string
-	quiet     bool
+	out, html  string
+	quiet      bool
+	cpuProfile string
 }
 
 // listFlag collects a repeatable flag.
@@ -158,6 +168,7 @@ func defineFlags(fs *flag.FlagSet, cfg *Config, cli *cliOptions) {
 	fs.StringVar(&cli.out, "out", "", "write the JSON result to this file")
 	fs.StringVar(&cli.html, "html", "", "write the HTML report to this file")
 	fs.BoolVar(&cli.quiet, "quiet", false, "no progress output")
+	fs.StringVar(&cli.cpuProfile, "cpuprofile", "", "write the injector's own CPU profile to this file (is the load generator the bottleneck?)")
 }
 
 // readMix returns the mix of the scenario file, or the one scenario.
@@ -222,4 +233,17 @@ func writeReport(path string, data []byte) error {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// startCPUProfile profiles this process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
