@@ -268,6 +268,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		{"PaymentRequest", paymentRequest{}, true},
 		{"AmountRequest", amountRequest{}, true},
 		{"VoidRequest", struct{}{}, true},
+		{"WebhookEndpoint", webhookEndpointJSON{}, false},
+		{"WebhookEndpointList", listJSON{}, false},
+		{"WebhookEndpointRequest", webhookEndpointRequest{}, true},
 	}
 	// The error envelope's inner object is checked against errorJSON too.
 	errInner := object(t, schemas, "Error", "properties", "error")

@@ -107,6 +107,10 @@ func (s *Server) routesInit() {
 	s.handle("POST /v1/payments/{id}/void", s.voidPayment)
 	s.handle("POST /v1/payments/{id}/refunds", s.refundPayment)
 	s.handle("GET /v1/payments/{id}/events", s.listEvents)
+	s.handle("POST /v1/webhook_endpoints", s.createWebhookEndpoint)
+	s.handle("GET /v1/webhook_endpoints", s.listWebhookEndpoints)
+	s.handle("GET /v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
+	s.handle("DELETE /v1/webhook_endpoints/{id}", s.deleteWebhookEndpoint)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &surgepay.Error{Code: surgepay.ENOTFOUND, Reason: "route_not_found",
 			Message: "no such route: " + r.Method + " " + truncate(r.URL.Path, 200)})

@@ -61,6 +61,13 @@ type Config struct {
 	// with the payment as stored. It must be cheap and safe for concurrent
 	// use (metrics).
 	OnPayment func(op string, p *surgepay.Payment)
+
+	// Webhooks holds the webhook endpoints. Nil: the Store, if it has the
+	// surgepay.WebhookStore capability.
+	Webhooks surgepay.WebhookStore
+	// Outbox queues a webhook in each Write of a payment change (package
+	// webhook). Nil: none is queued.
+	Outbox surgepay.WebhookOutbox
 }
 
 // Engine runs payments. Safe for concurrent use.

@@ -62,7 +62,7 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 		next.Version = p.Version + 1
 	}
 	w := &surgepay.Write{ProviderActed: true, PaymentUpdate: next, Events: events}
-	if err := e.store.Apply(ctx, w); err != nil {
+	if err := e.commit(ctx, w); err != nil {
 		return false, err
 	}
 	return true, nil

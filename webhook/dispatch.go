@@ -1,0 +1,522 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/surgepay/surgepay"
+)
+
+// Defaults and limits of a Dispatcher. Every queue, batch, body and retry
+// loop is bounded by one of them.
+const (
+	WorkersDefault = 16  // deliveries in flight at once
+	WorkersMax     = 256 // Config.Workers ceiling
+	// TimeoutDefault bounds one delivery: connect, TLS, request and
+	// answer. TimeoutMax is the ceiling of Config.Timeout.
+	TimeoutDefault = 10 * time.Second
+	TimeoutMax     = time.Minute
+	// AttemptsMaxDefault is the attempts at one delivery before it is kept
+	// as failed: with the default backoff, about a day and a half of
+	// retries (30s, 1m, 2m, ... 4h16m, then every 6h).
+	AttemptsMaxDefault = 15
+	AttemptsMaxLimit   = 30
+	// BackoffBaseDefault is the wait after the first failed attempt,
+	// doubled after each, up to BackoffMaxDefault; each wait is drawn
+	// between half and all of that (jitter), so that the retries of one
+	// outage do not arrive together.
+	BackoffBaseDefault = 30 * time.Second
+	BackoffMaxDefault  = 6 * time.Hour
+	// PollIntervalDefault is how often an idle dispatcher looks for due
+	// deliveries; a commit on this node wakes it at once.
+	PollIntervalDefault = time.Second
+	// ClaimBatchMax bounds one claim; a claim also takes no more than the
+	// idle workers, so every claimed delivery starts at once.
+	ClaimBatchMax = 100
+	// ResultBatchMax bounds the results recorded in one store call.
+	ResultBatchMax = 256
+	// ResponseBodyBytesMax bounds what is read of an answer (and thrown
+	// away), so that its connection can be reused.
+	ResponseBodyBytesMax = 64 << 10
+	// LeaseMargin is added to the timeout to lease a claim: the time a
+	// result may take to be recorded before another node may claim the
+	// delivery again (and send it twice).
+	LeaseMargin = time.Minute
+	// BacklogInterval spaces the backlog counts (a scan of the outbox).
+	BacklogInterval = 10 * time.Second
+	// FailedRetentionDefault is how long failed deliveries are kept.
+	FailedRetentionDefault = 30 * 24 * time.Hour
+	// PurgeInterval and PurgeBatchMax bound the deletion of old failed
+	// deliveries.
+	PurgeInterval = time.Hour
+	PurgeBatchMax = 10_000
+	// errorBytesMax bounds the error text kept with a delivery.
+	errorBytesMax = 200
+	// recordTriesMax bounds the tries at recording one batch of results;
+	// recordTimeout bounds each.
+	recordTriesMax = 5
+	recordTimeout  = 10 * time.Second
+)
+
+// Config configures a Dispatcher. Store and Vault are required; zero
+// values of the rest take the defaults.
+type Config struct {
+	Store surgepay.WebhookStore
+	// Vault opens the endpoints' sealed secrets.
+	Vault  surgepay.Vault
+	Logger *slog.Logger
+	// Workers bounds the deliveries in flight. Default 16.
+	Workers int
+	// Timeout bounds one delivery. Default 10s.
+	Timeout time.Duration
+	// AttemptsMax is the attempts at a delivery before it is kept as
+	// failed. Default 15.
+	AttemptsMax int
+	// BackoffBase and BackoffMax shape the waits between attempts.
+	// Defaults 30s and 6h.
+	BackoffBase, BackoffMax time.Duration
+	// PollInterval is how often an idle Run looks for due deliveries.
+	// Default 1s.
+	PollInterval time.Duration
+	// FailedRetention is how long failed deliveries are kept. Default 30
+	// days.
+	FailedRetention time.Duration
+	// AllowPrivateNetworks lets deliveries reach loopback, private,
+	// link-local and other non-public addresses. Default false: such an
+	// address is refused when connecting (after DNS), so that a merchant's
+	// URL cannot reach the operator's internal services.
+	AllowPrivateNetworks bool
+	// Wake, if set, makes an idle Run look for due deliveries at once
+	// (Outbox.Wake).
+	Wake <-chan struct{}
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) defaults() error {
+	if c.Store == nil || c.Vault == nil {
+		return errors.New("webhook: Store and Vault are required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	for _, d := range []struct {
+		v    *int
+		def  int
+		max  int
+		name string
+	}{{&c.Workers, WorkersDefault, WorkersMax, "Workers"}, {&c.AttemptsMax, AttemptsMaxDefault, AttemptsMaxLimit, "AttemptsMax"}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < 1 || *d.v > d.max {
+			return fmt.Errorf("webhook: %s %d must be 1 to %d", d.name, *d.v, d.max)
+		}
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.Timeout, TimeoutDefault}, {&c.BackoffBase, BackoffBaseDefault}, {&c.BackoffMax, BackoffMaxDefault},
+		{&c.PollInterval, PollIntervalDefault}, {&c.FailedRetention, FailedRetentionDefault}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if c.Timeout > TimeoutMax {
+		return fmt.Errorf("webhook: Timeout %s exceeds %s", c.Timeout, TimeoutMax)
+	}
+	return nil
+}
+
+// Stats are a Dispatcher's running totals and the last backlog count.
+type Stats struct {
+	Delivered, Retried, Failed, Dropped uint64
+	Backlog                             surgepay.WebhookBacklog
+}
+
+// Dispatcher delivers the outbox. Safe for concurrent use; run one Run
+// per process.
+type Dispatcher struct {
+	cfg    Config
+	client *http.Client
+
+	delivered, retried, failed, dropped atomic.Uint64
+	mu                                  sync.Mutex
+	backlog                             surgepay.WebhookBacklog
+}
+
+// New returns a Dispatcher.
+func New(cfg Config) (*Dispatcher, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Dispatcher{cfg: cfg, client: newClient(cfg)}, nil
+}
+
+// errAddressNotAllowed refuses a connection to a non-public address.
+var errAddressNotAllowed = errors.New("address not allowed (not a public address)")
+
+// newClient returns the HTTP client of deliveries: no proxy, no redirects
+// (a 3xx is a failed attempt), bounded in time and header size, refusing
+// non-public addresses unless allowed. The check runs on the address the
+// dialer connects to, after DNS, so a name that resolves to an internal
+// address is refused too.
+func newClient(cfg Config) *http.Client {
+	d := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}
+	if !cfg.AllowPrivateNetworks {
+		d.Control = func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil || !publicAddr(ap.Addr()) {
+				return errAddressNotAllowed
+			}
+			return nil
+		}
+	}
+	t := &http.Transport{
+		Proxy:                  nil,
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    cfg.Timeout,
+		ResponseHeaderTimeout:  cfg.Timeout,
+		MaxIdleConns:           cfg.Workers,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: 16 << 10,
+		DisableCompression:     true,
+	}
+	return &http.Client{Transport: t, Timeout: cfg.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// cgnat is the carrier-grade NAT range (RFC 6598), not public either.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+func publicAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsValid() && a.IsGlobalUnicast() && !a.IsPrivate() && !cgnat.Contains(a) &&
+		!(a.Is4() && a.As4()[0] == 0)
+}
+
+// Stats returns the running totals. Cheap; safe for concurrent use.
+func (d *Dispatcher) Stats() Stats {
+	d.mu.Lock()
+	b := d.backlog
+	d.mu.Unlock()
+	return Stats{Delivered: d.delivered.Load(), Retried: d.retried.Load(), Failed: d.failed.Load(),
+		Dropped: d.dropped.Load(), Backlog: b}
+}
+
+// lease is how long a claim holds its deliveries.
+func (d *Dispatcher) lease() time.Duration { return d.cfg.Timeout + LeaseMargin }
+
+// Run delivers until ctx ends: it claims as many due deliveries as it has
+// idle workers, sends each on its own worker, and records the results in
+// batches on another goroutine. When ctx ends it claims no more, lets the
+// deliveries in flight finish (each bounded by Timeout) and records their
+// results.
+func (d *Dispatcher) Run(ctx context.Context) {
+	results := make(chan *surgepay.WebhookResult, d.cfg.Workers)
+	recorded := make(chan struct{})
+	go func() { defer close(recorded); d.recordLoop(results) }()
+	slots := make(chan struct{}, d.cfg.Workers)
+	freed := make(chan struct{}, 1)
+	var inflight sync.WaitGroup
+	d.refreshBacklog(ctx)
+	backlog, purge := time.NewTicker(BacklogInterval), time.NewTicker(PurgeInterval)
+	defer backlog.Stop()
+	defer purge.Stop()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for ctx.Err() == nil {
+		free := d.cfg.Workers - len(slots)
+		n := min(free, ClaimBatchMax)
+		var ds []*surgepay.WebhookDelivery
+		if n > 0 {
+			var err error
+			now := d.cfg.Now()
+			if ds, err = d.cfg.Store.ClaimWebhookDeliveries(ctx, now, now.Add(d.lease()), n); err != nil && ctx.Err() == nil {
+				d.cfg.Logger.Warn("webhooks: claim deliveries", "err", err.Error())
+			}
+		}
+		for _, dl := range ds {
+			slots <- struct{}{}
+			inflight.Add(1)
+			go func() {
+				defer inflight.Done()
+				results <- d.attempt(dl)
+				<-slots
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}()
+		}
+		if n > 0 && len(ds) == n {
+			continue // perhaps more are due
+		}
+		var wait <-chan struct{}
+		if n == 0 {
+			wait = freed // every worker is busy
+		} else {
+			poll.Reset(d.cfg.PollInterval)
+		}
+		select {
+		case <-ctx.Done():
+		case <-wait:
+		case <-d.cfg.Wake:
+		case <-poll.C:
+		case <-backlog.C:
+			d.refreshBacklog(ctx)
+		case <-purge.C:
+			d.purgeFailed(ctx)
+		}
+	}
+	inflight.Wait()
+	close(results)
+	<-recorded
+}
+
+// DeliverDue claims the deliveries due now (up to ClaimBatchMax), sends
+// them on at most Workers goroutines, records the results and returns how
+// many it attempted. Run does the same continuously; DeliverDue is one
+// synchronous round, for tests and tools.
+func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
+	now := d.cfg.Now()
+	ds, err := d.cfg.Store.ClaimWebhookDeliveries(ctx, now, now.Add(d.lease()), ClaimBatchMax)
+	if err != nil {
+		return 0, err
+	}
+	rs := make([]*surgepay.WebhookResult, len(ds))
+	sem := make(chan struct{}, d.cfg.Workers)
+	var wg sync.WaitGroup
+	for i, dl := range ds {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rs[i] = d.attempt(dl)
+			<-sem
+		}()
+	}
+	wg.Wait()
+	if len(rs) > 0 && !d.record(rs) {
+		return len(rs), errors.New("webhook: results not recorded")
+	}
+	return len(rs), nil
+}
+
+// attempt sends one delivery and returns its result.
+func (d *Dispatcher) attempt(dl *surgepay.WebhookDelivery) *surgepay.WebhookResult {
+	r := &surgepay.WebhookResult{EventID: dl.EventID, EndpointID: dl.EndpointID, Attempt: dl.Attempt}
+	switch {
+	case dl.URL == "":
+		r.Outcome, r.At = surgepay.WebhookDropped, d.cfg.Now()
+		return r
+	case dl.Attempt > d.cfg.AttemptsMax:
+		// Its last attempt's dispatcher died before recording it.
+		r.Outcome, r.Error, r.At = surgepay.WebhookFailed, "attempts exhausted", d.cfg.Now()
+		return r
+	}
+	r.StatusCode, r.Error = d.send(dl)
+	r.At = d.cfg.Now()
+	switch {
+	case r.Error == "":
+		r.Outcome = surgepay.WebhookDelivered
+	case dl.Attempt >= d.cfg.AttemptsMax:
+		r.Outcome = surgepay.WebhookFailed
+	default:
+		r.Outcome, r.NextAttempt = surgepay.WebhookRetry, r.At.Add(d.backoff(dl.Attempt))
+	}
+	return r
+}
+
+// backoff returns the wait after failed attempt n (1 for the first):
+// BackoffBase doubled n-1 times, at most BackoffMax, of which a random
+// half to all.
+func (d *Dispatcher) backoff(n int) time.Duration {
+	w := d.cfg.BackoffBase
+	for i := 1; i < n && w < d.cfg.BackoffMax; i++ {
+		w *= 2
+	}
+	w = min(w, d.cfg.BackoffMax)
+	return w/2 + rand.N(w/2+1)
+}
+
+// send POSTs the delivery and returns the HTTP status and, if the attempt
+// failed, why. The reason never holds the URL (it may carry a token), the
+// secret or the answer's body.
+func (d *Dispatcher) send(dl *surgepay.WebhookDelivery) (int, string) {
+	secret, err := d.cfg.Vault.Decrypt(dl.SealedSecret, surgepay.WebhookSecretAAD(dl.MerchantID, dl.EndpointID))
+	if err != nil {
+		d.cfg.Logger.Error("webhooks: cannot open an endpoint's secret (is the vault keyring complete?)",
+			"endpoint", dl.EndpointID, "merchant", dl.MerchantID)
+		return 0, "the endpoint's secret cannot be opened"
+	}
+	req, err := http.NewRequest(http.MethodPost, dl.URL, bytes.NewReader(dl.Payload))
+	if err != nil {
+		return 0, "invalid URL"
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "surgepay-webhooks/1")
+	h.Set(HeaderEventID, dl.EventID)
+	h.Set(HeaderEventType, dl.Type)
+	h.Set(HeaderAttempt, strconv.Itoa(dl.Attempt))
+	h.Set(HeaderSignature, Signature(secret, d.cfg.Now(), dl.Payload))
+	res, err := d.client.Do(req)
+	if err != nil {
+		return 0, reason(err, d.cfg.Timeout)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, ResponseBodyBytesMax))
+	res.Body.Close()
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return res.StatusCode, "HTTP " + strconv.Itoa(res.StatusCode)
+	}
+	return res.StatusCode, ""
+}
+
+// reason names a failed request without its URL.
+func reason(err error, timeout time.Duration) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var dns *net.DNSError
+	var op *net.OpError
+	var to interface{ Timeout() bool }
+	switch {
+	case errors.Is(err, errAddressNotAllowed):
+		return errAddressNotAllowed.Error()
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &to) && to.Timeout():
+		return "timeout after " + timeout.String()
+	case errors.As(err, &dns):
+		return truncate("dns: " + dns.Err)
+	case errors.As(err, &op) && op.Err != nil:
+		return truncate(op.Op + ": " + op.Err.Error())
+	}
+	return truncate(err.Error())
+}
+
+func truncate(s string) string {
+	if len(s) > errorBytesMax {
+		return s[:errorBytesMax]
+	}
+	return s
+}
+
+// recordLoop records results as they come, in batches of what is
+// waiting, until results is closed.
+func (d *Dispatcher) recordLoop(results <-chan *surgepay.WebhookResult) {
+	buf := make([]*surgepay.WebhookResult, 0, ResultBatchMax)
+	for r := range results {
+		buf = append(buf[:0], r)
+	fill:
+		for len(buf) < ResultBatchMax {
+			select {
+			case r, ok := <-results:
+				if !ok {
+					break fill
+				}
+				buf = append(buf, r)
+			default:
+				break fill
+			}
+		}
+		d.record(buf)
+	}
+}
+
+// record stores results, retrying a failing store a few times, and counts
+// and logs them once stored. If they cannot be stored, their deliveries
+// are claimed again when their lease ends (and may be sent twice).
+func (d *Dispatcher) record(rs []*surgepay.WebhookResult) bool {
+	var err error
+	for try := range recordTriesMax {
+		if try > 0 {
+			time.Sleep(100 * time.Millisecond << try)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+		err = d.cfg.Store.RecordWebhookResults(ctx, rs)
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		d.cfg.Logger.Error("webhooks: results not recorded; their deliveries will be attempted again after their lease",
+			"results", len(rs), "err", err.Error())
+		return false
+	}
+	for _, r := range rs {
+		d.count(r)
+	}
+	return true
+}
+
+func (d *Dispatcher) count(r *surgepay.WebhookResult) {
+	log := d.cfg.Logger
+	switch r.Outcome {
+	case surgepay.WebhookDelivered:
+		d.delivered.Add(1)
+		log.Debug("webhook delivered", "event", r.EventID, "endpoint", r.EndpointID, "attempt", r.Attempt,
+			"status", r.StatusCode)
+	case surgepay.WebhookRetry:
+		d.retried.Add(1)
+		log.Info("webhook attempt failed; will retry", "event", r.EventID, "endpoint", r.EndpointID,
+			"attempt", r.Attempt, "error", r.Error, "next_attempt", r.NextAttempt.Format(time.RFC3339))
+	case surgepay.WebhookFailed:
+		d.failed.Add(1)
+		log.Warn("webhook failed: no attempts left; kept as failed", "event", r.EventID, "endpoint", r.EndpointID,
+			"attempts", r.Attempt, "error", r.Error)
+	case surgepay.WebhookDropped:
+		d.dropped.Add(1)
+		log.Info("webhook dropped: its endpoint was deleted", "event", r.EventID, "endpoint", r.EndpointID)
+	}
+}
+
+// refreshBacklog counts the outbox for Stats.
+func (d *Dispatcher) refreshBacklog(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, BacklogInterval)
+	defer cancel()
+	b, err := d.cfg.Store.WebhookBacklog(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.cfg.Logger.Warn("webhooks: count the backlog", "err", err.Error())
+		}
+		return
+	}
+	d.mu.Lock()
+	d.backlog = b
+	d.mu.Unlock()
+}
+
+// purgeFailed deletes failed deliveries older than FailedRetention, a
+// bounded batch at a time.
+func (d *Dispatcher) purgeFailed(ctx context.Context) {
+	n, err := d.cfg.Store.DeleteFailedWebhooksBefore(ctx, d.cfg.Now().Add(-d.cfg.FailedRetention), PurgeBatchMax)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		d.cfg.Logger.Warn("webhooks: purge failed deliveries", "err", err.Error())
+	case n > 0:
+		d.cfg.Logger.Info("webhooks: purged failed deliveries", "count", n)
+	}
+}

@@ -1,0 +1,4 @@
+package webhook
+
+// PublicAddr exposes publicAddr to the tests.
+var PublicAddr = publicAddr
