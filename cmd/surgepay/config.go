@@ -17,6 +17,7 @@ import (
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/telemetry"
+	"github.com/surgepay/surgepay/webhook"
 )
 
 // Config is surgepay's configuration: DefaultConfig, then the TOML file
@@ -62,6 +63,9 @@ type Config struct {
 	Merchants map[string]surgepay.MerchantSettings `toml:"merchants"`
 	// Stage configures the streamlined path's staged captures.
 	Stage StageConfig `toml:"stage"`
+	// Webhooks configures the delivery of webhooks (docs/webhooks.md); the
+	// per-merchant switch is merchants.*.webhooks.
+	Webhooks WebhooksConfig `toml:"webhooks"`
 
 	// Telemetry: metrics, traces, access logs (docs/observability.md).
 	Telemetry telemetry.Config `toml:"telemetry"`
@@ -97,6 +101,21 @@ type StageConfig struct {
 	// "capture" (default: capture synchronously, as the standard path) or
 	// "reject" (void the authorization and answer 503).
 	Fallback string `toml:"fallback"`
+}
+
+// WebhooksConfig configures the webhook dispatcher of `surgepay serve`.
+type WebhooksConfig struct {
+	// Workers bounds the deliveries in flight on this node. Default 16,
+	// at most 256.
+	Workers int `toml:"workers"`
+	// Timeout bounds one delivery: connect, TLS, request and answer.
+	// Default 10s, at most 1m.
+	Timeout Duration `toml:"timeout"`
+	// AllowPrivateNetworks lets endpoints reach loopback, private and
+	// link-local addresses (a receiver on the same host, in development).
+	// Default false: a merchant's URL cannot reach the operator's internal
+	// services. Env SURGEPAY_WEBHOOKS_ALLOW_PRIVATE_NETWORKS.
+	AllowPrivateNetworks bool `toml:"allow_private_networks"`
 }
 
 // SQLiteConfig configures the embedded store.
@@ -169,6 +188,7 @@ func DefaultConfig() Config {
 		Merchants: map[string]surgepay.MerchantSettings{"default": surgepay.DefaultMerchantSettings()},
 		Stage: StageConfig{Kind: "embedded", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
 			Replicas: 1, Fallback: "capture"},
+		Webhooks: WebhooksConfig{Workers: webhook.WorkersDefault, Timeout: Duration{webhook.TimeoutDefault}},
 	}
 }
 
@@ -250,6 +270,13 @@ func (c *Config) applyEnv(env func(string) string) error {
 		d := c.Merchants["default"]
 		d.Processing = v
 		c.Merchants["default"] = d
+	}
+	if v := env("SURGEPAY_WEBHOOKS_ALLOW_PRIVATE_NETWORKS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("SURGEPAY_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: %q is not true or false", v)
+		}
+		c.Webhooks.AllowPrivateNetworks = b
 	}
 	if v := env("SURGEPAY_DEBUG"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -383,6 +410,12 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("stage.kind", "%q must be \"embedded\" or \"jetstream\"", c.Stage.Kind)
+	}
+	if c.Webhooks.Workers < 1 || c.Webhooks.Workers > webhook.WorkersMax {
+		bad("webhooks.workers", "%d must be 1 to %d", c.Webhooks.Workers, webhook.WorkersMax)
+	}
+	if d := c.Webhooks.Timeout.Duration; d < 100*time.Millisecond || d > webhook.TimeoutMax {
+		bad("webhooks.timeout", "%s must be between 100ms and %s", d, webhook.TimeoutMax)
 	}
 	if c.Stage.Fallback != "capture" && c.Stage.Fallback != "reject" {
 		bad("stage.fallback", "%q must be \"capture\" or \"reject\"", c.Stage.Fallback)

@@ -42,6 +42,7 @@ type app struct {
 	tax    surgepay.TaxTable
 	eng    *engine.Engine
 	tel    *telemetry.Telemetry
+	hooks  *appWebhooks // nil if the store has no webhooks
 	closer []func()
 }
 
@@ -121,10 +122,12 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	if err := a.tel.RegisterCache(func() []telemetry.CacheStat { return cacheStats(c) }); err != nil {
 		return nil, err
 	}
+	a.openWebhooks()
 	a.eng, err = engine.New(engine.Config{Store: a.tel.WrapStore(a.store), Provider: prov, Vault: a.keys,
 		Sealer: sealer, Stage: st, StageFallback: cfg.Stage.Fallback,
 		Tax: func() surgepay.TaxTable { return a.tax }, Logger: log,
 		IdempotencyRetention: cfg.IdempotencyRetention.Duration, Cache: c,
+		Webhooks: a.webhookStore(), Outbox: a.webhookOutbox(),
 		OnPayment: a.tel.PaymentObserver()})
 	if err != nil {
 		return nil, err
@@ -418,6 +421,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	go func() { defer wg.Done(); watchConfig(bg, a, &current, log) }()
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
 	go func() { defer wg.Done(); purgeLoop(bg, a.eng, log) }()
+	a.startWebhooks(bg, &wg)
 	fmt.Fprintf(out, "surgepay listening on http://%s (storage %s)\n", ln.Addr(), cfg.Storage)
 	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind)
 	errc := make(chan error, 1)

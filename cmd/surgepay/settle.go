@@ -143,7 +143,10 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	defer closeStage()
 	log.Info("settlement starting", "stage", o.stage, "key_id", opener.KeyID(), "until_empty", o.untilEmpty,
 		"batch_size", o.batchSize, "workers", o.workers)
-	rep, err := settle.Run(ctx, settle.Config{Store: store, Provider: prov, Opener: opener, Consumer: consumer,
+	// Capture results write audit events: their webhooks are queued in
+	// the same Writes, for `surgepay serve` to deliver.
+	rep, err := settle.Run(ctx, settle.Config{Store: withWebhooks(ctx, store, cfg, log), Provider: prov,
+		Opener: opener, Consumer: consumer,
 		BatchSizeMax: o.batchSize, Workers: o.workers, UntilEmpty: o.untilEmpty, Logger: log,
 		OnStats: statsLogger(log, 10*time.Second)})
 	if rep != nil {
