@@ -32,8 +32,9 @@ const (
 	TimeoutDefault = 10 * time.Second
 	TimeoutMax     = time.Minute
 	// AttemptsMaxDefault is the attempts at one delivery before it is kept
-	// as failed: with the default backoff, about a day and a half of
-	// retries (30s, 1m, 2m, ... 4h16m, then every 6h).
+	// as failed: with the default backoff, at most about 32 hours of
+	// retries (30s, 1m, 2m, ... 4h16m, then every 6h; jitter shortens each
+	// wait by up to half).
 	AttemptsMaxDefault = 15
 	AttemptsMaxLimit   = 30
 	// BackoffBaseDefault is the wait after the first failed attempt,
