@@ -59,6 +59,41 @@ type StageConsumer interface {
 	Backlog(ctx context.Context) (depth int, oldest time.Time, err error)
 }
 
+// PaymentsFinder is the optional capability of a store that reads many
+// payments in one statement: settlement loads each batch's payments with
+// it instead of one FindPayment per record.
+type PaymentsFinder interface {
+	// FindPayments returns the payments named by keys that exist, in any
+	// order; a key with no payment (or another merchant's) has none. It
+	// takes at most the store's limit of keys (10,000 for PostgreSQL).
+	FindPayments(ctx context.Context, keys []PaymentKey) ([]*Payment, error)
+}
+
+// SettlementWriter is the optional capability of a store that stores a
+// batch of settlement results in one statement: settle records a batch's
+// captures with it instead of one Write each (one UPDATE and one INSERT
+// per payment, pipelined in group commits, cost PostgreSQL about 40 µs of
+// CPU per capture; one statement for 2,000, about 26 µs).
+type SettlementWriter interface {
+	// ApplySettlements stores each Write of ws whose guard holds (the
+	// payment's stored Version is PaymentUpdate.Version-1) with its Events,
+	// StagedAck and Webhook, and reports which it stored; a Write not
+	// stored (its payment changed or is gone) stored nothing. Each Write
+	// holds a PaymentUpdate and perhaps those parts, nothing else (a Write
+	// with any other part is an error), and no two name one payment. A
+	// store wrapper whose Apply adds parts to a Write must add them here
+	// too. If it returns an error, any Write of ws may or
+	// may not be stored. It takes at most the store's limit of Writes
+	// (10,000 for PostgreSQL).
+	ApplySettlements(ctx context.Context, ws []*Write) (stored []bool, err error)
+}
+
+// PaymentKey names a payment of a merchant.
+type PaymentKey struct {
+	MerchantID string
+	ID         string
+}
+
 // Merchant processing paths.
 const (
 	PathStandard    = "standard"

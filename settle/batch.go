@@ -3,7 +3,11 @@ package settle
 import (
 	"context"
 	"errors"
+	"maps"
+	"runtime"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/stage"
@@ -18,6 +22,7 @@ type outcome struct {
 	result       string // resultCaptured, resultFailed, resultSettled or ""
 	currency     string
 	amount       int64
+	orphanIn     time.Duration // ReasonOrphanWait: until the record is an orphan
 }
 
 const (
@@ -26,48 +31,84 @@ const (
 	resultSettled  = "already_settled"
 )
 
+// errBatchDeadline is the cause of a batch context whose time is up.
+var errBatchDeadline = errors.New("settle: the batch's time is up")
+
 // decision is what the open/load/provider phase found out.
 type decision struct {
-	out outcome // final unless res is set
+	out outcome // final unless res is set, or ins is set and the record still to decide
 	ins *surgepay.CaptureInstruction
 	p   *surgepay.Payment
 	res *surgepay.ProviderResult // a final provider answer to record
 }
 
-// batch settles recs and acknowledges what is done. It returns the
-// captures recorded.
-func (r *runner) batch(ctx context.Context, recs []*surgepay.StagedRecord) int {
+// leftRecord is a record this run left for later.
+type leftRecord struct {
+	times   int  // times this run left it
+	waiting bool // released to come back soon: an UntilEmpty run waits for it
+}
+
+// batch settles the prepared batch b and acknowledges what is done. It
+// returns the captures recorded.
+func (r *runner) batch(ctx context.Context, b *prepared) int {
 	work := context.WithoutCancel(ctx) // finish the batch on shutdown
-	outs := make([]outcome, len(recs))
+	if r.cfg.AckWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, b.fetched.Add(r.cfg.AckWait-r.cfg.CallTimeout-ResultReserve), errBatchDeadline)
+		defer cancel()
+	}
+	outs := make([]outcome, len(b.recs))
+	sw, many := r.cfg.Store.(surgepay.SettlementWriter)
 	var wg sync.WaitGroup
-	for i, rec := range recs {
+	for i := range b.ds {
 		wg.Go(func() {
-			r.sem <- struct{}{}
-			d := r.decide(ctx, work, rec)
-			<-r.sem // the Apply below does not hold a provider slot
-			if d.res != nil {
-				outs[i] = r.record(ctx, work, d)
-			} else {
+			d := &b.ds[i]
+			if d.ins != nil {
+				r.sem <- struct{}{}
+				r.decide(ctx, work, d, b.payments)
+				<-r.sem // the Apply below does not hold a provider slot
+			}
+			switch {
+			case d.res == nil:
 				outs[i] = d.out
+			case !many:
+				outs[i] = r.record(ctx, work, d)
 			}
 		})
 	}
 	wg.Wait()
-	r.acknowledge(work, outs)
-	return r.tally(outs)
+	if many {
+		r.recordMany(ctx, work, sw, b.ds, outs)
+	}
+	captured, releases := r.tally(outs)
+	r.acknowledge(work, outs, releases)
+	return captured
 }
 
-// decide opens rec, loads its payment and, when it still has a staged
-// capture, captures it at the provider. ctx ends retries; work carries the
-// calls.
-func (r *runner) decide(ctx, work context.Context, rec *surgepay.StagedRecord) decision {
+// open opens every record, on every CPU. A record that does not open is
+// decided: its decision has no instruction.
+func (r *runner) open(recs []*surgepay.StagedRecord) []decision {
+	ds := make([]decision, len(recs))
+	n := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			for i := w; i < len(recs); i += n {
+				ds[i] = r.openOne(recs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return ds
+}
+
+func (r *runner) openOne(rec *surgepay.StagedRecord) decision {
 	log := r.cfg.Logger
-	leave := func(reason string) decision { return decision{out: outcome{rec: rec, reason: reason}} }
 	ins, err := r.cfg.Opener.Open(rec.Sealed)
 	if err != nil {
 		if errors.Is(err, stage.ErrWrongKey) || errors.Is(err, stage.ErrVersion) {
 			log.Error("settle: record not for this settlement key; left at the stage", "record", rec.ID, "err", err.Error())
-			return leave(ReasonWrongKey)
+			return decision{out: outcome{rec: rec, reason: ReasonWrongKey}}
 		}
 		log.Error("settle: tampered record acknowledged, not captured", "record", rec.ID)
 		return decision{out: outcome{rec: rec, ack: true, reason: ReasonTampered}}
@@ -75,35 +116,99 @@ func (r *runner) decide(ctx, work context.Context, rec *surgepay.StagedRecord) d
 	if ins.PaymentID != rec.PaymentID || ins.MerchantID != rec.MerchantID {
 		log.Warn("settle: record headers disagree with the sealed instruction; using the instruction", "record", rec.ID, "payment", ins.PaymentID)
 	}
-	p, err := r.cfg.Store.FindPayment(work, ins.MerchantID, ins.PaymentID)
+	return decision{ins: ins, out: outcome{rec: rec}}
+}
+
+// preload reads the payments of ds in one statement when the store has
+// the PaymentsFinder capability; nil otherwise, or if the read fails, and
+// then each record reads its own.
+func (r *runner) preload(ctx context.Context, ds []decision) map[surgepay.PaymentKey]*surgepay.Payment {
+	pf, ok := r.cfg.Store.(surgepay.PaymentsFinder)
+	if !ok {
+		return nil
+	}
+	keys := make([]surgepay.PaymentKey, 0, len(ds))
+	for _, d := range ds {
+		if d.ins != nil {
+			keys = append(keys, surgepay.PaymentKey{MerchantID: d.ins.MerchantID, ID: d.ins.PaymentID})
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	ps, err := pf.FindPayments(ctx, keys)
+	if err != nil {
+		r.cfg.Logger.Warn("settle: load the batch's payments; loading them one by one", "payments", len(keys), "err", err.Error())
+		return nil
+	}
+	m := make(map[surgepay.PaymentKey]*surgepay.Payment, len(ps))
+	for _, p := range ps {
+		m[surgepay.PaymentKey{MerchantID: p.MerchantID, ID: p.ID}] = p
+	}
+	return m
+}
+
+// decide loads the payment of d's opened instruction (from payments when
+// preloaded) and, when it still has a staged capture, captures it at the
+// provider; it sets d.out, or d.res to record. ctx ends retries; work
+// carries the calls.
+func (r *runner) decide(ctx, work context.Context, d *decision, payments map[surgepay.PaymentKey]*surgepay.Payment) {
+	log := r.cfg.Logger
+	ins, rec := d.ins, d.out.rec
+	d.ins = nil
+	leave := func(reason string) { d.out = outcome{rec: rec, reason: reason} }
+	p, err := r.load(work, ins, payments)
 	if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
 		// The later of the two times: a record is never called an orphan early.
 		born := ins.Authorized
 		if rec.Created.After(born) {
 			born = rec.Created
 		}
-		if r.cfg.Now().Sub(born) < r.cfg.OrphanGrace {
-			return leave(ReasonOrphanWait)
+		if age := r.cfg.Now().Sub(born); age < r.cfg.OrphanGrace {
+			leave(ReasonOrphanWait)
+			d.out.orphanIn = r.cfg.OrphanGrace - age
+			return
 		}
 		log.Warn("settle: orphan record acknowledged: its payment was never stored", "record", rec.ID, "payment", ins.PaymentID)
-		return decision{out: outcome{rec: rec, ack: true, reason: ReasonOrphan}}
+		d.out = outcome{rec: rec, ack: true, reason: ReasonOrphan}
+		return
 	}
 	if err != nil {
 		log.Error("settle: load payment", "record", rec.ID, "payment", ins.PaymentID, "err", err.Error())
-		return leave(ReasonStore)
+		leave(ReasonStore)
+		return
 	}
 	if p.StagedCapture() == nil {
-		return decision{out: outcome{rec: rec, ack: true, result: resultSettled}}
+		d.out = outcome{rec: rec, ack: true, result: resultSettled}
+		return
 	}
 	if why := mismatch(ins, p); why != "" {
 		log.Error("settle: instruction disagrees with the payment; left at the stage", "record", rec.ID, "payment", p.ID, "field", why)
-		return leave(ReasonMismatch)
+		leave(ReasonMismatch)
+		return
+	}
+	if context.Cause(ctx) == errBatchDeadline {
+		leave(ReasonDeadline)
+		return
 	}
 	res, reason := r.capture(ctx, work, ins)
 	if res == nil {
-		return leave(reason)
+		leave(reason)
+		return
 	}
-	return decision{ins: ins, p: p, res: res, out: outcome{rec: rec}}
+	d.ins, d.p, d.res = ins, p, res
+}
+
+// load returns the payment of ins: from payments when preloaded (absent:
+// ENOTFOUND), else from the store.
+func (r *runner) load(ctx context.Context, ins *surgepay.CaptureInstruction, payments map[surgepay.PaymentKey]*surgepay.Payment) (*surgepay.Payment, error) {
+	if payments == nil {
+		return r.cfg.Store.FindPayment(ctx, ins.MerchantID, ins.PaymentID)
+	}
+	if p, ok := payments[surgepay.PaymentKey{MerchantID: ins.MerchantID, ID: ins.PaymentID}]; ok {
+		return p, nil
+	}
+	return nil, surgepay.NotFound("id", "payment")
 }
 
 // mismatch returns the first field in which ins disagrees with the staged
@@ -127,12 +232,15 @@ func mismatch(ins *surgepay.CaptureInstruction, p *surgepay.Payment) string {
 // capture asks the provider to capture, keeping the three outcomes apart:
 // a result (approved or declined) is returned; not performed is retried
 // RetryMax times with backoff; unknown is looked up by key, never retried
-// blindly. With no result it returns the reason the record is left.
+// blindly. With no result it returns the reason the record is left. Each
+// call is bounded by CallTimeout.
 func (r *runner) capture(ctx, work context.Context, ins *surgepay.CaptureInstruction) (*surgepay.ProviderResult, string) {
 	req := &surgepay.CaptureRequest{IdempotencyKey: ins.IdempotencyKey, AuthorizationRef: ins.AuthorizationRef,
 		Amount: ins.Amount, Currency: ins.Currency}
 	for attempt := 0; ; attempt++ {
-		res, err := r.cfg.Provider.Capture(work, req)
+		call, cancel := context.WithTimeout(work, r.cfg.CallTimeout)
+		res, err := r.cfg.Provider.Capture(call, req)
+		cancel()
 		if err == nil {
 			return res, ""
 		}
@@ -142,7 +250,7 @@ func (r *runner) capture(ctx, work context.Context, ins *surgepay.CaptureInstruc
 				return res, ""
 			}
 			if surgepay.IsUnknown(err) {
-				r.cfg.Logger.Warn("settle: capture outcome unknown; left for a later run", "payment", ins.PaymentID, "err", err.Error())
+				r.cfg.Logger.Warn("settle: capture outcome unknown; left for later", "payment", ins.PaymentID, "err", err.Error())
 				return nil, ReasonUnknown
 			}
 			// Not performed: the capture did not happen; retrying the same key is safe.
@@ -157,16 +265,18 @@ func (r *runner) capture(ctx, work context.Context, ins *surgepay.CaptureInstruc
 	}
 }
 
-// lookup resolves an unknown capture by its key. An answer for another
-// operation under the key is unknown.
+// lookup resolves an unknown capture by its key, while ctx lasts. An
+// answer for another operation under the key is unknown.
 func (r *runner) lookup(ctx, work context.Context, key string) (*surgepay.ProviderResult, error) {
-	var err error
+	err := error(&surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Err: context.Cause(ctx)})
 	for try := 0; try < lookupTriesMax; try++ {
-		if try > 0 && !sleep(ctx, r.cfg.RetryBackoff<<(try-1)) {
+		if ctx.Err() != nil || (try > 0 && !sleep(ctx, r.cfg.RetryBackoff<<(try-1))) {
 			break
 		}
+		call, cancel := context.WithTimeout(work, r.cfg.CallTimeout)
 		var res *surgepay.ProviderResult
-		res, err = r.cfg.Provider.Lookup(work, key)
+		res, err = r.cfg.Provider.Lookup(call, key)
+		cancel()
 		if err == nil {
 			if res.Operation != "" && res.Operation != surgepay.TxCapture {
 				return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup",
@@ -181,37 +291,48 @@ func (r *runner) lookup(ctx, work context.Context, key string) (*surgepay.Provid
 	return nil, err
 }
 
+// resultWrite returns the Write that records d's provider answer on p.
+func (r *runner) resultWrite(d *decision, p *surgepay.Payment) *surgepay.Write {
+	next := p.Clone()
+	now := r.cfg.Now()
+	typ := EventCapture
+	if d.res.Approved {
+		next.SettleCapture(d.res.Reference, now)
+	} else {
+		typ = EventCaptureFailed
+		next.FailStagedCapture(declineCode(d.res), d.res.Message, now)
+	}
+	w := &surgepay.Write{ProviderActed: true, PaymentUpdate: next, Events: []*surgepay.Event{{ID: surgepay.NewID("evt"),
+		PaymentID: p.ID, MerchantID: p.MerchantID, Type: typ, FromStatus: p.Status, ToStatus: next.Status,
+		Amount: d.ins.Amount, ActorKeyID: Actor, RequestID: d.out.rec.ID, Created: now}}}
+	if r.inWrite != nil {
+		w.StagedAck = []string{d.out.rec.ID}
+	}
+	return w
+}
+
+// recorded returns the outcome of d once its result Write on p is durable.
+func (r *runner) recorded(d *decision, p *surgepay.Payment) outcome {
+	out := d.out
+	out.ack, out.ackedInWrite = true, r.inWrite != nil
+	out.currency, out.amount = p.Currency, d.ins.Amount
+	out.result = resultCaptured
+	if !d.res.Approved {
+		out.result, out.reason = resultFailed, ReasonDeclined+declineCode(d.res)
+	}
+	return out
+}
+
 // record stores the provider's answer on the payment: one Write, issued
 // concurrently with the rest of the batch so the store group-commits them.
 // A concurrent update reloads the payment and tries again.
-func (r *runner) record(ctx, work context.Context, d decision) outcome {
+func (r *runner) record(ctx, work context.Context, d *decision) outcome {
 	out := d.out
 	p := d.p
 	for try := 0; ; try++ {
-		next := p.Clone()
-		now := r.cfg.Now()
-		typ := EventCapture
-		if d.res.Approved {
-			next.SettleCapture(d.res.Reference, now)
-		} else {
-			typ = EventCaptureFailed
-			next.FailStagedCapture(declineCode(d.res), d.res.Message, now)
-		}
-		w := &surgepay.Write{PaymentUpdate: next, Events: []*surgepay.Event{{ID: surgepay.NewID("evt"),
-			PaymentID: p.ID, MerchantID: p.MerchantID, Type: typ, FromStatus: p.Status, ToStatus: next.Status,
-			Amount: d.ins.Amount, ActorKeyID: Actor, RequestID: out.rec.ID, Created: now}}}
-		if r.inWrite != nil {
-			w.StagedAck = []string{out.rec.ID}
-		}
-		err := r.cfg.Store.Apply(work, w)
+		err := r.cfg.Store.Apply(work, r.resultWrite(d, p))
 		if err == nil {
-			out.ack, out.ackedInWrite = true, r.inWrite != nil
-			out.currency, out.amount = p.Currency, d.ins.Amount
-			out.result = resultCaptured
-			if !d.res.Approved {
-				out.result, out.reason = resultFailed, ReasonDeclined+declineCode(d.res)
-			}
-			return out
+			return r.recorded(d, p)
 		}
 		retry := false
 		switch {
@@ -230,13 +351,64 @@ func (r *runner) record(ctx, work context.Context, d decision) outcome {
 			retry = sleep(ctx, r.cfg.RetryBackoff<<try)
 		}
 		if !retry {
-			// The provider's answer is kept under its key: a later run
-			// replays it and records it then.
+			// The provider's answer is kept under its key: a later
+			// delivery replays it and records it then.
 			r.cfg.Logger.Error("settle: record result", "record", out.rec.ID, "payment", p.ID, "err", err.Error())
 			out.reason = ReasonStore
 			return out
 		}
 	}
+}
+
+// recordMany stores the provider answers of ds with sw: up to
+// settlementStatementsMax statements at once, each for at least
+// settlementChunkMin results. A result it did not store (the payment
+// changed meanwhile, a second record of one payment, an error) goes
+// through record, one Write each, which reloads a changed payment.
+func (r *runner) recordMany(ctx, work context.Context, sw surgepay.SettlementWriter, ds []decision, outs []outcome) {
+	var many, solo []int
+	seen := map[surgepay.PaymentKey]bool{}
+	for i := range ds {
+		if ds[i].res == nil {
+			continue
+		}
+		k := surgepay.PaymentKey{MerchantID: ds[i].p.MerchantID, ID: ds[i].p.ID}
+		if seen[k] {
+			solo = append(solo, i)
+			continue
+		}
+		seen[k] = true
+		many = append(many, i)
+	}
+	size := max(settlementChunkMin, (len(many)+settlementStatementsMax-1)/settlementStatementsMax)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for chunk := range slices.Chunk(many, max(size, 1)) {
+		wg.Go(func() {
+			ws := make([]*surgepay.Write, len(chunk))
+			for j, i := range chunk {
+				ws[j] = r.resultWrite(&ds[i], ds[i].p)
+			}
+			stored, err := sw.ApplySettlements(work, ws)
+			if err != nil {
+				r.cfg.Logger.Warn("settle: record results; recording them one by one", "results", len(ws), "err", err.Error())
+			}
+			for j, i := range chunk {
+				if err == nil && stored[j] {
+					outs[i] = r.recorded(&ds[i], ds[i].p)
+					continue
+				}
+				mu.Lock()
+				solo = append(solo, i)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, i := range solo {
+		wg.Go(func() { outs[i] = r.record(ctx, work, &ds[i]) })
+	}
+	wg.Wait()
 }
 
 func declineCode(res *surgepay.ProviderResult) string {
@@ -246,9 +418,67 @@ func declineCode(res *surgepay.ProviderResult) string {
 	return res.DeclineCode
 }
 
+// tally adds the batch to the report and to the records left for later,
+// and returns its captures and the records to release, by delay.
+func (r *runner) tally(outs []outcome) (int, map[time.Duration][]*surgepay.StagedRecord) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	captured := 0
+	releases := map[time.Duration][]*surgepay.StagedRecord{}
+	for _, o := range outs {
+		r.rep.add(o)
+		switch {
+		case o.ack:
+			delete(r.left, o.rec.ID)
+		case o.reason == ReasonDeadline:
+			releases[0] = append(releases[0], o.rec) // not tried: not left
+		default:
+			l := r.left[o.rec.ID]
+			if l == nil {
+				l = &leftRecord{}
+				r.left[o.rec.ID] = l
+			}
+			delay, soon := r.redelivery(o, l.times)
+			l.times++
+			l.waiting = soon && r.releaser != nil && l.times <= LeftRedeliveriesMax
+			releases[delay] = append(releases[delay], o.rec)
+		}
+		if o.result == resultCaptured {
+			captured++
+		}
+	}
+	return captured, releases
+}
+
+// redelivery returns when a record left for later for the times-th time
+// (from 0) should come back, and whether it should come back soon: the
+// backoff RetryBackoff << times, at most RedeliveryDelayMax, and for a
+// record whose payment is not stored yet, at most until it would be an
+// orphan. Records left for an operator (mismatch, wrong key, key reused)
+// come back after RedeliveryDelayMax.
+func (r *runner) redelivery(o outcome, times int) (time.Duration, bool) {
+	switch o.reason {
+	case ReasonRetryLater, ReasonUnknown, ReasonStore, ReasonOrphanWait:
+	default:
+		return RedeliveryDelayMax, false
+	}
+	d := r.cfg.RetryBackoff
+	for range times {
+		if d >= RedeliveryDelayMax {
+			break
+		}
+		d *= 2
+	}
+	d = min(d, RedeliveryDelayMax)
+	if o.reason == ReasonOrphanWait && o.orphanIn > 0 {
+		d = min(d, o.orphanIn)
+	}
+	return d, true
+}
+
 // acknowledge removes what is done from the stage, only now that every
-// result is durable.
-func (r *runner) acknowledge(ctx context.Context, outs []outcome) {
+// result is durable, and releases what is left for later.
+func (r *runner) acknowledge(ctx context.Context, outs []outcome, releases map[time.Duration][]*surgepay.StagedRecord) {
 	var acks, inWrite []*surgepay.StagedRecord
 	for _, o := range outs {
 		switch {
@@ -267,23 +497,13 @@ func (r *runner) acknowledge(ctx context.Context, outs []outcome) {
 			r.cfg.Logger.Warn("settle: acknowledge", "records", len(acks), "err", err.Error())
 		}
 	}
-}
-
-// tally adds the batch to the report and returns its captures.
-func (r *runner) tally(outs []outcome) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	captured := 0
-	for _, o := range outs {
-		r.rep.add(o)
-		if o.ack {
-			delete(r.left, o.rec.ID)
-		} else {
-			r.left[o.rec.ID] = struct{}{}
-		}
-		if o.result == resultCaptured {
-			captured++
+	if r.releaser == nil {
+		return // they come back after the stage's AckWait
+	}
+	for _, delay := range slices.Sorted(maps.Keys(releases)) {
+		if err := r.releaser.Release(ctx, releases[delay], delay); err != nil {
+			// They come back after the stage's AckWait instead.
+			r.cfg.Logger.Warn("settle: release records left for later", "records", len(releases[delay]), "err", err.Error())
 		}
 	}
-	return captured
 }

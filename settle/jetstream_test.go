@@ -153,3 +153,21 @@ func TestSettleJetStreamTwoProcessors(t *testing.T) {
 		wantCaptures(t, e, s.Payment, wantCaps)
 	}
 }
+
+// TestSettleJetStreamLeftForLaterComesBack: with the consumer's AckWait an
+// hour, records a delivery leaves for later (retry_later, orphan_wait) are
+// released with the settle backoff and come back, and are settled, within
+// the same run.
+func TestSettleJetStreamLeftForLaterComesBack(t *testing.T) {
+	srv := stagetest.StartNATS(t)
+	js, err := jetstream.Open(context.Background(), jetstream.Config{URL: srv.URL, AckWait: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { js.Close() })
+	e := newEnvStore(t, testenv.OpenSQLite(t))
+	flaky, late, f, onStats := leftForLater(t, e, js, settle.RetryMaxDefault)
+	cfg := e.config(f)
+	cfg.Consumer, cfg.OnStats, cfg.AckWait = js, onStats, js.AckWait()
+	checkLeftForLater(t, e, run(t, cfg), flaky, late)
+}

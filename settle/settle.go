@@ -11,7 +11,14 @@
 //
 // Run processes one batch at a time: Workers bound the provider calls, and
 // each payment's result is one Store.Apply, all issued concurrently so the
-// store group-commits them.
+// store group-commits them. A store with the surgepay.PaymentsFinder
+// capability loads a batch's payments in one statement.
+//
+// A record left for later (the network did not perform the capture, its
+// outcome is unknown, its payment is not stored yet) is released to the
+// stage with a backoff (stage.Releaser), so that it comes back after that
+// delay, not after the stage's AckWait. With AckWait set, each batch is
+// planned to end within it (see AckWaitMin).
 package settle
 
 import (
@@ -39,12 +46,48 @@ const (
 	RetryMaxDefault     = 3
 	RetryMaxLimit       = 20
 	RetryBackoffDefault = 100 * time.Millisecond
-	OrphanGraceDefault  = 2 * time.Minute
+	CallTimeoutDefault  = 30 * time.Second // provider.timeout's default
+	// OrphanGraceDefault, Min and Max bound Config.OrphanGrace. The grace
+	// must exceed the longest a sale can take from its publish at the
+	// stage to its commit (a JetStream record is published first): a
+	// record acknowledged as an orphan whose payment commits later leaves
+	// that payment's capture pending for good. The default covers
+	// PostgreSQL's commit bound (30s) with room; below it is safe only
+	// when no API host is taking sales (after the event) or in tests.
+	// Above the maximum, orphans would only be kept longer.
+	OrphanGraceDefault = 2 * time.Minute
+	OrphanGraceMin     = time.Second
+	OrphanGraceMax     = 24 * time.Hour
+	// ResultReserve is the time a batch keeps, after its last provider
+	// call ends, to record the results and acknowledge the records: a
+	// group commit of a batch takes milliseconds; this is room for a slow
+	// store.
+	ResultReserve = 5 * time.Second
+	// BatchWorkMin is the least time AckWait must leave a batch for
+	// starting captures.
+	BatchWorkMin = time.Second
+	// AckWaitMax bounds Config.AckWait: a longer one only delays the
+	// records of a crashed run.
+	AckWaitMax = time.Hour
+	// RedeliveryDelayMax caps the backoff of a record left for later, and
+	// is the delay of records left for an operator (mismatch, wrong_key,
+	// key_reused).
+	RedeliveryDelayMax = time.Minute
+	// LeftRedeliveriesMax is how many times an UntilEmpty run waits for a
+	// record it left for later to come back; after that it counts the
+	// record as left (Report.Left) and may end.
+	LeftRedeliveriesMax = 5
 	// conflictRetryMax bounds reloads of a payment whose version moved.
 	conflictRetryMax = 5
 	// lookupTriesMax bounds lookups of an unknown capture outcome, as the
 	// engine does within a request.
 	lookupTriesMax = 3
+	// settlementStatementsMax bounds the statements a batch's results are
+	// stored with at once (stores with surgepay.SettlementWriter), each
+	// for at least settlementChunkMin results: one statement runs on one
+	// database core.
+	settlementStatementsMax = 4
+	settlementChunkMin      = 250
 	// stageErrorsMax ends Run after this many consecutive Fetch errors.
 	stageErrorsMax = 10
 	// backlogInterval spaces backlog queries (a COUNT on the embedded
@@ -67,6 +110,7 @@ const (
 	ReasonUnknown    = "unknown"     // the capture's outcome is still unknown; left
 	ReasonKeyReused  = "key_reused"  // the provider refused the key's parameters; left
 	ReasonStore      = "store_error" // reading or writing the store failed; left
+	ReasonDeadline   = "deadline"    // the batch's time ran out before its capture started; released at once
 	ReasonDeclined   = "declined:"   // + decline code: the payment moved to failed
 )
 
@@ -91,12 +135,27 @@ type Config struct {
 	// Default 3; -1 means no retry.
 	RetryMax int
 	// RetryBackoff is the wait before the first retry, doubled on each.
-	// Default 100ms.
+	// It is also the backoff of a record left for later: released to the
+	// stage for RetryBackoff << (times this run left it), at most
+	// RedeliveryDelayMax. Default 100ms.
 	RetryBackoff time.Duration
 	// OrphanGrace is how long a record whose payment is not stored is kept:
 	// on JetStream the engine stages before it commits, and a payment that
-	// never committed was never answered. Default 2m.
+	// never committed was never answered. OrphanGraceMin to
+	// OrphanGraceMax; default 2m.
 	OrphanGrace time.Duration
+	// AckWait is the stage's AckWait: how long a fetched record may stay
+	// unacknowledged before the stage delivers it again. Settle plans each
+	// batch to end within it: it starts no capture later than AckWait -
+	// CallTimeout - ResultReserve after the fetch, stops retries then,
+	// and releases the records not started (ReasonDeadline). It must be
+	// AckWaitMin(CallTimeout) to AckWaitMax. 0: no plan (batches are not
+	// timed).
+	AckWait time.Duration
+	// CallTimeout bounds one provider call: settle cancels it after that
+	// (the provider's own timeout, provider.timeout, should be the same).
+	// Default 30s.
+	CallTimeout time.Duration
 	// Logger logs per-record problems by record and payment ID only.
 	// Default: discard.
 	Logger *slog.Logger
@@ -146,9 +205,20 @@ func (c *Config) defaults() error {
 	for _, d := range []struct {
 		v *time.Duration
 		d time.Duration
-	}{{&c.BatchWait, BatchWaitDefault}, {&c.RetryBackoff, RetryBackoffDefault}, {&c.OrphanGrace, OrphanGraceDefault}} {
+	}{{&c.BatchWait, BatchWaitDefault}, {&c.RetryBackoff, RetryBackoffDefault}, {&c.CallTimeout, CallTimeoutDefault}} {
 		if *d.v <= 0 {
 			*d.v = d.d
+		}
+	}
+	if c.OrphanGrace == 0 {
+		c.OrphanGrace = OrphanGraceDefault
+	}
+	if err := CheckOrphanGrace(c.OrphanGrace); err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	if c.AckWait != 0 {
+		if err := CheckAckWait(c.AckWait, c.CallTimeout); err != nil {
+			return fmt.Errorf("settle: %w", err)
 		}
 	}
 	if c.Logger == nil {
@@ -160,14 +230,56 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// AckWaitMin returns the shortest AckWait settle accepts with provider
+// calls bounded by callTimeout (0: CallTimeoutDefault): a batch may take
+// that long to end once it starts no more captures (one provider call
+// started just before, then ResultReserve to record and acknowledge),
+// plus BatchWorkMin to start captures at all.
+func AckWaitMin(callTimeout time.Duration) time.Duration {
+	if callTimeout <= 0 {
+		callTimeout = CallTimeoutDefault
+	}
+	return BatchWorkMin + callTimeout + ResultReserve
+}
+
+// CheckAckWait returns an error, meant for operators, if ackWait is not
+// AckWaitMin(callTimeout) to AckWaitMax.
+func CheckAckWait(ackWait, callTimeout time.Duration) error {
+	if callTimeout <= 0 {
+		callTimeout = CallTimeoutDefault
+	}
+	if least := AckWaitMin(callTimeout); ackWait < least {
+		return fmt.Errorf("ack wait %s is too short: it must exceed the longest a batch can take, "+
+			"and a batch may still wait on a provider call of up to %s (the provider timeout) started just before "+
+			"its time is up, then take up to %s to record and acknowledge its results; with %s to start captures "+
+			"at all, the ack wait must be at least %s (or lower the provider timeout)",
+			ackWait, callTimeout, ResultReserve, BatchWorkMin, least)
+	}
+	if ackWait > AckWaitMax {
+		return fmt.Errorf("ack wait %s must be at most %s: records of a crashed settlement come back only after it", ackWait, AckWaitMax)
+	}
+	return nil
+}
+
+// CheckOrphanGrace returns an error, meant for operators, if grace is not
+// OrphanGraceMin to OrphanGraceMax.
+func CheckOrphanGrace(grace time.Duration) error {
+	if grace < OrphanGraceMin || grace > OrphanGraceMax {
+		return fmt.Errorf("orphan grace %s must be %s to %s: it must exceed the longest a sale can take from its stage "+
+			"publish to its commit, or payments still committing are dropped as orphans and never captured", grace, OrphanGraceMin, OrphanGraceMax)
+	}
+	return nil
+}
+
 type runner struct {
-	cfg     Config
-	inWrite stage.AcksInWrite // nil: acknowledge through the consumer
-	sem     chan struct{}
+	cfg      Config
+	inWrite  stage.AcksInWrite // nil: acknowledge through the consumer
+	releaser stage.Releaser    // nil: records left for later come back after AckWait
+	sem      chan struct{}
 
 	mu   sync.Mutex // guards rep and left
 	rep  *Report
-	left map[string]struct{} // records left for later and not acknowledged since
+	left map[string]*leftRecord // records left for later and not acknowledged since
 
 	stats       Stats
 	backlogSeen time.Time
@@ -182,9 +294,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, sem: make(chan struct{}, cfg.Workers), left: map[string]struct{}{},
+	r := &runner{cfg: cfg, sem: make(chan struct{}, cfg.Workers), left: map[string]*leftRecord{},
 		rep: newReport(cfg.Now())}
 	r.inWrite, _ = cfg.Consumer.(stage.AcksInWrite)
+	r.releaser, _ = cfg.Consumer.(stage.Releaser)
 	err := r.loop(ctx)
 	r.finish(context.WithoutCancel(ctx))
 	return r.rep, err
@@ -192,36 +305,79 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 func (r *runner) loop(ctx context.Context) error {
 	stageErrors := 0
-	for ctx.Err() == nil {
-		start := r.cfg.Now()
-		recs, err := r.cfg.Consumer.Fetch(ctx, r.cfg.BatchSizeMax, r.cfg.BatchWait)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+	next := r.prefetch(ctx)
+	for {
+		b := <-next
+		switch {
+		case ctx.Err() != nil:
+			r.releaseNow(context.WithoutCancel(ctx), b.recs)
+			return nil
+		case b.err != nil:
 			if stageErrors++; stageErrors >= stageErrorsMax {
-				return fmt.Errorf("settle: fetch: %d errors in a row, last: %w", stageErrors, err)
+				return fmt.Errorf("settle: fetch: %d errors in a row, last: %w", stageErrors, b.err)
 			}
-			r.cfg.Logger.Warn("settle: fetch", "err", err.Error())
+			r.cfg.Logger.Warn("settle: fetch", "err", b.err.Error())
 			sleep(ctx, r.cfg.RetryBackoff<<min(stageErrors, 6))
+			next = r.prefetch(ctx)
 			continue
 		}
 		stageErrors = 0
-		if len(recs) == 0 {
+		if len(b.recs) == 0 {
 			done, err := r.idle(ctx)
 			if done || err != nil {
 				return err
 			}
+			next = r.prefetch(ctx)
 			continue
 		}
-		captured := r.batch(ctx, recs)
-		r.afterBatch(ctx, len(recs), captured, r.cfg.Now().Sub(start))
+		next = r.prefetch(ctx) // fetched, opened and loaded while this batch settles
+		captured := r.batch(ctx, b)
+		r.afterBatch(ctx, len(b.recs), captured, r.cfg.Now().Sub(b.start))
 	}
-	return nil
+}
+
+// prepared is a fetched batch, opened, with its payments loaded when the
+// store can load them at once.
+type prepared struct {
+	start    time.Time // Config.Now before the fetch
+	fetched  time.Time // before the fetch: the stage's AckWait of recs starts after it
+	recs     []*surgepay.StagedRecord
+	err      error
+	ds       []decision
+	payments map[surgepay.PaymentKey]*surgepay.Payment
+}
+
+// prefetch prepares the next batch in the background: its fetch, opening
+// and load overlap the settling of the batch before it. Once returned, the
+// batch must be settled or released.
+func (r *runner) prefetch(ctx context.Context) <-chan *prepared {
+	c := make(chan *prepared, 1)
+	go func() {
+		b := &prepared{start: r.cfg.Now(), fetched: time.Now()}
+		b.recs, b.err = r.cfg.Consumer.Fetch(ctx, r.cfg.BatchSizeMax, r.cfg.BatchWait)
+		if b.err == nil && len(b.recs) > 0 {
+			b.ds = r.open(b.recs)
+			b.payments = r.preload(context.WithoutCancel(ctx), b.ds)
+		}
+		c <- b
+	}()
+	return c
+}
+
+// releaseNow hands recs, fetched and not settled, back to the stage at
+// once (on shutdown), so that another processor need not wait out AckWait.
+func (r *runner) releaseNow(ctx context.Context, recs []*surgepay.StagedRecord) {
+	if len(recs) == 0 || r.releaser == nil {
+		return
+	}
+	if err := r.releaser.Release(ctx, recs, 0); err != nil {
+		r.cfg.Logger.Warn("settle: release records not settled", "records", len(recs), "err", err.Error())
+	}
 }
 
 // idle refreshes the backlog after an empty fetch and reports whether an
-// UntilEmpty run is done: nothing waits but what this run left for later.
+// UntilEmpty run is done: nothing waits but what this run left for later
+// and does not wait for (see LeftRedeliveriesMax).
 func (r *runner) idle(ctx context.Context) (bool, error) {
 	depth, err := r.refreshBacklog(ctx, true)
 	if err != nil {
@@ -235,7 +391,12 @@ func (r *runner) idle(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	r.mu.Lock()
-	left := len(r.left)
+	left := 0
+	for _, l := range r.left {
+		if !l.waiting {
+			left++
+		}
+	}
 	r.mu.Unlock()
 	return depth <= left, nil
 }

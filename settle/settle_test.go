@@ -129,11 +129,18 @@ func wantCaptures(t testing.TB, e *env, p *surgepay.Payment, want int) {
 	}
 }
 
+// backends are the stores settlement runs on: in memory, SQLite, and
+// PostgreSQL when configured (there, a batch's payments load in one
+// statement and its results store in one: FindPayments, ApplySettlements).
 func backends(t *testing.T) map[string]func(*testing.T) *env {
-	return map[string]func(*testing.T) *env{
+	bs := map[string]func(*testing.T) *env{
 		"memory": func(t *testing.T) *env { return newEnv(t) },
 		"sqlite": func(t *testing.T) *env { return newEnvStore(t, testenv.OpenSQLite(t)) },
 	}
+	if testenv.PostgresURL(t) != "" {
+		bs["postgres"] = func(t *testing.T) *env { return newEnvStore(t, testenv.OpenPostgres(t)) }
+	}
+	return bs
 }
 
 func TestSettleOutcomes(t *testing.T) {
@@ -261,8 +268,10 @@ func testSettleInjectedFailures(t *testing.T, e *env) {
 		}
 		wantCaptures(t, e, s.Payment, w.caps)
 	}
-	if rep.Failures[settle.ReasonRetryLater] != 1 || rep.Failures[settle.ReasonUnknown] != 1 || rep.Left != 2 || rep.BacklogDepth != 2 {
-		t.Errorf("report: left %d backlog %d failures %v", rep.Left, rep.BacklogDepth, rep.Failures)
+	// Each left record came back LeftRedeliveriesMax times within the run.
+	deliveries := 1 + settle.LeftRedeliveriesMax
+	if rep.Failures[settle.ReasonRetryLater] != deliveries || rep.Failures[settle.ReasonUnknown] != deliveries || rep.Left != 2 || rep.BacklogDepth != 2 {
+		t.Errorf("report: left %d backlog %d failures %v, want retry_later and unknown %d each", rep.Left, rep.BacklogDepth, rep.Failures, deliveries)
 	}
 
 	t.Run("LaterRunFinishes", func(t *testing.T) {
@@ -359,7 +368,7 @@ func TestSettleOrphans(t *testing.T) {
 	mk(time.Hour)
 	young := mk(0)
 	rep := run(t, e.config(nil))
-	if rep.Failures[settle.ReasonOrphan] != 1 || rep.Failures[settle.ReasonOrphanWait] != 1 || rep.Left != 1 {
+	if rep.Failures[settle.ReasonOrphan] != 1 || rep.Failures[settle.ReasonOrphanWait] != 1+settle.LeftRedeliveriesMax || rep.Left != 1 {
 		t.Errorf("report: %+v", rep)
 	}
 	if n, _, _ := e.mem.StagedBacklog(context.Background()); n != 1 {
@@ -431,7 +440,7 @@ func TestSettleStoreFailureKeepsRecord(t *testing.T) {
 		return nil
 	}
 	rep := run(t, e.config(nil))
-	if rep.Failures[settle.ReasonStore] != 1 || rep.Left != 1 {
+	if rep.Failures[settle.ReasonStore] != 1+settle.LeftRedeliveriesMax || rep.Left != 1 {
 		t.Errorf("report: %+v", rep)
 	}
 	e.mem.BeforeApply = nil
@@ -521,12 +530,160 @@ func TestConfigErrors(t *testing.T) {
 		"ErrBatchTooBig":   func(c *settle.Config) { c.BatchSizeMax = settle.BatchSizeMaxLimit + 1 },
 		"ErrWorkers":       func(c *settle.Config) { c.Workers = -1 },
 		"ErrRetryNegative": func(c *settle.Config) { c.RetryMax = -2 },
+		"ErrAckWaitShort": func(c *settle.Config) {
+			c.CallTimeout, c.AckWait = time.Second, settle.AckWaitMin(time.Second)-time.Millisecond
+		},
+		"ErrAckWaitLong":      func(c *settle.Config) { c.AckWait = settle.AckWaitMax + time.Second },
+		"ErrOrphanGraceShort": func(c *settle.Config) { c.OrphanGrace = settle.OrphanGraceMin - time.Millisecond },
+		"ErrOrphanGraceLong":  func(c *settle.Config) { c.OrphanGrace = settle.OrphanGraceMax + time.Second },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := e.config(nil)
 			mod(&cfg)
 			if _, err := settle.Run(context.Background(), cfg); err == nil {
 				t.Error("got nil error")
+			}
+		})
+	}
+}
+
+// leftForLater stages two sales that a first delivery leaves for later: one
+// whose capture the network does not perform on the first delivery
+// (retry_later), and one whose payment is stored only after the first
+// batch (orphan_wait), as when settle fetches a JetStream record before
+// the engine's commit. st nil: the embedded stage. It returns them and
+// the OnStats hook that stores the late payment after the first batch.
+func leftForLater(t *testing.T, e *env, st surgepay.Stage, retryMax int) (flaky, late *stagetest.Staged, f *faulty, onStats func(settle.Stats)) {
+	t.Helper()
+	ctx := context.Background()
+	if st == nil {
+		flaky = e.sale(t, 1100, cardOK)
+	} else {
+		var err error
+		if flaky, err = stagetest.MakeSale(ctx, e.store, e.sim, e.sealer, st, stagetest.Sale{MerchantID: e.merch, Amount: 1100, Card: cardOK}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The late sale's payment goes to a scratch store; its record to the stage.
+	late, err := stagetest.MakeSale(ctx, stagetest.NewMemStore(), e.sim, e.sealer, st, stagetest.Sale{MerchantID: e.merch, Amount: 1200, Card: cardOK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st == nil {
+		if err := e.store.Apply(ctx, &surgepay.Write{Staged: late.Record}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f = &faulty{Provider: e.sim, notPerformed: map[string]int{key(flaky): retryMax + 1}}
+	var once sync.Once
+	onStats = func(s settle.Stats) {
+		if s.LastBatchSize == 0 {
+			return
+		}
+		once.Do(func() {
+			if err := e.store.Apply(ctx, &surgepay.Write{PaymentInsert: late.Payment}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	return flaky, late, f, onStats
+}
+
+// checkLeftForLater checks that both sales of leftForLater came back in
+// the same run and were captured once: two deliveries each, the first left
+// for later.
+func checkLeftForLater(t *testing.T, e *env, rep *settle.Report, flaky, late *stagetest.Staged) {
+	t.Helper()
+	if rep.Captured != 2 || rep.Records != 4 || rep.Batches < 2 || rep.Left != 0 || rep.BacklogDepth != 0 ||
+		rep.Failures[settle.ReasonRetryLater] != 1 || rep.Failures[settle.ReasonOrphanWait] != 1 {
+		t.Errorf("report: captured %d, records %d, batches %d, left %d, backlog %d, failures %v; "+
+			"want 2 captured from 4 deliveries in 2 or more batches, retry_later 1, orphan_wait 1, nothing left",
+			rep.Captured, rep.Records, rep.Batches, rep.Left, rep.BacklogDepth, rep.Failures)
+	}
+	for _, s := range []*stagetest.Staged{flaky, late} {
+		if got := state(t, e.store, s.Payment); got != "captured" {
+			t.Errorf("%d: got %s, want captured", s.Payment.Amount, got)
+		}
+		wantCaptures(t, e, s.Payment, 1)
+	}
+}
+
+// TestSettleLeftForLaterComesBack: on the embedded stage, records left for
+// later are handed out again after the settle backoff, within the run,
+// though the consumer's AckWait is an hour.
+func TestSettleLeftForLaterComesBack(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			e := mk(t)
+			cons, err := stage.NewEmbedded(e.store, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := e.config(nil)
+			flaky, late, f, onStats := leftForLater(t, e, nil, settle.RetryMaxDefault)
+			cfg.Consumer, cfg.Provider, cfg.OnStats, cfg.AckWait = cons, f, onStats, time.Hour
+			checkLeftForLater(t, e, run(t, cfg), flaky, late)
+		})
+	}
+}
+
+// slowCaptures delays every capture.
+type slowCaptures struct {
+	surgepay.Provider
+	delay time.Duration
+}
+
+func (s slowCaptures) Capture(ctx context.Context, req *surgepay.CaptureRequest) (*surgepay.ProviderResult, error) {
+	time.Sleep(s.delay)
+	return s.Provider.Capture(ctx, req)
+}
+
+// TestSettleBatchDeadline: a batch whose captures would outlast its plan
+// within AckWait starts none after AckWait - CallTimeout - ResultReserve;
+// the records not started are released at once and settled by the next
+// batches of the same run.
+func TestSettleBatchDeadline(t *testing.T) {
+	e := newEnv(t)
+	const n = 8
+	var sales []*stagetest.Staged
+	for i := range n {
+		sales = append(sales, e.sale(t, int64(1000+i), cardOK))
+	}
+	cfg := e.config(slowCaptures{Provider: e.sim, delay: 400 * time.Millisecond})
+	// One worker: the batch has BatchWorkMin to start captures, time for 3 of 8.
+	cfg.Workers, cfg.CallTimeout = 1, time.Second
+	cfg.AckWait = settle.AckWaitMin(cfg.CallTimeout)
+	rep := run(t, cfg)
+	if rep.Captured != n || rep.Failures[settle.ReasonDeadline] == 0 || rep.Batches < 2 || rep.Left != 0 || rep.BacklogDepth != 0 {
+		t.Errorf("report: captured %d, batches %d, left %d, backlog %d, failures %v; want %d captured over 2 or more batches, some deadline",
+			rep.Captured, rep.Batches, rep.Left, rep.BacklogDepth, rep.Failures, n)
+	}
+	for _, s := range sales {
+		wantCaptures(t, e, s.Payment, 1)
+	}
+}
+
+// TestSettleTwoRecordsOfOnePaymentInOneBatch: a payment staged twice
+// (under two record IDs, as a retried publish might) is captured once,
+// though both records are in one batch.
+func TestSettleTwoRecordsOfOnePaymentInOneBatch(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			e := mk(t)
+			s := e.sale(t, 1000, cardOK)
+			again := *s.Record
+			again.ID = surgepay.NewID("stg")
+			if err := e.store.Apply(context.Background(), &surgepay.Write{Staged: &again}); err != nil {
+				t.Fatal(err)
+			}
+			rep := run(t, e.config(nil))
+			if rep.Captured != 1 || rep.AlreadySettled != 1 || rep.Batches != 1 || rep.BacklogDepth != 0 {
+				t.Errorf("report: captured %d, already settled %d, batches %d, backlog %d; want 1, 1, 1, 0",
+					rep.Captured, rep.AlreadySettled, rep.Batches, rep.BacklogDepth)
+			}
+			wantCaptures(t, e, s.Payment, 1)
+			if evs, _ := e.store.ListEvents(context.Background(), e.merch, s.Payment.ID); len(evs) != 1 {
+				t.Errorf("%d audit events, want 1", len(evs))
 			}
 		})
 	}

@@ -21,6 +21,18 @@ type AcksInWrite interface {
 	AckedInWrite(recs []*surgepay.StagedRecord)
 }
 
+// Releaser is the optional capability of a StageConsumer that takes a
+// fetched record back before its AckWait ends: settlement releases the
+// records it leaves for later (the network did not perform the capture,
+// the outcome is unknown, the payment is not stored yet) with its backoff,
+// so that they come back after that delay instead of after AckWait.
+type Releaser interface {
+	surgepay.StageConsumer
+	// Release hands recs back, to be delivered again after delay (0: at
+	// once). A record not released is delivered again after AckWait.
+	Release(ctx context.Context, recs []*surgepay.StagedRecord, delay time.Duration) error
+}
+
 // Embedded stage defaults.
 const (
 	// EmbeddedAckWaitDefault is how long a fetched record stays handed out
@@ -37,7 +49,8 @@ const (
 // Embedded consumes the embedded stage: staged records stored with their
 // payments by a store with the surgepay.StagedStore capability. It hands
 // records out oldest first and remembers, in memory, those handed out and
-// not yet acknowledged; after AckWait they are handed out again.
+// not yet acknowledged; after AckWait, or the delay they were released
+// with, they are handed out again.
 //
 // One Embedded per store: two settlement processes on one embedded store
 // would both hand out every record (harmless, since settlement is
@@ -54,13 +67,14 @@ type Embedded struct {
 }
 
 type flight struct {
-	rec       *surgepay.StagedRecord
-	delivered time.Time
+	rec *surgepay.StagedRecord
+	due time.Time // handed out again from then: AckWait after delivery, or as released
 }
 
 var (
 	_ surgepay.StageConsumer = (*Embedded)(nil)
 	_ AcksInWrite            = (*Embedded)(nil)
+	_ Releaser               = (*Embedded)(nil)
 )
 
 // NewEmbedded returns the consumer of store's embedded stage. ackWait 0
@@ -78,10 +92,11 @@ func NewEmbedded(store surgepay.Store, ackWait time.Duration) (*Embedded, error)
 }
 
 // Fetch returns up to max records, waiting at most wait for the first:
-// records handed out longer than AckWait ago first, then records never
-// handed out, oldest first. The scan starts over from the oldest record
-// whenever it reaches the newest, so a record that committed after a
-// newer one was handed out is still found.
+// records due again (handed out longer than AckWait ago, or released and
+// their delay over) first, then records never handed out, oldest first.
+// The scan starts over from the oldest record whenever it reaches the
+// newest, so a record that committed after a newer one was handed out is
+// still found.
 func (e *Embedded) Fetch(ctx context.Context, max int, wait time.Duration) ([]*surgepay.StagedRecord, error) {
 	if max < 1 {
 		return nil, errors.New("stage: fetch max must be positive")
@@ -115,8 +130,8 @@ func (e *Embedded) fetch(ctx context.Context, max int) ([]*surgepay.StagedRecord
 		if len(out) == max {
 			return out, nil
 		}
-		if now.Sub(f.delivered) >= e.ackWait {
-			f.delivered = now
+		if !now.Before(f.due) {
+			f.due = now.Add(e.ackWait)
 			out = append(out, f.rec)
 		}
 	}
@@ -131,7 +146,7 @@ func (e *Embedded) fetch(ctx context.Context, max int) ([]*surgepay.StagedRecord
 			if _, busy := e.inflight[r.ID]; busy {
 				continue
 			}
-			e.inflight[r.ID] = &flight{rec: r, delivered: now}
+			e.inflight[r.ID] = &flight{rec: r, due: now.Add(e.ackWait)}
 			out = append(out, r)
 		}
 		if len(recs) < n {
@@ -155,6 +170,20 @@ func (e *Embedded) Ack(ctx context.Context, recs []*surgepay.StagedRecord) error
 		return err
 	}
 	e.AckedInWrite(recs)
+	return nil
+}
+
+// Release hands recs out again after delay instead of after AckWait. A
+// record not handed out by this Embedded is ignored.
+func (e *Embedded) Release(ctx context.Context, recs []*surgepay.StagedRecord, delay time.Duration) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	due := e.now().Add(max(delay, 0))
+	for _, r := range recs {
+		if f, ok := e.inflight[r.ID]; ok {
+			f.due = due
+		}
+	}
 	return nil
 }
 

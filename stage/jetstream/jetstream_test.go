@@ -127,6 +127,76 @@ func TestUnackedRedelivered(t *testing.T) {
 	}
 }
 
+// TestReleaseComesBackBeforeAckWait: a released record is delivered
+// again after its delay, not after the consumer's AckWait (an hour here),
+// and only once it is acknowledged does it leave the stream.
+func TestReleaseComesBackBeforeAckWait(t *testing.T) {
+	srv := stagetest.StartNATS(t)
+	s := open(t, srv.URL, time.Hour)
+	ctx := context.Background()
+	a, b := rec(1), rec(0)
+	put(t, s, a, b)
+	got, err := s.Fetch(ctx, 10, time.Second)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("fetch: %v, %d records", err, len(got))
+	}
+	if err := s.Release(ctx, got[:1], 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, got[1:], time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Fetch(ctx, 10, 5*time.Second)
+	if err != nil || len(again) != 1 || again[0].ID != a.ID {
+		t.Fatalf("after release at once: %v, %d records, want a again", err, len(again))
+	}
+	if err := s.Release(ctx, again, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if none, _ := s.Fetch(ctx, 10, time.Millisecond); len(none) != 0 {
+		t.Fatalf("a record released for 300ms came back at once (%d records)", len(none))
+	}
+	third, err := s.Fetch(ctx, 10, 10*time.Second)
+	if err != nil || len(third) != 1 || third[0].ID != a.ID {
+		t.Fatalf("after release for 300ms: %v, %d records, want a again", err, len(third))
+	}
+	if err := s.Ack(ctx, third); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := backlog(t, s); n != 1 {
+		t.Errorf("backlog %d, want b only (released for an hour)", n)
+	}
+	// A released delivery is answered: acknowledging it sends nothing.
+	if err := s.Ack(ctx, got[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := backlog(t, s); n != 1 {
+		t.Errorf("backlog %d after acknowledging a released delivery, want 1", n)
+	}
+}
+
+// TestAckWaitSetByLastOpen: the consumer's AckWait is the last opener's,
+// as each settlement process sets its --ack-wait.
+func TestAckWaitSetByLastOpen(t *testing.T) {
+	srv := stagetest.StartNATS(t)
+	ctx := context.Background()
+	long := open(t, srv.URL, time.Hour)
+	put(t, long, rec(0))
+	if got, err := long.Fetch(ctx, 10, time.Second); err != nil || len(got) != 1 {
+		t.Fatalf("fetch: %v, %d records", err, len(got))
+	}
+	long.Close()
+	short := open(t, srv.URL, time.Second)
+	if short.AckWait() != time.Second {
+		t.Errorf("AckWait() %s, want 1s", short.AckWait())
+	}
+	// Delivered under the hour's AckWait, but the consumer now has 1s.
+	got, err := short.Fetch(ctx, 10, 5*time.Second)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("after reopening with AckWait 1s: %v, %d records, want the record again", err, len(got))
+	}
+}
+
 // TestSurvivesServerCrash: a stored record outlives a SIGKILL of the
 // server. An acknowledgement may be lost with the crash (the server flushes
 // its consumer state lazily): the stage is at-least-once, and settlement
