@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -122,6 +123,26 @@ func (s sqliteWithWebhooks) Apply(ctx context.Context, w *surgepay.Write) error 
 func (s postgresWithWebhooks) Apply(ctx context.Context, w *surgepay.Write) error {
 	s.q.prepare(w)
 	return s.DB.Apply(ctx, w)
+}
+
+// settlementWriter is the PostgreSQL store's batch of settlement Writes
+// (surgepay.SettlementWriter, where the store has it).
+type settlementWriter interface {
+	ApplySettlements(ctx context.Context, ws []*surgepay.Write) ([]bool, error)
+}
+
+// ApplySettlements queues the webhooks of settlement's Writes too, where
+// the store stores them as one batch: without it, the promoted method
+// would skip the outbox.
+func (s postgresWithWebhooks) ApplySettlements(ctx context.Context, ws []*surgepay.Write) ([]bool, error) {
+	sw, ok := any(s.DB).(settlementWriter)
+	if !ok {
+		return nil, errors.New("the store cannot apply settlements as a batch")
+	}
+	for _, w := range ws {
+		s.q.prepare(w)
+	}
+	return sw.ApplySettlements(ctx, ws)
 }
 
 // withWebhooks returns store queuing webhooks in its Writes, and keeps the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/webhook"
 )
@@ -171,5 +172,49 @@ func TestConfigWebhooks(t *testing.T) {
 		if _, err := LoadConfig(path, noEnv); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%q: error %v, want one naming %s", text, err, field)
 		}
+	}
+}
+
+// TestSettleStoreQueuesWebhooksInBatches: where the PostgreSQL store
+// stores settlement's Writes as one batch, the store settle writes through
+// queues their webhooks too.
+func TestSettleStoreQueuesWebhooksInBatches(t *testing.T) {
+	db, _ := testenv.OpenPostgresSchema(t)
+	if _, ok := db.(settlementWriter); !ok {
+		t.Skip("the PostgreSQL store has no ApplySettlements")
+	}
+	ctx := context.Background()
+	m := surgepay.NewID("mer")
+	ep := &surgepay.WebhookEndpoint{ID: surgepay.NewID("we"), MerchantID: m, URL: "https://x.example.com/",
+		SealedSecret: []byte{1}, Created: time.Now()}
+	if err := db.Apply(ctx, &surgepay.Write{WebhookEndpointInsert: ep}); err != nil {
+		t.Fatal(err)
+	}
+	st := withWebhooks(t.Context(), db, DefaultConfig(), slog.New(slog.DiscardHandler))
+	sw, ok := st.(settlementWriter)
+	if !ok {
+		t.Fatal("the store with webhooks lost ApplySettlements")
+	}
+	now := time.Now().UTC()
+	p := &surgepay.Payment{ID: surgepay.NewID("pay"), MerchantID: m, Amount: 100, Currency: "usd",
+		Status: surgepay.StatusSucceeded, Path: "streamlined", Version: 1, Created: now, Updated: now,
+		Transactions: []surgepay.Transaction{{ID: "txn_1", Type: surgepay.TxCapture, Status: surgepay.TxPending, Amount: 100}}}
+	if err := db.Apply(ctx, &surgepay.Write{PaymentInsert: p}); err != nil {
+		t.Fatal(err)
+	}
+	next := p.Clone()
+	next.SettleCapture("ref_1", now)
+	w := &surgepay.Write{PaymentUpdate: next, Events: []*surgepay.Event{{ID: surgepay.NewID("evt"), PaymentID: p.ID,
+		MerchantID: m, Type: surgepay.TxCapture, FromStatus: surgepay.StatusSucceeded, ToStatus: surgepay.StatusSucceeded,
+		Amount: 100, ActorKeyID: "settle", Created: now}}}
+	stored, err := sw.ApplySettlements(ctx, []*surgepay.Write{w})
+	if err != nil || len(stored) != 1 || !stored[0] {
+		t.Fatalf("ApplySettlements = %v, %v", stored, err)
+	}
+	if w.Webhook == nil || w.Webhook.Type != surgepay.WebhookPaymentCaptured {
+		t.Fatalf("webhook %+v, want payment.captured", w.Webhook)
+	}
+	if b, _ := db.(surgepay.WebhookStore).WebhookBacklog(ctx); b.Pending != 1 {
+		t.Errorf("backlog %+v, want 1 pending", b)
 	}
 }
