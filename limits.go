@@ -48,4 +48,13 @@ const (
 	WebhookEndpointsPerMerchantMax = 16
 	// WebhookURLBytesMax bounds a webhook endpoint's URL.
 	WebhookURLBytesMax = 2048
+
+	// AnalyticsDaysMax bounds the days one analytics query spans (a year,
+	// leap day included), which bounds its answer: one row per day and
+	// currency.
+	AnalyticsDaysMax = 366
+
+	// RecentPaymentMethodsPageMax bounds one ListRecentPaymentMethods: a
+	// page of the preheat at start, which pages through a merchant's cards.
+	RecentPaymentMethodsPageMax = 1000
 )

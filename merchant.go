@@ -43,11 +43,17 @@ type MerchantSettings struct {
 	// queues a webhook to each of the merchant's endpoints, in the same
 	// transaction) or "off" (nothing is queued; the audit events stay).
 	Webhooks string `toml:"webhooks" json:"webhooks"`
+	// Analytics is "on" (default: each payment change adds to the
+	// merchant's daily counters in its own transaction; the group-commit
+	// writer applies a batch's counters with one statement) or "off" (the
+	// counters do not move; the streamlined sale is then one statement).
+	// See docs/analytics.md.
+	Analytics string `toml:"analytics" json:"analytics"`
 }
 
 // DefaultMerchantSettings is the standard path with every step inline.
 func DefaultMerchantSettings() MerchantSettings {
-	return MerchantSettings{Processing: PathStandard, Audit: "detailed", Tax: "inline", Webhooks: "on"}
+	return MerchantSettings{Processing: PathStandard, Audit: "detailed", Tax: "inline", Webhooks: "on", Analytics: "on"}
 }
 
 // Validate checks the settings; field names the config section.
@@ -61,6 +67,8 @@ func (s *MerchantSettings) Validate(field string) error {
 		return Invalid(field+".tax", "invalid_value", "%s.tax %q must be inline or off", field, s.Tax)
 	case s.Webhooks != "on" && s.Webhooks != "off":
 		return Invalid(field+".webhooks", "invalid_value", "%s.webhooks %q must be on or off", field, s.Webhooks)
+	case s.Analytics != "on" && s.Analytics != "off":
+		return Invalid(field+".analytics", "invalid_value", "%s.analytics %q must be on or off", field, s.Analytics)
 	}
 	return nil
 }

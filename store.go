@@ -26,6 +26,12 @@ type Store interface {
 	FindPaymentMethod(ctx context.Context, merchantID, id string) (*PaymentMethod, error)
 	// ListPaymentMethods lists a customer's cards, newest first.
 	ListPaymentMethods(ctx context.Context, merchantID, customerID string, page Page) ([]*PaymentMethod, bool, error)
+	// ListRecentPaymentMethods returns up to limit (at most
+	// RecentPaymentMethodsPageMax) of a merchant's cards, newest first,
+	// with IDs less than beforeID ("" for the newest): one range of the
+	// primary key (merchant_id, id), never a scan of the table. The cache
+	// preheat pages through it.
+	ListRecentPaymentMethods(ctx context.Context, merchantID, beforeID string, limit int) ([]*PaymentMethod, error)
 
 	FindPayment(ctx context.Context, merchantID, id string) (*Payment, error)
 	ListPayments(ctx context.Context, merchantID string, f PaymentFilter) ([]*Payment, bool, error)
@@ -41,6 +47,11 @@ type Store interface {
 	// and returns how many it deleted.
 	DeleteIdempotencyBefore(ctx context.Context, t time.Time, limit int) (int, error)
 
+	// ListAnalytics returns a merchant's counters for q's days (q is
+	// valid, see AnalyticsQuery.Validate), one AnalyticsDay per day and
+	// currency that saw a change, by date then currency. One statement.
+	ListAnalytics(ctx context.Context, merchantID string, q AnalyticsQuery) ([]*AnalyticsDay, error)
+
 	// Apply stores w atomically and returns once it is durable. Writes from
 	// concurrent callers are group-committed: collected by a writer and
 	// committed in one transaction, each caller answered after its batch is
@@ -55,6 +66,16 @@ type Store interface {
 	// an error.
 	// When the writer's queue is full Apply returns EUNAVAILABLE with
 	// RetryAfter set, at once: backpressure, not unbounded memory.
+	//
+	// w.Analytics are not a guard and cost no statement of their own: the
+	// writer sums the deltas of every Write of a batch whose guards held by
+	// (merchant, date, currency) and applies them with ONE upsert
+	// (INSERT ... ON CONFLICT DO UPDATE SET n = n + excluded.n) before the
+	// batch commits; none if no Write has deltas. That statement is counted
+	// once on the StatementCounter of each Write that contributed to it: it
+	// ran on their behalf, and a request's count stays the same whatever
+	// batch it lands in (one statement per batch on the database, one more
+	// per request in Surgepay-Sql).
 	Apply(ctx context.Context, w *Write) error
 
 	Close() error
@@ -108,6 +129,11 @@ type Write struct {
 	// at most an Idempotency record besides.
 	WebhookEndpointInsert *WebhookEndpoint
 	WebhookEndpointDelete *WebhookEndpoint
+
+	// Analytics are added to their merchants' daily counters in the same
+	// transaction as the rest of the Write, or not at all (a failed guard
+	// stores none): see Apply for how a batch applies them.
+	Analytics []AnalyticsDelta
 }
 
 // StagedStore is the optional capability of a store that holds the

@@ -259,6 +259,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		{"PaymentMethodList", listJSON{}, false},
 		{"PaymentList", listJSON{}, false},
 		{"EventList", listJSON{}, false},
+		{"AnalyticsDay", analyticsDayJSON{}, false},
+		{"AnalyticsDayList", listJSON{}, false},
 		{"Error", errorBody{}, false},
 		{"CustomerRequest", customerRequest{}, true},
 		{"CardRequest", cardRequest{}, true},

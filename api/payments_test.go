@@ -213,23 +213,27 @@ func TestIdempotencyConcurrentOneAuthorization(t *testing.T) {
 // saved card with an Idempotency-Key reads nothing (the card is cached) and
 // writes 2 statements in one group commit (the idempotency record and the
 // payment are one, the events one more); without the key, also 2 (the
-// payment, the events).
+// payment, the events). With analytics on (the default) each is one more:
+// the batch's analytics upsert, counted on every request in the batch.
 func TestPurchaseSQLBudget(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
-		for i := 0; i < 3; i++ {
-			r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1000, "automatic"), fmt.Sprintf("budget-%d", i))
-			if r.Status != 200 {
-				t.Fatalf("purchase: %d %s", r.Status, r.Raw)
+		for _, mode := range []struct{ analytics, want string }{{"off", "total=2 select=0 "}, {"on", "total=3 select=0 "}} {
+			e.setAnalytics(e.merchants[0], mode.analytics)
+			for i := 0; i < 3; i++ {
+				r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1000, "automatic"), fmt.Sprintf("budget-%s-%d", mode.analytics, i))
+				if r.Status != 200 {
+					t.Fatalf("purchase: %d %s", r.Status, r.Raw)
+				}
+				sql := r.Header.Get("Surgepay-Sql")
+				if !strings.HasPrefix(sql, mode.want) {
+					t.Fatalf("purchase %d, analytics %s: Surgepay-Sql %q, want %s", i, mode.analytics, sql, mode.want)
+				}
 			}
-			sql := r.Header.Get("Surgepay-Sql")
-			if !strings.HasPrefix(sql, "total=2 select=0 ") {
-				t.Fatalf("purchase %d: Surgepay-Sql %q, want total=2 select=0", i, sql)
+			r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1000, "automatic"), "")
+			if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, mode.want) {
+				t.Fatalf("purchase without Idempotency-Key, analytics %s: Surgepay-Sql %q, want %s", mode.analytics, sql, mode.want)
 			}
-		}
-		r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1000, "automatic"), "")
-		if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=2 select=0 ") {
-			t.Fatalf("purchase without Idempotency-Key: Surgepay-Sql %q, want total=2 select=0", sql)
 		}
 	})
 }

@@ -107,6 +107,7 @@ func (s *Server) routesInit() {
 	s.handle("POST /v1/payments/{id}/void", s.voidPayment)
 	s.handle("POST /v1/payments/{id}/refunds", s.refundPayment)
 	s.handle("GET /v1/payments/{id}/events", s.listEvents)
+	s.handle("GET /v1/analytics", s.getAnalytics)
 	s.handle("POST /v1/webhook_endpoints", s.createWebhookEndpoint)
 	s.handle("GET /v1/webhook_endpoints", s.listWebhookEndpoints)
 	s.handle("GET /v1/webhook_endpoints/{id}", s.getWebhookEndpoint)

@@ -127,6 +127,9 @@ func (e *Engine) attach(call *Call, w *surgepay.Write, v any, err error) {
 // w is not stored, the answer attach rendered for it is dropped: the client
 // must get the error (and retry), never an answer that was not stored.
 func (e *Engine) apply(ctx context.Context, call *Call, w *surgepay.Write) error {
+	if w.PaymentInsert != nil { // a new payment; updates are counted where their previous state is known
+		e.countAnalytics(w, nil, w.PaymentInsert)
+	}
 	if err := e.commit(ctx, w); err != nil {
 		call.RenderedBody, call.RenderedStatus = nil, 0
 		return err

@@ -46,6 +46,11 @@ type Config struct {
 	// Now returns the current time. Default time.Now.
 	Now func() time.Time
 
+	// PreheatPaymentMethodsMax is how many saved cards Preheat loads into
+	// the cache, the newest first across merchants. 0 (default): the
+	// payment_methods cache entity's entries_max; negative: none.
+	PreheatPaymentMethodsMax int
+
 	// Sealer seals streamlined capture instructions to the settlement
 	// public key. Nil: the streamlined path is off and merchants set to it
 	// take the standard path.
@@ -146,8 +151,9 @@ func (e *Engine) CacheStats() []cache.Stat { return e.cache.Stats() }
 
 func (e *Engine) now() time.Time { return e.cfg.Now().UTC() }
 
-// Preheat loads every API key into the cache, so the first requests after
-// a start do not miss.
+// Preheat loads every API key and the most recently saved cards (see
+// Config.PreheatPaymentMethodsMax) into the cache, so the first requests
+// after a start, or on a new node, do not miss.
 func (e *Engine) Preheat(ctx context.Context) error {
 	keys, err := e.store.ListAPIKeys(ctx)
 	if err != nil {
@@ -159,7 +165,10 @@ func (e *Engine) Preheat(ctx context.Context) error {
 			items[hex.EncodeToString(k.Hash)] = k
 		}
 	}
-	return e.apiKeys.Preheat(ctx, items)
+	if err := e.apiKeys.Preheat(ctx, items); err != nil {
+		return err
+	}
+	return e.preheatPaymentMethods(ctx)
 }
 
 // Authenticate returns the API key for secret: one HMAC-SHA256 and a cache

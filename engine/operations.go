@@ -107,6 +107,7 @@ func (e *Engine) recordOperation(ctx context.Context, call *Call, p *surgepay.Pa
 		}
 		next, result := e.applyOutcome(p, op, res, perr)
 		w := &surgepay.Write{ProviderActed: true, PaymentUpdate: next, Events: e.events(call, next, p.Status, next.Transactions[len(p.Transactions):])}
+		e.countAnalytics(w, p, next)
 		e.attach(call, w, next, result)
 		err := e.apply(ctx, call, w)
 		if err == nil {

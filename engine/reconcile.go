@@ -62,6 +62,7 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 		next.Version = p.Version + 1
 	}
 	w := &surgepay.Write{ProviderActed: true, PaymentUpdate: next, Events: events}
+	e.countAnalytics(w, p, next)
 	if err := e.commit(ctx, w); err != nil {
 		return false, err
 	}

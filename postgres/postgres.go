@@ -33,7 +33,8 @@
 // A sale (payment, perhaps an idempotency record and a staged capture,
 // nothing else but events) is ONE statement of data-modifying CTEs, and a
 // batch of them without events one round trip; its events are a second
-// statement.
+// statement. The analytics counters of a whole batch are one more
+// statement, sent in its last round with COMMIT (see analytics.go).
 package postgres
 
 import (

@@ -355,7 +355,8 @@ func (t *txn) guardSavepoint(o *op) error {
 }
 
 // finish runs the last round: the guards of ops that run last, inserts of
-// ops whose guards held, repairs of ops whose guards failed, and COMMIT.
+// ops whose guards held, repairs of ops whose guards failed, the batch's
+// analytics upsert, and COMMIT.
 func (t *txn) finish(ops []*op) error {
 	var qs []queued
 	var keys []string
@@ -387,6 +388,9 @@ func (t *txn) finish(ops []*op) error {
 		if o.failed.exists.sql != "" {
 			qs = append(qs, o.existsQuery())
 		}
+	}
+	if q, ok := t.analyticsQuery(ops); ok { // after every sale of the round: see analytics.go
+		qs = append(qs, q)
 	}
 	qs = append(qs, queued{sql: "COMMIT", read: func(br pgx.BatchResults) error {
 		tag, err := br.Exec()

@@ -45,6 +45,7 @@ type writer struct {
 	insSale, insStaged, delStaged                             *sql.Stmt
 	insEvents                                                 [eventStmtsCached + 1]*sql.Stmt // by rows; [0] unused
 	webhook                                                   webhookStmts
+	analytics                                                 analyticsStmts
 }
 
 // setCols returns "a = ?, b = ?" for the columns of cols after the first skip.
@@ -105,7 +106,10 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		}
 		*s.dst = st
 	}
-	return w.webhook.prepare(ctx, conn)
+	if err := w.webhook.prepare(ctx, conn); err != nil {
+		return err
+	}
+	return w.analytics.prepare(ctx, conn)
 }
 
 func insertEventsSQL(rows int) string {
@@ -136,7 +140,7 @@ func (w *writer) close() error {
 			errs = append(errs, st.Close())
 		}
 	}
-	errs = append(errs, w.webhook.close())
+	errs = append(errs, w.webhook.close(), w.analytics.close())
 	return errors.Join(errs...)
 }
 
@@ -226,6 +230,11 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 			_ = w.control(w.rollback) // fails if SQLite has rolled back already
 			return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 		}
+	}
+	// The batch's analytics counters: one statement, in its transaction.
+	if err := w.applyAnalytics(items); err != nil {
+		_ = w.control(w.rollback)
+		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
 	if err := w.control(w.commit); err != nil {
 		_ = w.control(w.rollback)

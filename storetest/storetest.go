@@ -35,6 +35,11 @@
 //     statement too, two with Events; Write.StagedAck is one DELETE, and
 //     acknowledging a record that is gone is not an error. The staged
 //     tests skip a store without the capability.
+//   - Write.Analytics: the deltas of the Writes of a batch whose guards
+//     held are added in the batch's transaction with ONE statement, counted
+//     once on each of those Writes (a sale with deltas is two statements);
+//     a refused Write adds nothing, and no Write with deltas, no statement.
+//     ListAnalytics and ListRecentPaymentMethods are one SELECT each.
 //
 // Subtests run in parallel, each on its own store from open.
 package storetest
@@ -114,6 +119,7 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 		{"StagedAckMissingIsFine", testStagedAckMissingIsFine},
 	}
 	tests = append(tests, webhookTests...)
+	tests = append(tests, analyticsTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -116,6 +116,18 @@ func (s *Store) ListPaymentMethods(ctx context.Context, merchantID, customerID s
 	return s.next.ListPaymentMethods(ctx, merchantID, customerID, page)
 }
 
+func (s *Store) ListRecentPaymentMethods(ctx context.Context, merchantID, beforeID string, limit int) (v []*surgepay.PaymentMethod, err error) {
+	ctx, end := s.span(ctx, "ListRecentPaymentMethods", attribute.Int("surgepay.page.limit", limit))
+	defer func() { end(err) }()
+	return s.next.ListRecentPaymentMethods(ctx, merchantID, beforeID, limit)
+}
+
+func (s *Store) ListAnalytics(ctx context.Context, merchantID string, q surgepay.AnalyticsQuery) (v []*surgepay.AnalyticsDay, err error) {
+	ctx, end := s.span(ctx, "ListAnalytics")
+	defer func() { end(err) }()
+	return s.next.ListAnalytics(ctx, merchantID, q)
+}
+
 func (s *Store) FindPayment(ctx context.Context, merchantID, id string) (v *surgepay.Payment, err error) {
 	ctx, end := s.span(ctx, "FindPayment")
 	defer func() { end(err) }()

@@ -55,6 +55,11 @@ type Config struct {
 	// ReconcileInterval is how often payments with unknown provider outcomes
 	// are looked up. Default 5s.
 	ReconcileInterval Duration `toml:"reconcile_interval"`
+	// PreheatPaymentMethodsMax is how many saved cards are loaded into the
+	// cache at start, the newest first, so that the first payments with
+	// them read no card from the store. 0 (default): the payment_methods
+	// cache entity's entries_max; -1: none.
+	PreheatPaymentMethodsMax int `toml:"preheat_payment_methods_max"`
 
 	// Merchants holds the per-merchant pipeline switches: the section
 	// [merchants.default] applies to every merchant, [merchants."mer_…"]
@@ -208,6 +213,9 @@ func (c *Config) MerchantSettings() *engine.Settings {
 		if s.Webhooks == "" {
 			s.Webhooks = from.Webhooks
 		}
+		if s.Analytics == "" {
+			s.Analytics = from.Analytics
+		}
 		return s
 	}
 	out := &engine.Settings{Default: inherit(c.Merchants["default"], surgepay.DefaultMerchantSettings()),
@@ -350,6 +358,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ReconcileInterval.Duration < 100*time.Millisecond {
 		bad("reconcile_interval", "%s must be at least 100ms", c.ReconcileInterval.Duration)
+	}
+	if n := c.PreheatPaymentMethodsMax; n < -1 || n > cache.EntriesMaxLimit {
+		bad("preheat_payment_methods_max", "%d must be -1 (none), 0 (the cache's entries_max) or up to %d", n, cache.EntriesMaxLimit)
 	}
 	for name, v := range map[string]int{"sqlite.batch_size_max": c.SQLite.BatchSizeMax, "sqlite.queue_depth_max": c.SQLite.QueueDepthMax,
 		"postgres.batch_size_max": c.Postgres.BatchSizeMax, "postgres.queue_depth_max": c.Postgres.QueueDepthMax,

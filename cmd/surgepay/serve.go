@@ -128,7 +128,7 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		Tax: func() surgepay.TaxTable { return a.tax }, Logger: log,
 		IdempotencyRetention: cfg.IdempotencyRetention.Duration, Cache: c,
 		Webhooks: a.webhookStore(), Outbox: a.webhookOutbox(),
-		OnPayment: a.tel.PaymentObserver()})
+		OnPayment: a.tel.PaymentObserver(), PreheatPaymentMethodsMax: cfg.PreheatPaymentMethodsMax})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/internal/testenv"
+	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/vault"
+)
+
+// TestAnalyticsSetting: a merchant's analytics switch inherits the
+// default section, is validated by name, and a reload flips it in the
+// running engine without a restart.
+func TestAnalyticsSetting(t *testing.T) {
+	path := writeFile(t, "surgepay.toml", `
+preheat_payment_methods_max = 5000
+[merchants.default]
+analytics = "off"
+[merchants."mer_inherits"]
+processing = "standard"
+[merchants."mer_on"]
+analytics = "on"
+`)
+	cfg, err := LoadConfig(path, noEnv)
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	set := cfg.MerchantSettings()
+	if set.Default.Analytics != "off" || set.For("mer_inherits").Analytics != "off" || set.For("mer_on").Analytics != "on" {
+		t.Errorf("analytics default %q, inherited %q, own %q; want off, off, on",
+			set.Default.Analytics, set.For("mer_inherits").Analytics, set.For("mer_on").Analytics)
+	}
+	if cfg.PreheatPaymentMethodsMax != 5000 {
+		t.Errorf("preheat_payment_methods_max = %d, want 5000", cfg.PreheatPaymentMethodsMax)
+	}
+
+	for _, tc := range []struct{ name, text, field string }{
+		{"ErrAnalyticsValue", "[merchants.\"mer_x\"]\nanalytics = \"sometimes\"\n", "merchants.mer_x.analytics"},
+		{"ErrPreheatNegative", "preheat_payment_methods_max = -2\n", "preheat_payment_methods_max"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(writeFile(t, "bad.toml", tc.text), noEnv)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("LoadConfig = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+
+	t.Run("Reload", func(t *testing.T) {
+		keys, err := vault.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := engine.New(engine.Config{Store: testenv.OpenSQLite(t), Provider: sim.New(sim.DefaultConfig()), Vault: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng.SetSettings(cfg.MerchantSettings())
+		var current atomic.Pointer[Config]
+		current.Store(&cfg)
+		if err := os.WriteFile(path, []byte("[merchants.\"mer_on\"]\nanalytics = \"off\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reloadConfig(&app{eng: eng}, &current, slog.New(slog.DiscardHandler), "test")
+		if got := eng.SettingsFor("mer_on").Analytics; got != "off" {
+			t.Errorf("after the reload mer_on's analytics = %q, want off", got)
+		}
+		if got := eng.SettingsFor("mer_other").Analytics; got != "on" {
+			t.Errorf("after the reload the default analytics = %q, want on", got)
+		}
+	})
+}

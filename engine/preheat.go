@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/cache"
+)
+
+// preheatMethodsPageMin is the smallest page a merchant's cards are read
+// in by the preheat: with many merchants the budget shared among them is
+// small, and a page smaller than this would cost more queries than rows.
+const preheatMethodsPageMin = 16
+
+// preheatMethodsMax returns how many payment methods the preheat loads:
+// Config.PreheatPaymentMethodsMax, by default the payment_methods cache
+// entity's memory bound (entries_max), none when the entity is off.
+func (e *Engine) preheatMethodsMax() int {
+	n := e.cfg.PreheatPaymentMethodsMax
+	if n < 0 || e.methods.Scope() == cache.ScopeOff {
+		return 0
+	}
+	if n == 0 {
+		n = e.cache.Config().Entities[cache.PaymentMethods].EntriesMax
+	}
+	return n
+}
+
+// preheatPaymentMethods loads the newest saved cards of all merchants, up
+// to preheatMethodsMax, into the cache, so that the first payments after a
+// start (or on a new node) read no card from the store. Cards are taken
+// newest first by ID (IDs sort by creation time) across merchants: each
+// merchant's cards are read in pages of its primary key, newest first,
+// and merged. It reads at most the budget plus a page per merchant, in
+// one query per merchant and per further page.
+//
+// Customers are not preheated: the payment path never reads them (a
+// payment names its card, and the card names its customer).
+func (e *Engine) preheatPaymentMethods(ctx context.Context) error {
+	budget := e.preheatMethodsMax()
+	if budget == 0 {
+		return nil
+	}
+	ms, err := e.store.ListMerchants(ctx)
+	if err != nil || len(ms) == 0 {
+		return err
+	}
+	page := min(max(budget/len(ms), preheatMethodsPageMin), surgepay.RecentPaymentMethodsPageMax, budget)
+	var h methodCursors
+	for _, m := range ms {
+		c := &methodCursor{merchantID: m.ID}
+		if err := c.next(ctx, e.store, page); err != nil {
+			return err
+		}
+		if len(c.buf) > 0 {
+			h = append(h, c)
+		}
+	}
+	heap.Init(&h)
+	items := make(map[string]*surgepay.PaymentMethod, min(budget, len(h)*page))
+	for len(items) < budget && len(h) > 0 {
+		c := h[0]
+		pm := c.buf[0]
+		c.buf = c.buf[1:]
+		items[methodKey(c.merchantID, pm.ID)] = pm
+		if len(c.buf) == 0 && !c.done {
+			if err := c.next(ctx, e.store, page); err != nil {
+				return err
+			}
+		}
+		if len(c.buf) == 0 {
+			heap.Pop(&h)
+		} else {
+			heap.Fix(&h, 0)
+		}
+	}
+	if err := e.methods.Preheat(ctx, items); err != nil {
+		return fmt.Errorf("preheat %d payment methods: %w", len(items), err)
+	}
+	e.log.Info("preheated payment methods", "count", len(items), "merchants", len(ms))
+	return nil
+}
+
+// methodCursor pages through one merchant's cards, newest first.
+type methodCursor struct {
+	merchantID string
+	buf        []*surgepay.PaymentMethod // read, not yet taken
+	before     string                    // the ID of the last card read
+	done       bool                      // no older cards
+}
+
+func (c *methodCursor) next(ctx context.Context, s surgepay.Store, page int) error {
+	pms, err := s.ListRecentPaymentMethods(ctx, c.merchantID, c.before, page)
+	if err != nil {
+		return fmt.Errorf("preheat payment methods of %s: %w", c.merchantID, err)
+	}
+	c.buf = pms
+	c.done = len(pms) < page
+	if len(pms) > 0 {
+		c.before = pms[len(pms)-1].ID
+	}
+	return nil
+}
+
+// methodCursors is a heap of cursors by their next card, newest first.
+type methodCursors []*methodCursor
+
+func (h methodCursors) Len() int           { return len(h) }
+func (h methodCursors) Less(i, j int) bool { return h[i].buf[0].ID > h[j].buf[0].ID }
+func (h methodCursors) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *methodCursors) Push(x any)        { *h = append(*h, x.(*methodCursor)) }
+func (h *methodCursors) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}

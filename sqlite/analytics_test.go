@@ -1,0 +1,48 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReadsUseThePrimaryKey checks that the preheat's page of recent cards
+// and the analytics read are ranges of their primary keys: SEARCH, never
+// SCAN, whatever the size of the tables.
+func TestReadsUseThePrimaryKey(t *testing.T) {
+	db, err := Open(t.Context(), Config{Path: filepath.Join(t.TempDir(), "surgepay.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	first, firstArgs := recentPaymentMethodsQuery("mer_1", "", 10)
+	next, nextArgs := recentPaymentMethodsQuery("mer_1", "pm_1", 10)
+	for _, tc := range []struct {
+		name, query string
+		args        []any
+		want        string
+	}{
+		{"RecentFirstPage", first, firstArgs, "SEARCH payment_methods USING PRIMARY KEY (merchant_id=?)"},
+		{"RecentNextPage", next, nextArgs, "SEARCH payment_methods USING PRIMARY KEY (merchant_id=? AND id<?)"},
+		{"Analytics", analyticsListSQL, []any{"mer_1", "2026-01-01", "2026-01-31", ""},
+			"SEARCH analytics_daily USING PRIMARY KEY (merchant_id=? AND day>? AND day<?)"},
+	} {
+		rows, err := db.read.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+tc.query, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if got := strings.Join(plan, "; "); !strings.Contains(got, tc.want) || strings.Contains(got, "SCAN") {
+			t.Errorf("%s: plan %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
