@@ -214,11 +214,11 @@ func (c *Config) defaults() error {
 		c.OrphanGrace = OrphanGraceDefault
 	}
 	if err := CheckOrphanGrace(c.OrphanGrace); err != nil {
-		return fmt.Errorf("settle: %w", err)
+		return fmt.Errorf("settle: OrphanGrace %w", err)
 	}
 	if c.AckWait != 0 {
 		if err := CheckAckWait(c.AckWait, c.CallTimeout); err != nil {
-			return fmt.Errorf("settle: %w", err)
+			return fmt.Errorf("settle: AckWait %w", err)
 		}
 	}
 	if c.Logger == nil {
@@ -242,31 +242,33 @@ func AckWaitMin(callTimeout time.Duration) time.Duration {
 	return BatchWorkMin + callTimeout + ResultReserve
 }
 
-// CheckAckWait returns an error, meant for operators, if ackWait is not
-// AckWaitMin(callTimeout) to AckWaitMax.
+// CheckAckWait returns an error, meant for operators and to follow the
+// setting's name, if ackWait is not AckWaitMin(callTimeout) to
+// AckWaitMax.
 func CheckAckWait(ackWait, callTimeout time.Duration) error {
 	if callTimeout <= 0 {
 		callTimeout = CallTimeoutDefault
 	}
 	if least := AckWaitMin(callTimeout); ackWait < least {
-		return fmt.Errorf("ack wait %s is too short: it must exceed the longest a batch can take, "+
-			"and a batch may still wait on a provider call of up to %s (the provider timeout) started just before "+
-			"its time is up, then take up to %s to record and acknowledge its results; with %s to start captures "+
-			"at all, the ack wait must be at least %s (or lower the provider timeout)",
-			ackWait, callTimeout, ResultReserve, BatchWorkMin, least)
+		return fmt.Errorf("%s is too short: it must exceed the longest a batch can take, and a batch may still "+
+			"wait on a provider call of up to %s (the provider timeout) started just before its time is up, then "+
+			"take up to %s to record and acknowledge the results; with %s to start captures at all, it must be "+
+			"at least %s (or lower the provider timeout)", ackWait, callTimeout, ResultReserve, BatchWorkMin, least)
 	}
 	if ackWait > AckWaitMax {
-		return fmt.Errorf("ack wait %s must be at most %s: records of a crashed settlement come back only after it", ackWait, AckWaitMax)
+		return fmt.Errorf("%s must be at most %s: the records of a crashed settlement come back only after it",
+			ackWait, AckWaitMax)
 	}
 	return nil
 }
 
-// CheckOrphanGrace returns an error, meant for operators, if grace is not
-// OrphanGraceMin to OrphanGraceMax.
+// CheckOrphanGrace returns an error, meant for operators and to follow the
+// setting's name, if grace is not OrphanGraceMin to OrphanGraceMax.
 func CheckOrphanGrace(grace time.Duration) error {
 	if grace < OrphanGraceMin || grace > OrphanGraceMax {
-		return fmt.Errorf("orphan grace %s must be %s to %s: it must exceed the longest a sale can take from its stage "+
-			"publish to its commit, or payments still committing are dropped as orphans and never captured", grace, OrphanGraceMin, OrphanGraceMax)
+		return fmt.Errorf("%s must be %s to %s: it must exceed the longest a sale can take from its publish at "+
+			"the stage to its commit, or a payment still committing is dropped as an orphan and never captured",
+			grace, OrphanGraceMin, OrphanGraceMax)
 	}
 	return nil
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/settle"
 	"github.com/surgepay/surgepay/stage"
-	"github.com/surgepay/surgepay/stage/jetstream"
 	"github.com/surgepay/surgepay/stage/stagetest"
 )
 
@@ -37,17 +36,27 @@ const (
 	slRetriesMax      = 5 // attempts at one unanswered sale after the restart
 	slErrorsMax       = 20
 	slPagesMax        = 1000
-	// A settle --until-empty run on JetStream waits out the AckWait of the
-	// records a killed run had fetched; orphan records (staged by a serve
-	// killed before its commit) are acknowledged only after OrphanGrace.
-	slSettleRunTimeout = jetstream.AckWaitDefault + settle.OrphanGraceDefault
-	slFinalSettleMax   = settle.OrphanGraceDefault + 2*jetstream.AckWaitDefault // all final runs together
+	// Settle's flags, so that the test need not wait out the defaults (1m,
+	// 2m): a settle --until-empty run on JetStream waits out the --ack-wait
+	// of the records a killed run had fetched (the shortest settle accepts
+	// with provider.timeout slProviderTimeout; the simulator answers in
+	// milliseconds), and acknowledges orphan records (staged by a serve
+	// killed before its commit) once --orphan-grace has passed (sales
+	// commit milliseconds after they are staged).
+	slProviderTimeout  = 2 * time.Second
+	slOrphanGrace      = 3 * time.Second
 	slFinalRunsMax     = 20
 	slSQLiteTimeout    = 3 * time.Minute
-	slJetStreamTimeout = 7 * time.Minute
+	slJetStreamTimeout = 4 * time.Minute
 	slTestCard         = "4242424242424242"
 	slDeclineCard      = "4000000000000259" // authorized; its capture is declined
 	slSimLatency       = "uniform:1ms-4ms"  // so that a settle batch lasts long enough to be killed in
+)
+
+var (
+	slAckWait          = settle.AckWaitMin(slProviderTimeout)
+	slSettleRunTimeout = slAckWait + slOrphanGrace + time.Minute     // one run, with room for a slow machine
+	slFinalSettleMax   = 2*(slAckWait+slOrphanGrace) + 2*time.Minute // all final runs together
 )
 
 // TestCrashStreamlined kills `surgepay serve` with SIGKILL several times
@@ -60,10 +69,12 @@ const (
 //
 // SQLite with the embedded stage always; PostgreSQL with the JetStream
 // stage when SURGEPAY_TEST_POSTGRES_URL is set (and nats-server is
-// installed; under CI both must be). The JetStream run lasts a few
-// minutes: records a killed settle had fetched come back after the
-// consumer's AckWait (1m), and records staged by a serve killed before
-// its commit are dropped as orphans only after settle's OrphanGrace (2m).
+// installed; under CI both must be). Settle runs with --ack-wait and
+// --orphan-grace of seconds (slAckWait, slOrphanGrace): records a killed
+// settle had fetched come back after the consumer's AckWait, and records
+// staged by a serve killed before its commit are dropped as orphans after
+// the orphan grace; records a run leaves for later come back after its
+// backoff.
 func TestCrashStreamlined(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds surgepay and kills it: not in -short")
@@ -169,6 +180,7 @@ type slRun struct {
 	bin     string
 	dataDir string            // serve's and settle's data folder (SQLite, keyring, dev key)
 	keyDir  string            // settlement.pub and settlement.key
+	config  string            // settle's config file: provider.timeout
 	env     map[string]string // storage and stage variables of serve and settle
 	simURL  string
 	sim     *client
@@ -188,7 +200,11 @@ type slRun struct {
 
 func newSLRun(t *testing.T, bin string, env map[string]string) *slRun {
 	r := &slRun{t: t, bin: bin, dataDir: t.TempDir(), keyDir: filepath.Join(t.TempDir(), "keys"), env: env,
-		ledger: map[string]*slTold{}, byKey: map[string]string{}}
+		config: filepath.Join(t.TempDir(), "settle.toml"), ledger: map[string]*slTold{}, byKey: map[string]string{}}
+	// The rest of settle's configuration comes from the environment, as serve's.
+	if err := os.WriteFile(r.config, []byte("[provider]\ntimeout = "+quote(slProviderTimeout.String())+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := startProcess(t, "keys-settlement", bin, []string{"keys", "settlement", "--out", r.keyDir}, nil)
@@ -456,8 +472,8 @@ func (r *slRun) simTotals(ctx context.Context) (*slTotals, error) {
 func (r *slRun) settleArgs(extra ...string) ([]string, string) {
 	r.settleRuns++
 	report := filepath.Join(r.t.TempDir(), fmt.Sprintf("settle-%d.json", r.settleRuns))
-	args := append([]string{"settle", "--private-key", filepath.Join(r.keyDir, stage.PrivateKeyFile),
-		"--report-json", report}, extra...)
+	args := append([]string{"settle", "--config", r.config, "--private-key", filepath.Join(r.keyDir, stage.PrivateKeyFile),
+		"--ack-wait", slAckWait.String(), "--orphan-grace", slOrphanGrace.String(), "--report-json", report}, extra...)
 	return args, report
 }
 
@@ -503,8 +519,8 @@ func (r *slRun) settleAndKill(ctx context.Context, round int) int64 {
 }
 
 // settleToEnd runs `surgepay settle --until-empty` until it exits 0: exit
-// 3 (records left for later: on JetStream, records a killed run had
-// fetched and orphans within their grace period) runs it again, within
+// 3 (records left for later: on JetStream, orphans still within their
+// grace when the run stopped waiting for them) runs it again, within
 // slFinalSettleMax and slFinalRunsMax.
 func (r *slRun) settleToEnd(ctx context.Context) {
 	t := r.t

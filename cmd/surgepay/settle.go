@@ -40,6 +40,10 @@ type settleOptions struct {
 	natsURL    string
 	batchSize  int
 	workers    int
+	// ackWait is the stage's AckWait: the JetStream consumer's, or the
+	// embedded consumer's in this process.
+	ackWait     time.Duration
+	orphanGrace time.Duration
 }
 
 func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
@@ -55,6 +59,15 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` for --stage jetstream (default: config stage.nats_url)")
 	fs.IntVar(&o.batchSize, "batch-size", settle.BatchSizeMaxDefault, "records per batch")
 	fs.IntVar(&o.workers, "workers", settle.WorkersDefault, "concurrent provider calls")
+	fs.DurationVar(&o.ackWait, "ack-wait", jetstream.AckWaitDefault, "how long a fetched record may stay unacknowledged before the stage\n"+
+		"delivers it again; the records of a crashed settle come back after it. JetStream: the durable\n"+
+		"consumer's AckWait, set by the settle that starts last; embedded: within this process. Each\n"+
+		"batch is planned to end within it: at least provider.timeout + "+(settle.BatchWorkMin+settle.ResultReserve).String()+
+		", at most "+settle.AckWaitMax.String())
+	fs.DurationVar(&o.orphanGrace, "orphan-grace", settle.OrphanGraceDefault, "how long a record whose payment is not stored waits before it is\n"+
+		"acknowledged as an orphan, never captured ("+settle.OrphanGraceMin.String()+" to "+settle.OrphanGraceMax.String()+"). It must exceed the\n"+
+		"longest a sale takes from its stage publish to its commit: shorten it only while no API host\n"+
+		"takes sales")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -69,6 +82,9 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	}
 	if o.workers < 1 || o.workers > settle.WorkersMax {
 		return nil, fmt.Errorf("--workers %d must be 1 to %d", o.workers, settle.WorkersMax)
+	}
+	if err := settle.CheckOrphanGrace(o.orphanGrace); err != nil {
+		return nil, fmt.Errorf("--orphan-grace %w", err)
 	}
 	return o, nil
 }
@@ -95,6 +111,10 @@ func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if o.stage == "jetstream" && o.natsURL == "" {
 		fmt.Fprintln(stderr, "surgepay settle: --stage jetstream needs --nats-url or stage.nats_url")
+		return exitSettleUsage
+	}
+	if err := settle.CheckAckWait(o.ackWait, cfg.Provider.Timeout.Duration); err != nil {
+		fmt.Fprintf(stderr, "surgepay settle: --ack-wait %v\n", err)
 		return exitSettleUsage
 	}
 	if cfg.Provider.Kind == "sim" {
@@ -142,13 +162,14 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	}
 	defer closeStage()
 	log.Info("settlement starting", "stage", o.stage, "key_id", opener.KeyID(), "until_empty", o.untilEmpty,
-		"batch_size", o.batchSize, "workers", o.workers)
+		"batch_size", o.batchSize, "workers", o.workers, "ack_wait", o.ackWait.String(), "orphan_grace", o.orphanGrace.String())
 	// Capture results write audit events: their webhooks are queued in
 	// the same Writes, for `surgepay serve` to deliver.
 	rep, err := settle.Run(ctx, settle.Config{Store: withWebhooks(ctx, store, cfg, log), Provider: prov,
 		Opener: opener, Consumer: consumer,
 		BatchSizeMax: o.batchSize, Workers: o.workers, UntilEmpty: o.untilEmpty, Logger: log,
-		OnStats: statsLogger(log, 10*time.Second)})
+		OnStats: statsLogger(log, 10*time.Second), AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,
+		OrphanGrace: o.orphanGrace})
 	if rep != nil {
 		if werr := writeSettleReports(rep, o, stdout); werr != nil {
 			log.Error("settlement report", "err", werr.Error())
@@ -169,13 +190,14 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 
 func openConsumer(ctx context.Context, cfg Config, o *settleOptions, store surgepay.Store) (surgepay.StageConsumer, func(), error) {
 	if o.stage == "jetstream" {
-		js, err := jetstream.Open(ctx, jetstream.Config{URL: o.natsURL, Stream: cfg.Stage.Stream, Subject: cfg.Stage.Subject, Replicas: cfg.Stage.Replicas})
+		js, err := jetstream.Open(ctx, jetstream.Config{URL: o.natsURL, Stream: cfg.Stage.Stream, Subject: cfg.Stage.Subject,
+			Replicas: cfg.Stage.Replicas, AckWait: o.ackWait})
 		if err != nil {
 			return nil, nil, err
 		}
 		return js, func() { js.Close() }, nil
 	}
-	emb, err := stage.NewEmbedded(store, 0)
+	emb, err := stage.NewEmbedded(store, o.ackWait)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/provider/sim"
@@ -50,9 +54,14 @@ func TestKeysSettlement(t *testing.T) {
 	})
 }
 
-// settleSetup writes keys and a config (provider: a simulator over HTTP)
-// in a fresh data folder and stages n sales, the nth of each ten with a
-// card whose capture is declined. st nil: the embedded stage.
+// settleProviderTimeout is provider.timeout in settleSetup's config: with
+// it, --ack-wait may be as short as settle.AckWaitMin of it.
+const settleProviderTimeout = 2 * time.Second
+
+// settleSetup writes keys and a config (provider: a simulator over HTTP,
+// provider.timeout settleProviderTimeout) in a fresh data folder and
+// stages n sales, the nth of each ten with a card whose capture is
+// declined. st nil: the embedded stage.
 func settleSetup(t *testing.T, n int, st surgepay.Stage) (configPath string, sales []*stagetest.Staged, p *sim.Provider) {
 	t.Helper()
 	dir := t.TempDir()
@@ -63,7 +72,8 @@ func settleSetup(t *testing.T, n int, st surgepay.Stage) (configPath string, sal
 	srv := httptest.NewServer(sim.NewHandler(p))
 	t.Cleanup(srv.Close)
 	configPath = filepath.Join(dir, "surgepay.toml")
-	conf := "data_dir = " + quote(dir) + "\n[provider]\nkind = \"sim-http\"\nurl = " + quote(srv.URL) + "\n"
+	conf := "data_dir = " + quote(dir) + "\n[provider]\nkind = \"sim-http\"\nurl = " + quote(srv.URL) +
+		"\ntimeout = " + quote(settleProviderTimeout.String()) + "\n"
 	if err := os.WriteFile(configPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +156,10 @@ func TestSettleCommandEmbedded(t *testing.T) {
 	}
 }
 
+// TestSettleCommandJetStream: settle on JetStream, with --ack-wait set on
+// the durable consumer and a short --orphan-grace: an orphan record (its
+// sale's payment never stored) waits out its grace within the run, and is
+// acknowledged.
 func TestSettleCommandJetStream(t *testing.T) {
 	srv := stagetest.StartNATS(t)
 	js, err := jetstream.Open(context.Background(), jetstream.Config{URL: srv.URL})
@@ -154,19 +168,58 @@ func TestSettleCommandJetStream(t *testing.T) {
 	}
 	defer js.Close()
 	configPath, _, p := settleSetup(t, 10, js)
+	orphan := &surgepay.StagedRecord{ID: surgepay.NewID("stg"), MerchantID: "mer_gone", PaymentID: surgepay.NewID("pay"),
+		Created: time.Now()}
+	orphan.Sealed = sealFor(t, configPath, &surgepay.CaptureInstruction{PaymentID: orphan.PaymentID, MerchantID: orphan.MerchantID,
+		Amount: 100, Currency: "usd", AuthorizationRef: "auth_x", IdempotencyKey: orphan.PaymentID + "/capture", Authorized: orphan.Created})
+	if err := js.Put(context.Background(), orphan); err != nil {
+		t.Fatal(err)
+	}
+	ackWait := settle.AckWaitMin(settleProviderTimeout)
 	jsonPath := filepath.Join(t.TempDir(), "report.json")
 	var out, errb bytes.Buffer
 	code := cmdSettle(context.Background(), []string{"--config", configPath, "--until-empty", "--stage", "jetstream",
-		"--nats-url", srv.URL, "--report-json", jsonPath, "--report-text", filepath.Join(t.TempDir(), "r.txt")}, &out, &errb)
+		"--nats-url", srv.URL, "--ack-wait", ackWait.String(), "--orphan-grace", "1s",
+		"--report-json", jsonPath, "--report-text", filepath.Join(t.TempDir(), "r.txt")}, &out, &errb)
 	if code != exitSettleOK {
 		t.Fatalf("exit %d:\n%s", code, errb.String())
 	}
-	if rep := readReport(t, jsonPath); rep.Captured != 9 || rep.Failed != 1 || rep.BacklogDepth != 0 {
-		t.Errorf("report: %+v", rep)
+	rep := readReport(t, jsonPath)
+	if rep.Captured != 9 || rep.Failed != 1 || rep.Failures[settle.ReasonOrphan] != 1 || rep.Failures[settle.ReasonOrphanWait] == 0 ||
+		rep.Left != 0 || rep.BacklogDepth != 0 {
+		t.Errorf("report: %+v; want 9 captured, 1 declined, the orphan waited for and acknowledged", rep)
 	}
 	if got := p.TotalEffects().Captures; got != 9 {
 		t.Errorf("network captures %d, want 9", got)
 	}
+	nc, err := nats.Connect(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	njs, _ := natsjs.New(nc)
+	cons, err := njs.Consumer(context.Background(), jetstream.StreamDefault, jetstream.DurableDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cons.CachedInfo().Config.AckWait; got != ackWait {
+		t.Errorf("consumer AckWait %s, want --ack-wait %s", got, ackWait)
+	}
+}
+
+// sealFor seals ins to the settlement key of settleSetup's data folder.
+func sealFor(t *testing.T, configPath string, ins *surgepay.CaptureInstruction) []byte {
+	t.Helper()
+	pub, err := stage.LoadPublicKey(filepath.Join(filepath.Dir(configPath), stage.PublicKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, _ := stage.NewSealer(pub)
+	sealed, err := sealer.Seal(ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealed
 }
 
 func TestSettleCommandErrors(t *testing.T) {
@@ -180,6 +233,9 @@ func TestSettleCommandErrors(t *testing.T) {
 	}{
 		{"ErrStage", []string{"--config", configPath, "--stage", "kafka"}, exitSettleUsage},
 		{"ErrBatchSize", []string{"--config", configPath, "--batch-size", "0"}, exitSettleUsage},
+		{"ErrOrphanGraceShort", []string{"--config", configPath, "--orphan-grace", "10ms"}, exitSettleUsage},
+		{"ErrOrphanGraceLong", []string{"--config", configPath, "--orphan-grace", "48h"}, exitSettleUsage},
+		{"ErrAckWaitLong", []string{"--config", configPath, "--ack-wait", "2h"}, exitSettleUsage},
 		{"ErrInProcessSimulator", []string{"--config", inproc, "--until-empty"}, exitSettleUsage},
 		{"ErrNoPrivateKey", []string{"--config", configPath, "--until-empty", "--private-key", "/nonexistent"}, exitSettleError},
 	} {
@@ -190,4 +246,20 @@ func TestSettleCommandErrors(t *testing.T) {
 			}
 		})
 	}
+	t.Run("ErrAckWaitShort", func(t *testing.T) {
+		// Shorter than a batch may take: one provider call of up to
+		// provider.timeout after the batch stops starting captures.
+		short := settle.AckWaitMin(settleProviderTimeout) - time.Second
+		var out, errb bytes.Buffer
+		code := cmdSettle(context.Background(), []string{"--config", configPath, "--until-empty", "--ack-wait", short.String()}, &out, &errb)
+		if code != exitSettleUsage {
+			t.Errorf("exit %d, want %d:\n%s", code, exitSettleUsage, errb.String())
+		}
+		for _, want := range []string{"--ack-wait " + short.String() + " is too short", settleProviderTimeout.String() + " (the provider timeout)",
+			"at least " + settle.AckWaitMin(settleProviderTimeout).String()} {
+			if !strings.Contains(errb.String(), want) {
+				t.Errorf("error lacks %q:\n%s", want, errb.String())
+			}
+		}
+	})
 }
