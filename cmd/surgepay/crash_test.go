@@ -246,6 +246,7 @@ func (r *crashRun) run(ctx context.Context) {
 	}
 	r.checkNoDuplicates(ctx)
 	r.checkNetwork(ctx)
+	r.checkAnalytics(ctx)
 	if err := r.server.terminate(stopTimeout); err != nil {
 		t.Errorf("serve after SIGTERM: %v, want exit status 0", err)
 	}
