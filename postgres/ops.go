@@ -60,6 +60,9 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 			o.addWebhook(w) // after the events; the sale's guard no longer runs last
 			o.last = false
 		}
+		if err == nil && len(w.Analytics) > 0 {
+			o.last = false // its guard must be known before the batch's analytics upsert is sent
+		}
 		return o, err
 	}
 	o := &op{item: it}

@@ -34,7 +34,9 @@
 // nothing else but events) is ONE statement of data-modifying CTEs, and a
 // batch of them without events one round trip; its events are a second
 // statement. The analytics counters of a whole batch are one more
-// statement, sent in its last round with COMMIT (see analytics.go).
+// statement, sent in its last round with COMMIT; a sale that carries
+// deltas runs in the rounds before, so a batch of sales without events is
+// two round trips when analytics are on (see analytics.go).
 package postgres
 
 import (
