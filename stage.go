@@ -65,7 +65,7 @@ type StageConsumer interface {
 type PaymentsFinder interface {
 	// FindPayments returns the payments named by keys that exist, in any
 	// order; a key with no payment (or another merchant's) has none. It
-	// takes at most the store's limit of keys (10,000 for PostgreSQL).
+	// takes at most the store's limit of keys (10,000 for both stores).
 	FindPayments(ctx context.Context, keys []PaymentKey) ([]*Payment, error)
 }
 

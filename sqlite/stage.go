@@ -38,6 +38,44 @@ func stagedArgs(r *surgepay.StagedRecord) []any {
 	return []any{r.ID, r.MerchantID, r.PaymentID, r.Sealed, timeArg(r.Created)}
 }
 
+// PaymentsFindMax bounds the keys of one FindPayments: a settlement batch.
+const PaymentsFindMax = StagedFetchMax
+
+var _ surgepay.PaymentsFinder = (*DB)(nil)
+
+// sqlPaymentsFind reads the payments named by a JSON array of [merchant,
+// id] pairs: one probe of the primary key per pair.
+const sqlPaymentsFind = "SELECT " + paymentCols + " FROM payments WHERE (merchant_id, id) IN " +
+	"(SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))"
+
+// FindPayments returns the payments named by keys (at most
+// PaymentsFindMax) that exist, in any order, with one statement.
+// Settlement loads a batch with it: one read per record spent a third of
+// settle's CPU on SQLite (BenchmarkSettle).
+func (db *DB) FindPayments(ctx context.Context, keys []surgepay.PaymentKey) ([]*surgepay.Payment, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	if len(keys) > PaymentsFindMax {
+		return nil, fmt.Errorf("find %d payments at once, at most %d", len(keys), PaymentsFindMax)
+	}
+	pairs := make([][2]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = [2]string{k.MerchantID, k.ID}
+	}
+	arg, err := json.Marshal(pairs)
+	if err != nil {
+		return nil, fmt.Errorf("find %d payments: %w", len(keys), err)
+	}
+	defer counted(ctx)()
+	rows, err := db.read.QueryContext(ctx, sqlPaymentsFind, string(arg))
+	ps, err := scanAll(rows, err, scanPayment)
+	if err != nil {
+		return nil, fmt.Errorf("find %d payments: %w", len(keys), err)
+	}
+	return ps, nil
+}
+
 func scanStaged(r scanner) (*surgepay.StagedRecord, error) {
 	var rec surgepay.StagedRecord
 	var created sql.NullInt64
