@@ -291,7 +291,7 @@ type runner struct {
 // stage is drained. It returns the report of what it did; its error is a
 // configuration error or a stage that keeps failing. A batch in progress
 // when ctx ends is finished (provider calls are not cancelled) but not
-// retried.
+// retried; the batch fetched ahead of it is handed back to the stage.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
