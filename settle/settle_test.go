@@ -590,14 +590,16 @@ func leftForLater(t *testing.T, e *env, st surgepay.Stage, retryMax int) (flaky,
 }
 
 // checkLeftForLater checks that both sales of leftForLater came back in
-// the same run and were captured once: two deliveries each, the first left
-// for later.
+// the same run and were captured once: the flaky one on its second
+// delivery, the late one once its payment was stored (the batch fetched
+// ahead may have delivered it once more before that).
 func checkLeftForLater(t *testing.T, e *env, rep *settle.Report, flaky, late *stagetest.Staged) {
 	t.Helper()
-	if rep.Captured != 2 || rep.Records != 4 || rep.Batches < 2 || rep.Left != 0 || rep.BacklogDepth != 0 ||
-		rep.Failures[settle.ReasonRetryLater] != 1 || rep.Failures[settle.ReasonOrphanWait] != 1 {
+	retried, waited := rep.Failures[settle.ReasonRetryLater], rep.Failures[settle.ReasonOrphanWait]
+	if rep.Captured != 2 || rep.Records != 2+retried+waited || rep.Batches < 2 || rep.Left != 0 || rep.BacklogDepth != 0 ||
+		retried != 1 || waited < 1 {
 		t.Errorf("report: captured %d, records %d, batches %d, left %d, backlog %d, failures %v; "+
-			"want 2 captured from 4 deliveries in 2 or more batches, retry_later 1, orphan_wait 1, nothing left",
+			"want 2 captured in 2 or more batches, retry_later 1, orphan_wait 1 or more, a delivery for each, nothing left",
 			rep.Captured, rep.Records, rep.Batches, rep.Left, rep.BacklogDepth, rep.Failures)
 	}
 	for _, s := range []*stagetest.Staged{flaky, late} {
