@@ -308,7 +308,18 @@ func (r *runner) resultWrite(d *decision, p *surgepay.Payment) *surgepay.Write {
 	if r.inWrite != nil {
 		w.StagedAck = []string{d.out.rec.ID}
 	}
+	if r.counts(d, p) {
+		if delta, ok := surgepay.AnalyticsOf(p, next, now); ok {
+			w.Analytics = []surgepay.AnalyticsDelta{delta}
+		}
+	}
 	return w
+}
+
+// counts reports whether the result Write of d on p carries an analytics
+// delta: a declined capture of a merchant whose analytics are on.
+func (r *runner) counts(d *decision, p *surgepay.Payment) bool {
+	return !d.res.Approved && r.cfg.Analytics != nil && r.cfg.Analytics(p.MerchantID)
 }
 
 // recorded returns the outcome of d once its result Write on p is durable.
@@ -364,7 +375,9 @@ func (r *runner) record(ctx, work context.Context, d *decision) outcome {
 // settlementStatementsMax statements at once, each for at least
 // settlementChunkMin results. A result it did not store (the payment
 // changed meanwhile, a second record of one payment, an error) goes
-// through record, one Write each, which reloads a changed payment.
+// through record, one Write each, which reloads a changed payment; so does
+// a result with an analytics delta (a declined capture), which
+// ApplySettlements does not store.
 func (r *runner) recordMany(ctx, work context.Context, sw surgepay.SettlementWriter, ds []decision, outs []outcome) {
 	var many, solo []int
 	seen := map[surgepay.PaymentKey]bool{}
@@ -373,12 +386,12 @@ func (r *runner) recordMany(ctx, work context.Context, sw surgepay.SettlementWri
 			continue
 		}
 		k := surgepay.PaymentKey{MerchantID: ds[i].p.MerchantID, ID: ds[i].p.ID}
-		if seen[k] {
+		if seen[k] || r.counts(&ds[i], ds[i].p) {
 			solo = append(solo, i)
-			continue
+		} else {
+			many = append(many, i)
 		}
 		seen[k] = true
-		many = append(many, i)
 	}
 	size := max(settlementChunkMin, (len(many)+settlementStatementsMax-1)/settlementStatementsMax)
 	var mu sync.Mutex

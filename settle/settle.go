@@ -156,6 +156,11 @@ type Config struct {
 	// (the provider's own timeout, provider.timeout, should be the same).
 	// Default 30s.
 	CallTimeout time.Duration
+	// Analytics, if set, reports whether a merchant's analytics counters
+	// are on: a capture settlement finds declined then carries its delta
+	// (failed count and amount) in its result Write. A confirmed capture
+	// moves no counter: it was counted when the sale was answered.
+	Analytics func(merchantID string) bool
 	// Logger logs per-record problems by record and payment ID only.
 	// Default: discard.
 	Logger *slog.Logger

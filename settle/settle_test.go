@@ -690,3 +690,39 @@ func TestSettleTwoRecordsOfOnePaymentInOneBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleDeclinedCaptureCounted: with a merchant's analytics on, a
+// capture declined at settlement adds to its failed counters (a confirmed
+// one adds nothing: it was counted when the sale was answered); off, it
+// adds nothing.
+func TestSettleDeclinedCaptureCounted(t *testing.T) {
+	for name, mk := range backends(t) {
+		if name == "memory" {
+			continue // MemStore keeps no counters
+		}
+		t.Run(name, func(t *testing.T) {
+			e := mk(t)
+			declined := e.sale(t, 1500, cardCaptureDecline)
+			for i := range 3 {
+				e.sale(t, int64(1000+i), cardOK)
+			}
+			cfg := e.config(nil)
+			cfg.Analytics = func(merchantID string) bool { return merchantID == e.merch }
+			if rep := run(t, cfg); rep.Captured != 3 || rep.Failed != 1 {
+				t.Fatalf("report: %+v", rep)
+			}
+			if got := state(t, e.store, declined.Payment); got != "failed" {
+				t.Fatalf("declined sale: %s, want failed", got)
+			}
+			today := time.Now().UTC().Format(time.DateOnly)
+			days, err := e.store.ListAnalytics(context.Background(), e.merch, surgepay.AnalyticsQuery{From: today, To: today})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := surgepay.AnalyticsCounters{FailedCount: 1, AmountFailed: 1500}
+			if len(days) != 1 || days[0].AnalyticsCounters != want {
+				t.Errorf("counters %+v, want one day with %+v", days, want)
+			}
+		})
+	}
+}

@@ -165,11 +165,15 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 		"batch_size", o.batchSize, "workers", o.workers, "ack_wait", o.ackWait.String(), "orphan_grace", o.orphanGrace.String())
 	// Capture results write audit events: their webhooks are queued in
 	// the same Writes, for `surgepay serve` to deliver.
+	// A capture declined at settlement counts as failed in its merchant's
+	// analytics (the switch is read from the configuration at start).
+	settings := cfg.MerchantSettings()
 	rep, err := settle.Run(ctx, settle.Config{Store: withWebhooks(ctx, store, cfg, log), Provider: prov,
 		Opener: opener, Consumer: consumer,
 		BatchSizeMax: o.batchSize, Workers: o.workers, UntilEmpty: o.untilEmpty, Logger: log,
 		OnStats: statsLogger(log, 10*time.Second), AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,
-		OrphanGrace: o.orphanGrace})
+		OrphanGrace: o.orphanGrace,
+		Analytics:   func(merchantID string) bool { return settings.For(merchantID).Analytics == "on" }})
 	if rep != nil {
 		if werr := writeSettleReports(rep, o, stdout); werr != nil {
 			log.Error("settlement report", "err", werr.Error())
