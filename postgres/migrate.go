@@ -76,13 +76,27 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			version bigint PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
 			return fmt.Errorf("create schema_migrations: %w", err)
 		}
-		var applied int64
-		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&applied); err != nil {
+		rows, err := tx.Query(ctx, "SELECT version FROM schema_migrations")
+		if err != nil {
 			return fmt.Errorf("read schema_migrations: %w", err)
 		}
+		versions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("read schema_migrations: %w", err)
+		}
+		applied, latest := map[int64]bool{}, int64(0)
+		for _, v := range versions {
+			applied[v], latest = true, max(latest, v)
+		}
 		for _, m := range ms {
-			if m.version <= applied {
+			if applied[m.version] {
 				continue
+			}
+			if m.version < latest {
+				// Applying it now would run it after migrations written for
+				// a schema that did not have it; skipping it would lose it.
+				return fmt.Errorf("%s is not applied but %d, a later one, is: a migration must be numbered above every applied one",
+					m.name, latest)
 			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return fmt.Errorf("apply %s: %w", m.name, err)

@@ -363,13 +363,32 @@ func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
 		"CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied INTEGER NOT NULL) STRICT"); err != nil {
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
-	var current int
-	if err := conn.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&current); err != nil {
-		return fmt.Errorf("migrate: read version: %w", err)
+	applied := map[int]bool{}
+	latest := 0
+	rows, err := conn.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: read versions: %w", err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("migrate: read versions: %w", err)
+		}
+		applied[v], latest = true, max(latest, v)
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("migrate: read versions: %w", err)
 	}
 	for _, m := range ms {
-		if m.version <= current {
+		if applied[m.version] {
 			continue
+		}
+		if m.version < latest {
+			// Applying it now would run it after migrations written for a
+			// schema that did not have it; skipping it would lose it.
+			return fmt.Errorf("migrate: %s is not applied but %d, a later one, is: a migration must be numbered above every applied one",
+				path.Base(m.name), latest)
 		}
 		text, err := migrations.ReadFile(m.name)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -346,5 +347,39 @@ func BenchmarkApplyStagedSaleParallel(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 	if batches := st.Batches - before.Batches; batches > 0 {
 		b.ReportMetric(float64(st.Items-before.Items)/float64(batches), "writes/batch")
+	}
+}
+
+// TestMigrationOutOfOrderRefused: a migration missing below the newest
+// applied one (one that landed after a later-numbered one was deployed) is
+// refused at open, never skipped.
+func TestMigrationOutOfOrderRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var latest int
+	if err := raw.QueryRow("SELECT max(version) FROM schema_migrations").Scan(&latest); err != nil || latest < 3 {
+		t.Fatalf("applied migrations: latest %d, %v", latest, err)
+	}
+	if _, err := raw.Exec("DELETE FROM schema_migrations WHERE version = 2"); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	db, err = sqlite.Open(t.Context(), sqlite.Config{Path: path})
+	if err == nil {
+		db.Close()
+		t.Fatal("Open with migration 2 missing below later ones: nil error, want a refusal")
+	}
+	if !strings.Contains(err.Error(), "0002") || !strings.Contains(err.Error(), "later one") {
+		t.Fatalf("Open: %v; want it to name 0002 and the later migration", err)
 	}
 }
