@@ -43,6 +43,11 @@ type Config struct {
 	LogLevel  string `toml:"log_level"`
 	// InflightMax bounds requests served at once; beyond it: 503 + Retry-After.
 	InflightMax int `toml:"inflight_max"`
+	// GCPercent is the Go garbage collector's target (GOGC) for serve:
+	// 200 (default) halves the collector's CPU against Go's 100 for a
+	// larger heap; the environment variable GOGC, when set, wins. 50 to
+	// 1000.
+	GCPercent int `toml:"gc_percent"`
 	// IdempotencyRetention is how long idempotency keys are kept; at least 24h.
 	IdempotencyRetention Duration `toml:"idempotency_retention"`
 	// TaxTable is a CSV of tax rates. Default: the table imported with
@@ -183,9 +188,9 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 func DefaultConfig() Config {
 	return Config{
 		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
-		InflightMax: 4096, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
+		InflightMax: 4096, GCPercent: 200, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
 		SQLite: SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4,
-			CheckpointInterval: Duration{10 * time.Millisecond}},
+			FlushInterval: Duration{time.Millisecond}, CheckpointInterval: Duration{10 * time.Millisecond}},
 		Postgres:  PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
 		Provider:  ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second}},
 		Cache:     cache.DefaultConfig(),
@@ -352,6 +357,9 @@ func (c *Config) Validate() error {
 	}
 	if c.InflightMax < 1 || c.InflightMax > 1_000_000 {
 		bad("inflight_max", "%d must be 1 to 1000000", c.InflightMax)
+	}
+	if c.GCPercent < 50 || c.GCPercent > 1000 {
+		bad("gc_percent", "%d must be 50 to 1000", c.GCPercent)
 	}
 	if c.IdempotencyRetention.Duration < 24*time.Hour {
 		bad("idempotency_retention", "%s must be at least 24h", c.IdempotencyRetention.Duration)

@@ -205,6 +205,7 @@ func TestLoadConfigFileRefused(t *testing.T) {
 		{"ErrBadDuration", "idempotency_retention = \"1 day\"\n", []string{"1 day", "not a duration"}},
 		{"ErrSyntax", "listen = \n", []string{"config "}},
 		{"ErrValidation", "storage = \"mysql\"\n", []string{"config storage", "mysql"}},
+		{"ErrGCPercent", "gc_percent = -1\n", []string{"gc_percent", "50 to 1000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "bad.toml", tc.text)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -364,6 +365,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	log := newLogger(cfg, stderr)
+	if os.Getenv("GOGC") == "" { // the environment wins, as for any Go program
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	if err := serve(ctx, cfg, log, stdout); err != nil {
 		log.Error("serve", "err", err.Error())
 		return 1
