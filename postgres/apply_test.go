@@ -599,3 +599,30 @@ func TestOpenErrHidesPassword(t *testing.T) {
 		}
 	}
 }
+
+// A migration missing below the newest applied one (it landed after a
+// later-numbered one was deployed) is refused at open, never skipped.
+func TestMigrationOutOfOrderRefused(t *testing.T) {
+	cfg := postgres.Config{DSN: testDSN(t), Schema: newSchema(t)}
+	db, err := postgres.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	conn, err := pgx.Connect(context.Background(), cfg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "DELETE FROM "+cfg.Schema+".schema_migrations WHERE version = 2"); err != nil {
+		t.Fatal(err)
+	}
+	db, err = postgres.Open(context.Background(), cfg)
+	if err == nil {
+		db.Close()
+		t.Fatal("Open with migration 2 missing below later ones: nil error, want a refusal")
+	}
+	if !strings.Contains(err.Error(), "0002") || !strings.Contains(err.Error(), "later one") {
+		t.Fatalf("Open: %v; want it to name 0002 and the later migration", err)
+	}
+}
