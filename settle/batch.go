@@ -191,6 +191,18 @@ func (r *runner) decide(ctx, work context.Context, d *decision, payments map[sur
 		leave(ReasonDeadline)
 		return
 	}
+	if r.limiter != nil {
+		if err := r.limiter.Wait(ctx); err != nil {
+			// The batch's time would run out before the capture's turn, or
+			// the run is ending: the record goes back, nothing was done.
+			if context.Cause(ctx) == errBatchDeadline || ctx.Err() == nil {
+				leave(ReasonDeadline)
+			} else {
+				leave(ReasonRetryLater)
+			}
+			return
+		}
+	}
 	res, reason := r.capture(ctx, work, ins)
 	if res == nil {
 		leave(reason)

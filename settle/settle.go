@@ -31,6 +31,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/stage"
+	"golang.org/x/time/rate"
 )
 
 // Defaults and limits. The batch size and workers are where BenchmarkSettle
@@ -41,6 +42,7 @@ const (
 	BatchSizeMaxDefault = 2000
 	BatchSizeMaxLimit   = 10_000
 	BatchWaitDefault    = 200 * time.Millisecond
+	RateMaxLimit        = 1_000_000 // captures per second
 	WorkersDefault      = 128
 	WorkersMax          = 4096
 	RetryMaxDefault     = 3
@@ -152,6 +154,11 @@ type Config struct {
 	// AckWaitMin(CallTimeout) to AckWaitMax. 0: no plan (batches are not
 	// timed).
 	AckWait time.Duration
+	// RateMax caps the captures started per second (0: no cap). On the
+	// embedded default settle shares the machine and the database file
+	// with the API; a cap leaves the API its share while settle runs
+	// during an event. At most RateMaxLimit.
+	RateMax float64
 	// CallTimeout bounds one provider call: settle cancels it after that
 	// (the provider's own timeout, provider.timeout, should be the same).
 	// Default 30s.
@@ -198,6 +205,9 @@ func (c *Config) defaults() error {
 	}
 	if err := def(&c.Workers, WorkersDefault, WorkersMax, "Workers"); err != nil {
 		return err
+	}
+	if c.RateMax < 0 || c.RateMax > RateMaxLimit {
+		return fmt.Errorf("settle: RateMax %g must be 0 (no cap) to %d captures per second", c.RateMax, RateMaxLimit)
 	}
 	switch {
 	case c.RetryMax == 0:
@@ -283,6 +293,7 @@ type runner struct {
 	inWrite  stage.AcksInWrite // nil: acknowledge through the consumer
 	releaser stage.Releaser    // nil: records left for later come back after AckWait
 	sem      chan struct{}
+	limiter  *rate.Limiter // nil: no RateMax
 
 	mu   sync.Mutex // guards rep and left
 	rep  *Report
@@ -305,6 +316,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep: newReport(cfg.Now())}
 	r.inWrite, _ = cfg.Consumer.(stage.AcksInWrite)
 	r.releaser, _ = cfg.Consumer.(stage.Releaser)
+	if cfg.RateMax > 0 {
+		r.limiter = rate.NewLimiter(rate.Limit(cfg.RateMax), 1)
+	}
 	err := r.loop(ctx)
 	r.finish(context.WithoutCancel(ctx))
 	return r.rep, err

@@ -726,3 +726,33 @@ func TestSettleDeclinedCaptureCounted(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleRateMax: with RateMax, captures start no faster than the cap
+// (a lower bound on the run's length, which a slow machine only makes
+// longer), and every sale is still captured once.
+func TestSettleRateMax(t *testing.T) {
+	e := newEnv(t)
+	const sales, perSecond = 30, 100.0
+	staged := make([]*stagetest.Staged, sales)
+	for i := range staged {
+		staged[i] = e.sale(t, 1000, cardOK)
+	}
+	cfg := e.config(nil)
+	cfg.RateMax = perSecond
+	start := time.Now()
+	rep := run(t, cfg)
+	// A burst of one, then one capture every 1/perSecond.
+	if min := time.Duration(float64(sales-1) / perSecond * float64(time.Second)); time.Since(start) < min {
+		t.Errorf("%d captures at most %g/s took %v, less than %v", sales, perSecond, time.Since(start), min)
+	}
+	if rep.Captured != sales || rep.Left != 0 {
+		t.Fatalf("report: %+v", rep)
+	}
+	for _, s := range staged {
+		wantCaptures(t, e, s.Payment, 1)
+	}
+	cfg.RateMax = -1
+	if _, err := settle.Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "RateMax") {
+		t.Errorf("RateMax -1: got %v, want a configuration error", err)
+	}
+}

@@ -40,6 +40,7 @@ type settleOptions struct {
 	natsURL    string
 	batchSize  int
 	workers    int
+	maxRate    float64
 	// ackWait is the stage's AckWait: the JetStream consumer's, or the
 	// embedded consumer's in this process.
 	ackWait     time.Duration
@@ -59,6 +60,9 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` for --stage jetstream (default: config stage.nats_url)")
 	fs.IntVar(&o.batchSize, "batch-size", settle.BatchSizeMaxDefault, "records per batch")
 	fs.IntVar(&o.workers, "workers", settle.WorkersDefault, "concurrent provider calls")
+	fs.Float64Var(&o.maxRate, "max-rate", 0, "at most this many captures started per second (0: no cap); on the embedded\n"+
+		"default settle shares the machine and the database file with the API: a cap leaves the API its\n"+
+		"share while settle runs during an event")
 	fs.DurationVar(&o.ackWait, "ack-wait", jetstream.AckWaitDefault, "how long a fetched record may stay unacknowledged before the stage\n"+
 		"delivers it again; the records of a crashed settle come back after it. JetStream: the durable\n"+
 		"consumer's AckWait, set by the settle that starts last; embedded: within this process. Each\n"+
@@ -79,6 +83,9 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	}
 	if o.batchSize < 1 || o.batchSize > settle.BatchSizeMaxLimit {
 		return nil, fmt.Errorf("--batch-size %d must be 1 to %d", o.batchSize, settle.BatchSizeMaxLimit)
+	}
+	if o.maxRate < 0 || o.maxRate > settle.RateMaxLimit {
+		return nil, fmt.Errorf("--max-rate %g must be 0 (no cap) to %d captures per second", o.maxRate, settle.RateMaxLimit)
 	}
 	if o.workers < 1 || o.workers > settle.WorkersMax {
 		return nil, fmt.Errorf("--workers %d must be 1 to %d", o.workers, settle.WorkersMax)
@@ -162,7 +169,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	}
 	defer closeStage()
 	log.Info("settlement starting", "stage", o.stage, "key_id", opener.KeyID(), "until_empty", o.untilEmpty,
-		"batch_size", o.batchSize, "workers", o.workers, "ack_wait", o.ackWait.String(), "orphan_grace", o.orphanGrace.String())
+		"batch_size", o.batchSize, "workers", o.workers, "max_rate", o.maxRate, "ack_wait", o.ackWait.String(), "orphan_grace", o.orphanGrace.String())
 	// Capture results write audit events: their webhooks are queued in
 	// the same Writes, for `surgepay serve` to deliver.
 	// A capture declined at settlement counts as failed in its merchant's
@@ -170,7 +177,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	settings := cfg.MerchantSettings()
 	rep, err := settle.Run(ctx, settle.Config{Store: withWebhooks(ctx, store, cfg, log), Provider: prov,
 		Opener: opener, Consumer: consumer,
-		BatchSizeMax: o.batchSize, Workers: o.workers, UntilEmpty: o.untilEmpty, Logger: log,
+		BatchSizeMax: o.batchSize, Workers: o.workers, RateMax: o.maxRate, UntilEmpty: o.untilEmpty, Logger: log,
 		OnStats: statsLogger(log, 10*time.Second), AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,
 		OrphanGrace: o.orphanGrace,
 		Analytics:   func(merchantID string) bool { return settings.For(merchantID).Analytics == "on" }})
