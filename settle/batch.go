@@ -194,12 +194,9 @@ func (r *runner) decide(ctx, work context.Context, d *decision, payments map[sur
 	if r.limiter != nil {
 		if err := r.limiter.Wait(ctx); err != nil {
 			// The batch's time would run out before the capture's turn, or
-			// the run is ending: the record goes back, nothing was done.
-			if context.Cause(ctx) == errBatchDeadline || ctx.Err() == nil {
-				leave(ReasonDeadline)
-			} else {
-				leave(ReasonRetryLater)
-			}
+			// the run is ending: nothing was done, the record goes back to
+			// the stage at once (not counted as left).
+			leave(ReasonDeadline)
 			return
 		}
 	}
@@ -211,16 +208,15 @@ func (r *runner) decide(ctx, work context.Context, d *decision, payments map[sur
 	d.ins, d.p, d.res = ins, p, res
 }
 
-// load returns the payment of ins: from payments when preloaded (absent:
-// ENOTFOUND), else from the store.
+// load returns the payment of ins: from payments when preloaded, else from
+// the store. A payment the preload did not find is read again now: the
+// preload may have run a whole batch earlier, before the payment committed,
+// and "not found" decides whether a record is an orphan, never captured.
 func (r *runner) load(ctx context.Context, ins *surgepay.CaptureInstruction, payments map[surgepay.PaymentKey]*surgepay.Payment) (*surgepay.Payment, error) {
-	if payments == nil {
-		return r.cfg.Store.FindPayment(ctx, ins.MerchantID, ins.PaymentID)
-	}
 	if p, ok := payments[surgepay.PaymentKey{MerchantID: ins.MerchantID, ID: ins.PaymentID}]; ok {
 		return p, nil
 	}
-	return nil, surgepay.NotFound("id", "payment")
+	return r.cfg.Store.FindPayment(ctx, ins.MerchantID, ins.PaymentID)
 }
 
 // mismatch returns the first field in which ins disagrees with the staged

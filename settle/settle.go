@@ -53,8 +53,11 @@ const (
 	// must exceed the longest a sale can take from its publish at the
 	// stage to its commit (a JetStream record is published first): a
 	// record acknowledged as an orphan whose payment commits later leaves
-	// that payment's capture pending for good. The default covers
-	// PostgreSQL's commit bound (30s) with room; below it is safe only
+	// that payment's capture pending for good. The default covers the
+	// longest publish-to-commit of a sale on PostgreSQL, about 90 s (up to
+	// groupcommit.SubmitWaitMax, 30 s, waiting for room in a full write
+	// queue, the commit's 30 s bound, and a retry of the Write alone),
+	// with room; below it is safe only
 	// when no API host is taking sales (after the event) or in tests.
 	// Above the maximum, orphans would only be kept longer.
 	OrphanGraceDefault = 2 * time.Minute

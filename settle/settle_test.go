@@ -756,3 +756,27 @@ func TestSettleRateMax(t *testing.T) {
 		t.Errorf("RateMax -1: got %v, want a configuration error", err)
 	}
 }
+
+// staleFinder is a store whose batch read (the preload, which may run a
+// batch ahead) has not seen the payments yet.
+type staleFinder struct{ surgepay.Store }
+
+func (staleFinder) FindPayments(context.Context, []surgepay.PaymentKey) ([]*surgepay.Payment, error) {
+	return nil, nil
+}
+
+// TestSettlePreloadMissIsReadAgain: a payment that committed after the
+// batch's preload is found when its record is decided, and captured; it is
+// never called an orphan on the preload's word, even past the grace.
+func TestSettlePreloadMissIsReadAgain(t *testing.T) {
+	e := newEnvStore(t, testenv.OpenSQLite(t))
+	s := e.sale(t, 1200, cardOK)
+	cfg := e.config(nil)
+	cfg.Store = staleFinder{e.store}
+	cfg.Now = func() time.Time { return time.Now().Add(time.Hour) } // every record is past its grace
+	rep := run(t, cfg)
+	if rep.Captured != 1 || rep.Failures[settle.ReasonOrphan] != 0 {
+		t.Fatalf("report %+v: want the sale captured, no orphan", rep)
+	}
+	wantCaptures(t, e, s.Payment, 1)
+}

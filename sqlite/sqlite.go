@@ -377,6 +377,10 @@ func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
 		}
 		applied[v], latest = true, max(latest, v)
 	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return fmt.Errorf("migrate: read versions: %w", err)
+	}
 	if err := rows.Close(); err != nil {
 		return fmt.Errorf("migrate: read versions: %w", err)
 	}
