@@ -57,6 +57,9 @@ func newWebhookEnv(t *testing.T, store surgepay.Store, streamlined bool) *webhoo
 	t.Cleanup(we.rcv.Close)
 	ws := store.(surgepay.WebhookStore)
 	we.outbox = webhook.NewOutbox(webhook.OutboxConfig{Store: ws, RenderPayment: api.PaymentObject})
+	if err := we.outbox.Refresh(context.Background()); err != nil { // as serve does at start
+		t.Fatal(err)
+	}
 	var vault surgepay.Vault
 	var log *slog.Logger
 	var sealer surgepay.Sealer

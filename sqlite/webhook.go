@@ -171,6 +171,13 @@ func (db *DB) runOnWriter(ctx context.Context, fn func(ctx context.Context, w *w
 	return db.submit(ctx, &op{run: fn})
 }
 
+// runOnWriterWait is runOnWriter for the record of something that already
+// happened (delivery results): a full write queue is waited out (bounded),
+// not refused, or a delivered webhook would be sent again.
+func (db *DB) runOnWriterWait(ctx context.Context, fn func(ctx context.Context, w *writer) error) error {
+	return db.submit(ctx, &op{run: fn, wait: true})
+}
+
 func scanWebhookEndpoint(r scanner) (*surgepay.WebhookEndpoint, error) {
 	var e surgepay.WebhookEndpoint
 	var created int64
@@ -273,7 +280,7 @@ func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.Webh
 	if len(results) == 0 {
 		return nil
 	}
-	err := db.runOnWriter(ctx, func(ctx context.Context, w *writer) error {
+	err := db.runOnWriterWait(ctx, func(ctx context.Context, w *writer) error {
 		for _, r := range results {
 			var err error
 			switch r.Outcome {

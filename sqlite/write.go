@@ -23,6 +23,9 @@ type op struct {
 	// run, if set (w nil), is work of its own on the writer: a webhook
 	// dispatcher's claim or results.
 	run func(ctx context.Context, w *writer) error
+	// wait: like Write.ProviderActed, the op records what already happened
+	// elsewhere (a webhook delivered), so a full queue is waited out.
+	wait bool
 
 	purgeBefore time.Time
 	purgeLimit  int
@@ -182,7 +185,7 @@ func (db *DB) DeleteIdempotencyBefore(ctx context.Context, t time.Time, limit in
 func (db *DB) submit(ctx context.Context, o *op) error {
 	start := time.Now()
 	var err error
-	if o.w != nil && o.w.ProviderActed {
+	if o.wait || o.w != nil && o.w.ProviderActed {
 		err = db.commit.SubmitWait(ctx, o)
 	} else {
 		err = db.commit.Submit(ctx, o)

@@ -14,10 +14,12 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/surgepay/surgepay"
 )
@@ -207,13 +209,30 @@ func newClient(cfg Config) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// cgnat is the carrier-grade NAT range (RFC 6598), not public either.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// notPublic are ranges that IsGlobalUnicast and IsPrivate let through but
+// that reach no public host: carrier-grade NAT (RFC 6598), benchmarking
+// (RFC 2544), IETF protocol assignments, reserved class E, and the IPv6
+// forms that carry an IPv4 address (NAT64 RFC 6052/8215, 6to4, Teredo,
+// IPv4-compatible) or are deprecated site-local.
+var notPublic = []netip.Prefix{
+	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("192.0.0.0/24"), netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("2002::/16"), netip.MustParsePrefix("2001::/32"),
+	netip.MustParsePrefix("::/96"), netip.MustParsePrefix("fec0::/10"),
+}
 
 func publicAddr(a netip.Addr) bool {
 	a = a.Unmap()
-	return a.IsValid() && a.IsGlobalUnicast() && !a.IsPrivate() && !cgnat.Contains(a) &&
-		!(a.Is4() && a.As4()[0] == 0)
+	if !a.IsValid() || !a.IsGlobalUnicast() || a.IsPrivate() || (a.Is4() && a.As4()[0] == 0) {
+		return false
+	}
+	for _, p := range notPublic {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
 }
 
 // Stats returns the running totals. Cheap; safe for concurrent use.
@@ -417,11 +436,18 @@ func reason(err error, timeout time.Duration) string {
 	return truncate(err.Error())
 }
 
+// truncate bounds s to errorBytesMax bytes of valid UTF-8: part of s may
+// come from the receiver (a malformed status line), and PostgreSQL refuses
+// invalid UTF-8 in text, which would fail the whole batch of results.
 func truncate(s string) string {
 	if len(s) > errorBytesMax {
-		return s[:errorBytesMax]
+		n := errorBytesMax
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
 	}
-	return s
+	return strings.ToValidUTF8(s, "")
 }
 
 // recordLoop records results as they come, in batches of what is

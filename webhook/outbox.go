@@ -59,6 +59,10 @@ type Outbox struct {
 	gen   uint64     // counts local changes
 	local []change   // local changes that a running refresh may not have seen
 	wake  chan struct{}
+	// loaded is false until a Refresh succeeds: until then every merchant
+	// may have endpoints, and the store's fan-out statement decides (one
+	// statement more per change, none lost).
+	loaded atomic.Bool
 }
 
 type change struct {
@@ -69,7 +73,8 @@ type change struct {
 
 var _ surgepay.WebhookOutbox = (*Outbox)(nil)
 
-// NewOutbox returns an Outbox that knows of no endpoint until Refresh.
+// NewOutbox returns an Outbox that, until a Refresh succeeds, treats every
+// merchant as possibly having endpoints.
 func NewOutbox(cfg OutboxConfig) *Outbox {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -107,6 +112,7 @@ func (o *Outbox) Refresh(ctx context.Context) error {
 	}
 	o.local = kept
 	o.has.Store(&m)
+	o.loaded.Store(true)
 	return nil
 }
 
@@ -146,9 +152,13 @@ func (o *Outbox) EndpointsChanged(merchantID string, has bool) {
 	o.has.Store(&m)
 }
 
-// HasEndpoints reports whether the Outbox knows the merchant to have
-// endpoints.
+// HasEndpoints reports whether the merchant may have endpoints: known to,
+// or not known yet because no Refresh has succeeded (a webhook queued for
+// a merchant without endpoints fans out to no row).
 func (o *Outbox) HasEndpoints(merchantID string) bool {
+	if !o.loaded.Load() {
+		return true
+	}
 	_, ok := (*o.has.Load())[merchantID]
 	return ok
 }

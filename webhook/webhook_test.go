@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/internal/testenv"
@@ -51,12 +53,29 @@ func TestSignatureVerify(t *testing.T) {
 	}
 }
 
+func TestTruncateKeepsValidUTF8(t *testing.T) {
+	// A receiver's malformed status line reaches the error text; cut in the
+	// middle of a character it would be invalid UTF-8, which PostgreSQL
+	// refuses (failing the whole batch of results).
+	s := strings.Repeat("a", webhook.ErrorBytesMax-1) + "é" + strings.Repeat("b", 10) + "\xff"
+	got := webhook.Truncate(s)
+	if !utf8.ValidString(got) || len(got) > webhook.ErrorBytesMax || !strings.HasPrefix(got, strings.Repeat("a", webhook.ErrorBytesMax-1)) {
+		t.Fatalf("Truncate: %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
+	}
+	if got := webhook.Truncate("ok\xffok"); got != "okok" {
+		t.Fatalf("Truncate of a short invalid string: %q", got)
+	}
+}
+
 func TestPublicAddr(t *testing.T) {
 	for addr, want := range map[string]bool{
 		"93.184.216.34": true, "2606:2800:220:1:248:1893:25c8:1946": true,
 		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.1.1": false,
 		"169.254.169.254": false, "100.64.0.1": false, "0.0.0.0": false, "::": false, "fc00::1": false,
 		"fe80::1": false, "224.0.0.1": false, "::ffff:127.0.0.1": false,
+		// IPv6 forms that carry an IPv4 address, and other non-public ranges.
+		"64:ff9b::a00:5": false, "64:ff9b:1::a00:5": false, "2002:a00:5::1": false, "2001:0:a00:5::1": false,
+		"::a00:5": false, "fec0::1": false, "198.18.0.1": false, "192.0.0.8": false, "240.0.0.1": false,
 	} {
 		if got := webhook.PublicAddr(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("PublicAddr(%s) = %v, want %v", addr, got, want)
@@ -461,6 +480,14 @@ func TestOutboxLocalChanges(t *testing.T) {
 	store := testenv.OpenSQLite(t)
 	ws := store.(surgepay.WebhookStore)
 	ob := webhook.NewOutbox(webhook.OutboxConfig{Store: ws})
+	// Until a load succeeds, any merchant may have endpoints: the store's
+	// fan-out decides, and nothing is left out.
+	if !ob.HasEndpoints("mer_x") {
+		t.Fatal("HasEndpoints false before the first load; a webhook would be lost")
+	}
+	if err := ob.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if ob.HasEndpoints("mer_x") {
 		t.Fatal("HasEndpoints before any endpoint")
 	}
