@@ -337,6 +337,8 @@ func (r *runner) loop(ctx context.Context) error {
 			r.releaseNow(context.WithoutCancel(ctx), b.recs)
 			return nil
 		case b.err != nil:
+			// Records a failing fetch returned anyway go back at once.
+			r.releaseNow(context.WithoutCancel(ctx), b.recs)
 			if stageErrors++; stageErrors >= stageErrorsMax {
 				return fmt.Errorf("settle: fetch: %d errors in a row, last: %w", stageErrors, b.err)
 			}

@@ -780,3 +780,35 @@ func TestSettlePreloadMissIsReadAgain(t *testing.T) {
 	}
 	wantCaptures(t, e, s.Payment, 1)
 }
+
+// hiccupStage returns its first fetch's records together with an error,
+// as a stage failing mid-fetch may.
+type hiccupStage struct {
+	*stage.Embedded
+	failed bool
+}
+
+func (h *hiccupStage) Fetch(ctx context.Context, max int, wait time.Duration) ([]*surgepay.StagedRecord, error) {
+	recs, err := h.Embedded.Fetch(ctx, max, wait)
+	if err == nil && len(recs) > 0 && !h.failed {
+		h.failed = true
+		return recs, errors.New("stage hiccup")
+	}
+	return recs, err
+}
+
+// TestSettleFetchErrorReleasesRecords: records a failing fetch returned go
+// back to the stage at once and are settled in the same run, not after
+// the stage's AckWait (a minute here).
+func TestSettleFetchErrorReleasesRecords(t *testing.T) {
+	e := newEnvStore(t, testenv.OpenSQLite(t))
+	s := e.sale(t, 1300, cardOK)
+	cfg := e.config(nil)
+	h := &hiccupStage{Embedded: e.cons}
+	cfg.Consumer = h
+	rep := run(t, cfg)
+	if !h.failed || rep.Captured != 1 || rep.Left != 0 {
+		t.Fatalf("hiccup %v, report %+v: want the record captured in this run", h.failed, rep)
+	}
+	wantCaptures(t, e, s.Payment, 1)
+}
