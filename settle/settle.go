@@ -356,9 +356,17 @@ func (r *runner) loop(ctx context.Context) error {
 			next = r.prefetch(ctx)
 			continue
 		}
-		next = r.prefetch(ctx) // fetched, opened and loaded while this batch settles
+		// The next batch is fetched, opened and loaded while this one
+		// settles; not under RateMax, where this batch may take longer than
+		// the next one's AckWait window, which runs from its fetch.
+		if r.limiter == nil {
+			next = r.prefetch(ctx)
+		}
 		captured := r.batch(ctx, b)
 		r.afterBatch(ctx, len(b.recs), captured, r.cfg.Now().Sub(b.start))
+		if r.limiter != nil {
+			next = r.prefetch(ctx)
+		}
 	}
 }
 
