@@ -231,29 +231,14 @@ func testAnalyticsStatementCounts(t *testing.T, s surgepay.Store) {
 	p := minimalPayment(m.ID, surgepay.StatusRequiresCapture)
 	apply(t, s, &surgepay.Write{PaymentInsert: p})
 	update := &surgepay.Write{PaymentUpdate: nextPayment(p), Analytics: delta}
-	tests := []struct {
-		name   string
-		w      *surgepay.Write
-		reason string
-		want   stmtKinds
-	}{
+	tests := []applyCase{
 		{"SaleWithoutDeltas", plain, "", stmtKinds{1, 0, 1, 0, 0}},
 		{"Sale", withDelta, "", stmtKinds{2, 0, 2, 0, 0}},
 		{"SaleWithEvents", withEvents, "", stmtKinds{3, 0, 3, 0, 0}},
 		{"Update", update, "", stmtKinds{2, 0, 1, 1, 0}},
 		{"SaleErrIdempotencyKeyExists", taken, "idempotency_key_exists", stmtKinds{1, 0, 1, 0, 0}},
 	}
-	for _, tc := range tests {
-		ctx, c := ctxCounter(t)
-		err := s.Apply(ctx, tc.w)
-		if tc.reason == "" && err != nil {
-			t.Fatalf("%s: Apply: %v", tc.name, err)
-		}
-		if tc.reason != "" {
-			wantErr(t, err, surgepay.ECONFLICT, tc.reason)
-		}
-		wantStatements(t, "Apply("+tc.name+")", c, tc.want)
-	}
+	applyCounting(t, s, tests)
 	ctx, c := ctxCounter(t)
 	if _, err := s.ListAnalytics(ctx, m.ID, surgepay.AnalyticsQuery{From: "2026-01-01", To: "2026-12-31"}); err != nil {
 		t.Fatal(err)

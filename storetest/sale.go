@@ -44,12 +44,7 @@ func testSaleStatementCounts(t *testing.T, s surgepay.Store) {
 	takenWithEvents, takenWithEventsP := sale(m.ID)
 	takenWithEvents.Idempotency.Key, takenWithEvents.Events = plain.Idempotency.Key, saleEvents(takenWithEventsP)
 
-	tests := []struct {
-		name   string
-		w      *surgepay.Write
-		reason string
-		want   stmtKinds
-	}{
+	tests := []applyCase{
 		{"Sale", plain, "", stmtKinds{1, 0, 1, 0, 0}},
 		{"SaleWithoutIdempotency", noKey, "", stmtKinds{1, 0, 1, 0, 0}},
 		{"SaleWithEvents", withEvents, "", stmtKinds{2, 0, 2, 0, 0}},
@@ -57,17 +52,7 @@ func testSaleStatementCounts(t *testing.T, s surgepay.Store) {
 		{"SaleErrIdempotencyKeyExists", taken, "idempotency_key_exists", stmtKinds{1, 0, 1, 0, 0}},
 		{"SaleWithEventsErrIdempotencyKeyExists", takenWithEvents, "idempotency_key_exists", stmtKinds{1, 0, 1, 0, 0}},
 	}
-	for _, tc := range tests {
-		ctx, c := ctxCounter(t)
-		err := s.Apply(ctx, tc.w)
-		if tc.reason == "" && err != nil {
-			t.Fatalf("%s: Apply: %v", tc.name, err)
-		}
-		if tc.reason != "" {
-			wantErr(t, err, surgepay.ECONFLICT, tc.reason)
-		}
-		wantStatements(t, "Apply("+tc.name+")", c, tc.want)
-	}
+	applyCounting(t, s, tests)
 	for _, p := range []*surgepay.Payment{takenP, takenWithEventsP} {
 		_, err := s.FindPayment(t.Context(), m.ID, p.ID)
 		wantNotFound(t, "FindPayment(refused sale)", err)

@@ -109,6 +109,31 @@ func wantStatements(t *testing.T, what string, c *surgepay.StatementCounter, wan
 	}
 }
 
+// applyCase is one Write of a statement-count table: applied, it must
+// succeed (reason "") or fail with the ECONFLICT reason, and count want.
+type applyCase struct {
+	name   string
+	w      *surgepay.Write
+	reason string
+	want   stmtKinds
+}
+
+// applyCounting applies each case in order on its own statement counter.
+func applyCounting(t *testing.T, s surgepay.Store, cases []applyCase) {
+	t.Helper()
+	for _, tc := range cases {
+		ctx, c := ctxCounter(t)
+		err := s.Apply(ctx, tc.w)
+		if tc.reason == "" && err != nil {
+			t.Fatalf("%s: Apply: %v", tc.name, err)
+		}
+		if tc.reason != "" {
+			wantErr(t, err, surgepay.ECONFLICT, tc.reason)
+		}
+		wantStatements(t, "Apply("+tc.name+")", c, tc.want)
+	}
+}
+
 // testStagedSaleStatementCounts pins the budget of the streamlined path: a
 // staged sale is ONE statement, with or without its idempotency record,
 // stored or refused; with events, two.
@@ -125,12 +150,7 @@ func testStagedSaleStatementCounts(t *testing.T, s surgepay.Store) {
 	settled := p.Clone()
 	settled.SettleCapture("cap_1", now())
 
-	tests := []struct {
-		name   string
-		w      *surgepay.Write
-		reason string
-		want   stmtKinds
-	}{
+	tests := []applyCase{
 		{"StagedSale", sale, "", stmtKinds{1, 0, 1, 0, 0}},
 		{"StagedSaleWithoutIdempotency", noKey, "", stmtKinds{1, 0, 1, 0, 0}},
 		{"StagedSaleWithEvents", withEvents, "", stmtKinds{2, 0, 2, 0, 0}},
@@ -139,17 +159,7 @@ func testStagedSaleStatementCounts(t *testing.T, s surgepay.Store) {
 		{"AckAlone", &surgepay.Write{StagedAck: []string{rec.ID, surgepay.NewID("stg")}}, "", stmtKinds{1, 0, 0, 0, 1}},
 		{"StagedAlone", &surgepay.Write{Staged: sampleStaged(p)}, "", stmtKinds{1, 0, 1, 0, 0}},
 	}
-	for _, tc := range tests {
-		ctx, c := ctxCounter(t)
-		err := s.Apply(ctx, tc.w)
-		if tc.reason == "" && err != nil {
-			t.Fatalf("%s: Apply: %v", tc.name, err)
-		}
-		if tc.reason != "" {
-			wantErr(t, err, surgepay.ECONFLICT, tc.reason)
-		}
-		wantStatements(t, "Apply("+tc.name+")", c, tc.want)
-	}
+	applyCounting(t, s, tests)
 
 	ctx, c := ctxCounter(t)
 	if _, err := ss.FetchStaged(ctx, "", 10); err != nil {

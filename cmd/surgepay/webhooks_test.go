@@ -181,7 +181,7 @@ func TestConfigWebhooks(t *testing.T) {
 func TestSettleStoreQueuesWebhooksInBatches(t *testing.T) {
 	db, _ := testenv.OpenPostgresSchema(t)
 	if _, ok := db.(settlementWriter); !ok {
-		t.Skip("the PostgreSQL store has no ApplySettlements")
+		t.Fatal("the PostgreSQL store lost its ApplySettlements: settlement batches would not queue webhooks this way")
 	}
 	ctx := context.Background()
 	m := surgepay.NewID("mer")
