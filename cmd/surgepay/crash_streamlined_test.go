@@ -35,7 +35,6 @@ const (
 	slDeclineOneIn    = 8 // one sale in this many uses the card whose capture is declined
 	slRetriesMax      = 5 // attempts at one unanswered sale after the restart
 	slErrorsMax       = 20
-	slPagesMax        = 1000
 	// Settle's flags, so that the test need not wait out the defaults (1m,
 	// 2m): a settle --until-empty run on JetStream waits out the --ack-wait
 	// of the records a killed run had fetched (the shortest settle accepts
@@ -576,31 +575,11 @@ func (r *slRun) settleToEnd(ctx context.Context) {
 
 // listAll pages through every payment of every customer.
 func (r *slRun) listAll(ctx context.Context) []slPayment {
-	var all []slPayment
-	for _, c := range r.custs {
-		after := ""
-		for page := 0; ; page++ {
-			if page == slPagesMax {
-				r.errorf("customer %s has more than %d pages of payments", c.id, slPagesMax)
-				break
-			}
-			q := url.Values{"limit": {"100"}, "customer": {c.id}}
-			if after != "" {
-				q.Set("starting_after", after)
-			}
-			var list struct {
-				Data    []slPayment `json:"data"`
-				HasMore bool        `json:"has_more"`
-			}
-			r.api.must(r.t, "GET", "/v1/payments?"+q.Encode(), "", nil, 200, &list)
-			all = append(all, list.Data...)
-			if !list.HasMore || len(list.Data) == 0 {
-				break
-			}
-			after = list.Data[len(list.Data)-1].ID
-		}
+	customers := make([]string, len(r.custs))
+	for i, c := range r.custs {
+		customers[i] = c.id
 	}
-	return all
+	return listCustomerPayments[slPayment](r.t, r.api, customers, r.errorf)
 }
 
 // check compares the network's effect record and the API with what the

@@ -508,28 +508,41 @@ type listed struct {
 
 // listAll pages through every payment of every customer.
 func (r *crashRun) listAll(ctx context.Context) []listed {
-	var all []listed
-	for _, c := range r.cards {
+	customers := make([]string, len(r.cards))
+	for i, c := range r.cards {
+		customers[i] = c.customer
+	}
+	return listCustomerPayments[listed](r.t, r.api, customers, r.errorf)
+}
+
+func (p payment) paymentID() string { return p.ID }
+
+// listCustomerPayments pages through GET /v1/payments of each customer,
+// at most crashPagesMax pages each (more is reported with errorf).
+func listCustomerPayments[T interface{ paymentID() string }](t *testing.T, api *client, customers []string,
+	errorf func(format string, args ...any)) []T {
+	var all []T
+	for _, cus := range customers {
 		after := ""
 		for page := 0; ; page++ {
 			if page == crashPagesMax {
-				r.errorf("customer %s has more than %d pages of payments", c.customer, crashPagesMax)
+				errorf("customer %s has more than %d pages of payments", cus, crashPagesMax)
 				break
 			}
-			q := url.Values{"limit": {"100"}, "customer": {c.customer}}
+			q := url.Values{"limit": {"100"}, "customer": {cus}}
 			if after != "" {
 				q.Set("starting_after", after)
 			}
 			var list struct {
-				Data    []listed `json:"data"`
-				HasMore bool     `json:"has_more"`
+				Data    []T  `json:"data"`
+				HasMore bool `json:"has_more"`
 			}
-			r.api.must(r.t, "GET", "/v1/payments?"+q.Encode(), "", nil, 200, &list)
+			api.must(t, "GET", "/v1/payments?"+q.Encode(), "", nil, 200, &list)
 			all = append(all, list.Data...)
 			if !list.HasMore || len(list.Data) == 0 {
 				break
 			}
-			after = list.Data[len(list.Data)-1].ID
+			after = list.Data[len(list.Data)-1].paymentID()
 		}
 	}
 	return all
