@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -33,5 +34,35 @@ func TestWriterPragmas(t *testing.T) {
 	}
 	if _, err := db.read.ExecContext(t.Context(), "DELETE FROM merchants"); err == nil {
 		t.Error("a write through the read pool succeeded, want query_only to refuse it")
+	}
+}
+
+// TestMmapSize checks that every connection reads through the memory map
+// Config.MmapSize asks for: the default (SQLite's ceiling), a smaller size,
+// and none.
+func TestMmapSize(t *testing.T) {
+	for _, tc := range []struct {
+		size, want int64
+	}{{0, MmapSizeDefault}, {1 << 60, MmapSizeDefault}, {64 << 20, 64 << 20}, {-1, 0}} {
+		t.Run(strconv.FormatInt(tc.size, 10), func(t *testing.T) {
+			db, err := Open(t.Context(), Config{Path: filepath.Join(t.TempDir(), "surgepay.db"), MmapSize: tc.size})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var w, r, c int64
+			if err := db.wconn.QueryRowContext(t.Context(), "PRAGMA mmap_size").Scan(&w); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.read.QueryRowContext(t.Context(), "PRAGMA mmap_size").Scan(&r); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.ckpt.QueryRowContext(t.Context(), "PRAGMA mmap_size").Scan(&c); err != nil {
+				t.Fatal(err)
+			}
+			if w != tc.want || r != tc.want || c != tc.want {
+				t.Errorf("mmap_size: writer %d, reader %d, checkpointer %d; want %d", w, r, c, tc.want)
+			}
+		})
 	}
 }

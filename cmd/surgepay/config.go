@@ -16,6 +16,7 @@ import (
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/telemetry"
 	"github.com/surgepay/surgepay/webhook"
 )
@@ -133,11 +134,15 @@ type SQLiteConfig struct {
 	Path          string   `toml:"path"`            // default DataDir/surgepay.db
 	BatchSizeMax  int      `toml:"batch_size_max"`  // writes per group commit; default 256
 	QueueDepthMax int      `toml:"queue_depth_max"` // writes waiting; beyond: 503. Default 4096
-	FlushInterval Duration `toml:"flush_interval"`  // linger for a fuller batch; default 0
+	FlushInterval Duration `toml:"flush_interval"`  // linger for a fuller batch; default 1ms
 	ReadConnsMax  int      `toml:"read_conns_max"`  // default 4
 	// CheckpointInterval is how often a background connection copies the
 	// WAL into the database file, so that no commit pays for it. Default 10ms.
 	CheckpointInterval Duration `toml:"checkpoint_interval"`
+	// MmapMiB is how much of the database file (MiB) is read through a
+	// memory map rather than read(2); 0 turns the map off. Default and
+	// most: 2047 (SQLite's ceiling).
+	MmapMiB int `toml:"mmap_mib"`
 }
 
 // PostgresConfig configures the PostgreSQL store.
@@ -190,7 +195,8 @@ func DefaultConfig() Config {
 		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
 		InflightMax: 4096, GCPercent: 200, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
 		SQLite: SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4,
-			FlushInterval: Duration{time.Millisecond}, CheckpointInterval: Duration{10 * time.Millisecond}},
+			FlushInterval: Duration{time.Millisecond}, CheckpointInterval: Duration{10 * time.Millisecond},
+			MmapMiB: sqlite.MmapSizeDefault >> 20},
 		Postgres:  PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
 		Provider:  ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second}},
 		Cache:     cache.DefaultConfig(),
@@ -393,6 +399,9 @@ func (c *Config) Validate() error {
 		if d < 0 || d > time.Second {
 			bad(name, "%s must be between 0 and 1s", d)
 		}
+	}
+	if m := c.SQLite.MmapMiB; m < 0 || m > sqlite.MmapSizeDefault>>20 {
+		bad("sqlite.mmap_mib", "%d must be 0 (off) to %d", m, sqlite.MmapSizeDefault>>20)
 	}
 	if c.Postgres.PoolConnsMax < 0 || c.Postgres.PoolConnsMax > 10_000 {
 		bad("postgres.pool_conns_max", "%d must be 0 (default) to 10000", c.Postgres.PoolConnsMax)

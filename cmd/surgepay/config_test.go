@@ -242,6 +242,7 @@ func TestValidate(t *testing.T) {
 		{"ErrSQLiteBatchSizeMax", func(c *Config) { c.SQLite.BatchSizeMax = 0 }, "config sqlite.batch_size_max"},
 		{"ErrSQLiteQueueDepthMax", func(c *Config) { c.SQLite.QueueDepthMax = -1 }, "config sqlite.queue_depth_max"},
 		{"ErrSQLiteReadConnsMax", func(c *Config) { c.SQLite.ReadConnsMax = 0 }, "config sqlite.read_conns_max"},
+		{"ErrSQLiteMmapOverCeiling", func(c *Config) { c.SQLite.MmapMiB = 2048 }, "config sqlite.mmap_mib"},
 		{"ErrPostgresBatchSizeMax", func(c *Config) { c.Postgres.BatchSizeMax = 10_000_001 }, "config postgres.batch_size_max"},
 		{"ErrPostgresQueueDepthMax", func(c *Config) { c.Postgres.QueueDepthMax = 0 }, "config postgres.queue_depth_max"},
 		{"ErrPostgresWriters", func(c *Config) { c.Postgres.Writers = 0 }, "config postgres.writers"},

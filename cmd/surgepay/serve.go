@@ -270,7 +270,17 @@ func openStoreObserved(ctx context.Context, cfg Config, tel *telemetry.Telemetry
 	}
 	return sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLite.Path, BatchSizeMax: cfg.SQLite.BatchSizeMax,
 		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
-		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration, OnBatch: onBatch})
+		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration,
+		MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB), OnBatch: onBatch})
+}
+
+// sqliteMmapSize turns sqlite.mmap_mib into sqlite.Config.MmapSize, where
+// 0 would mean the default rather than off.
+func sqliteMmapSize(mib int) int64 {
+	if mib == 0 {
+		return -1
+	}
+	return int64(mib) << 20
 }
 
 func openProvider(cfg Config) (surgepay.Provider, error) {
