@@ -19,10 +19,11 @@ import (
 // a claim skips the rows another claim holds locked, and moves the rows it
 // takes out of reach until its lease ends.
 //
-// A merchant's endpoint count is checked by the INSERT that adds one: two
-// creates for one merchant committed at the same moment by different
-// nodes (the engine serialises them within a node) may pass the bound by
-// one each.
+// A merchant's endpoint count is checked by the INSERT that adds one,
+// after a transaction-scoped advisory lock keyed by the merchant (see
+// sqlWebhookEndpointLock): creates for one merchant, from any node or
+// committer, are serialised until their transactions end, so the bound
+// holds.
 
 var _ surgepay.WebhookStore = (*DB)(nil)
 
@@ -49,6 +50,15 @@ const (
 		status, attempts, next_attempt, last_status, last_error, created, updated)
 		SELECT $1, id, merchant_id, $3, $4, $5, 'pending', 0, $6, 0, '', $6, $6
 		FROM webhook_endpoints WHERE merchant_id = $2`
+	// sqlWebhookEndpointLock serialises the creates of one merchant's
+	// endpoints until the transaction ends. It is a statement of its own,
+	// before the INSERT: under READ COMMITTED a statement reads the rows
+	// committed when it starts, so a count taken by the statement that
+	// waited for the lock would miss the endpoint its holder just
+	// committed. The key is a hash of the schema and the merchant; two
+	// merchants that share one only wait for each other.
+	sqlWebhookEndpointLock = `SELECT pg_advisory_xact_lock(
+		hashtextextended('surgepay.webhook_endpoints/' || current_schema() || '/' || $1::text, 0))`
 	sqlWebhookEndpointInsert = `INSERT INTO webhook_endpoints (` + webhookEndpointCols + `)
 		SELECT $1, $2, $3, $4, $5, $6
 		WHERE (SELECT count(*) FROM webhook_endpoints WHERE merchant_id = $1) < $7`
@@ -103,11 +113,21 @@ func checkWebhook(w *surgepay.Write) error {
 	return nil
 }
 
-// addWebhook adds the webhook parts of w to o: the endpoint insert (a
-// guard) or delete, and the fan-out of its event, one statement each.
+// addWebhook adds the webhook parts of w to o: the endpoint insert (the
+// merchant's lock, then the guarded INSERT) or delete, and the fan-out of
+// its event, one statement each.
+//
+// The lock is a guard that always holds (it returns one row), so that it
+// runs before the INSERT, in the same round: with two guards or more the
+// Write runs under a savepoint of its own, its guards in order.
 func (o *op) addWebhook(w *surgepay.Write) {
 	if e := w.WebhookEndpointInsert; e != nil {
 		o.guards = append(o.guards, guard{
+			stmt:    stmt{sql: sqlWebhookEndpointLock, kind: surgepay.StmtSelect, args: []any{e.MerchantID}},
+			lockKey: lockWebhookEndpoint + e.MerchantID,
+			fail:    errors.New("postgres: the webhook endpoint lock returned no row"),
+			object:  "webhook endpoint",
+		}, guard{
 			stmt: stmt{sql: sqlWebhookEndpointInsert, kind: surgepay.StmtInsert, args: []any{e.MerchantID, e.ID,
 				e.URL, e.Description, e.SealedSecret, dbTime(e.Created), surgepay.WebhookEndpointsPerMerchantMax}},
 			lockKey: lockWebhookEndpoint + e.MerchantID,

@@ -15,6 +15,12 @@ import (
 // change goes through the one writer: endpoints and the outbox rows of a
 // payment change in the Write's own transaction, a dispatcher's claims and
 // results as writer operations of their own.
+//
+// A merchant's endpoint count is checked by the INSERT that adds one, on
+// the one writer connection: creates are serialised, and each counts the
+// endpoints of every create before it, committed or in the same batch, so
+// the bound holds however many are applied at once (storetest
+// WebhookEndpointLimitConcurrent).
 
 var _ surgepay.WebhookStore = (*DB)(nil)
 

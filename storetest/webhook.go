@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ var webhookTests = []struct {
 }{
 	{"WebhookEndpointInsertFindListDelete", testWebhookEndpointInsertFindListDelete},
 	{"WebhookEndpointLimit", testWebhookEndpointLimit},
+	{"WebhookEndpointLimitConcurrent", testWebhookEndpointLimitConcurrent},
 	{"WebhookFanOutInTheWrite", testWebhookFanOutInTheWrite},
 	{"WebhookRefusedWriteQueuesNothing", testWebhookRefusedWriteQueuesNothing},
 	{"WebhookClaimLeases", testWebhookClaimLeases},
@@ -155,6 +157,57 @@ func testWebhookEndpointLimit(t *testing.T, s surgepay.Store) {
 	newEndpoint(t, s, other.ID, 0) // the bound is per merchant
 	if list, _ := ws.ListWebhookEndpoints(t.Context(), m.ID); len(list) != surgepay.WebhookEndpointsPerMerchantMax {
 		t.Errorf("ListWebhookEndpoints = %d, want %d", len(list), surgepay.WebhookEndpointsPerMerchantMax)
+	}
+}
+
+// testWebhookEndpointLimitConcurrent: creates for one merchant applied at
+// once (by concurrent committers, on a store that has several) end with
+// exactly WebhookEndpointsPerMerchantMax endpoints; every other create is
+// refused with too_many_webhook_endpoints and stores nothing, its
+// idempotency record included. A count checked without serialising the
+// creates lets each concurrent transaction see room and pass the bound.
+func testWebhookEndpointLimitConcurrent(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m := newMerchant(t, s)
+	const creates = 4 * surgepay.WebhookEndpointsPerMerchantMax
+	writes := make([]*surgepay.Write, creates)
+	for i := range writes {
+		writes[i] = &surgepay.Write{WebhookEndpointInsert: sampleEndpoint(m.ID, i)}
+		if i%2 == 0 { // both paths: with and without an idempotency record
+			writes[i].Idempotency = sampleIdempotency(m.ID)
+		}
+	}
+	errs := make([]error, creates)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range writes {
+		wg.Go(func() {
+			<-start
+			errs[i] = s.Apply(t.Context(), writes[i])
+		})
+	}
+	close(start)
+	wg.Wait()
+	stored := 0
+	for i, err := range errs {
+		if err == nil {
+			stored++
+			continue
+		}
+		wantErr(t, err, surgepay.EUNPROCESS, "too_many_webhook_endpoints")
+		_, ferr := ws.FindWebhookEndpoint(t.Context(), m.ID, writes[i].WebhookEndpointInsert.ID)
+		wantNotFound(t, fmt.Sprintf("FindWebhookEndpoint(refused create %d)", i), ferr)
+		if r := writes[i].Idempotency; r != nil {
+			_, ferr := s.FindIdempotency(t.Context(), m.ID, r.Key)
+			wantNotFound(t, fmt.Sprintf("FindIdempotency(refused create %d)", i), ferr)
+		}
+	}
+	// ListWebhookEndpoints stops at the bound: count the successes.
+	if stored != surgepay.WebhookEndpointsPerMerchantMax {
+		t.Fatalf("%d concurrent creates: %d succeeded, want %d", creates, stored, surgepay.WebhookEndpointsPerMerchantMax)
+	}
+	if list, _ := ws.ListWebhookEndpoints(t.Context(), m.ID); len(list) != surgepay.WebhookEndpointsPerMerchantMax {
+		t.Errorf("ListWebhookEndpoints = %d endpoints, want %d", len(list), surgepay.WebhookEndpointsPerMerchantMax)
 	}
 }
 
