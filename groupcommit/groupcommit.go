@@ -78,9 +78,17 @@ type Committer[T any] struct {
 	commit CommitFunc[T]
 	queue  chan *Item[T]
 
+	// mu guards closed and every send on queue: a sender holds the read
+	// lock, Close takes the write lock to close queue, so no send can reach
+	// a closed queue.
 	mu     sync.RWMutex
 	closed bool
-	wg     sync.WaitGroup
+	// closing is closed when Close begins, before it takes the write lock:
+	// a SubmitWait waiting for room (holding the read lock) gives up at
+	// once, and a Submit arriving then fails without queueing for the lock.
+	closing   chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -91,7 +99,8 @@ type Committer[T any] struct {
 // New starts a Committer's writers.
 func New[T any](cfg Config, commit CommitFunc[T]) *Committer[T] {
 	cfg = cfg.withDefaults()
-	c := &Committer[T]{cfg: cfg, commit: commit, queue: make(chan *Item[T], cfg.QueueDepthMax), OnBatch: cfg.OnBatch}
+	c := &Committer[T]{cfg: cfg, commit: commit, queue: make(chan *Item[T], cfg.QueueDepthMax),
+		closing: make(chan struct{}), OnBatch: cfg.OnBatch}
 	for i := 0; i < cfg.Writers; i++ {
 		c.wg.Add(1)
 		go c.run()
@@ -114,40 +123,55 @@ const SubmitWaitMax = 30 * time.Second
 // recording what already happened elsewhere (an operation the card network
 // performed). When the queue is full it waits for room, up to
 // SubmitWaitMax, whatever ctx says, and only then returns ErrQueueFull.
-// The callers that wait are bounded by whoever calls (the API's in-flight
+// If Close begins while it waits, it returns ErrClosed at once. The
+// callers that wait are bounded by whoever calls (the API's in-flight
 // limit), so the queue's bound still holds.
 func (c *Committer[T]) SubmitWait(ctx context.Context, v T) error {
 	return c.submit(ctx, v, SubmitWaitMax)
 }
 
 func (c *Committer[T]) submit(ctx context.Context, v T, wait time.Duration) error {
+	select {
+	case <-c.closing:
+		return ErrClosed // without waiting for the lock behind Close
+	default:
+	}
 	it := &Item[T]{Ctx: ctx, Value: v, done: make(chan struct{})}
+	if err := c.enqueue(ctx, it, wait); err != nil {
+		return err
+	}
+	<-it.done
+	return it.Err
+}
+
+// enqueue puts it in the queue, waiting up to wait for room. It holds the
+// read lock throughout, so Close cannot close the queue under it; a wait
+// ends as soon as Close begins, so Close's write lock, and every Submit
+// that a pending write lock holds back, never wait on it.
+func (c *Committer[T]) enqueue(ctx context.Context, it *Item[T], wait time.Duration) error {
 	c.mu.RLock()
+	defer c.mu.RUnlock()
 	if c.closed {
-		c.mu.RUnlock()
 		return ErrClosed
 	}
 	select {
 	case c.queue <- it:
+		return nil
 	default:
-		if wait <= 0 {
-			c.mu.RUnlock()
-			return ErrQueueFull
-		}
-		// Holding the read lock while waiting is safe: the writers drain
-		// the queue without it, and Close waits at most wait.
-		t := time.NewTimer(wait)
-		select {
-		case c.queue <- it:
-			t.Stop()
-		case <-t.C:
-			c.mu.RUnlock()
-			return ErrQueueFull
-		}
 	}
-	c.mu.RUnlock()
-	<-it.done
-	return it.Err
+	if wait <= 0 {
+		return ErrQueueFull
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case c.queue <- it:
+		return nil
+	case <-c.closing:
+		return ErrClosed
+	case <-t.C:
+		return ErrQueueFull
+	}
 }
 
 // QueueDepth returns the number of items waiting.
@@ -161,8 +185,10 @@ func (c *Committer[T]) Stats() Stats {
 }
 
 // Close stops accepting items, commits what is queued and waits for the
-// writers to finish.
+// writers to finish. Submits during Close, and SubmitWaits waiting for room
+// when it begins, return ErrClosed promptly: none waits for another.
 func (c *Committer[T]) Close() {
+	c.closeOnce.Do(func() { close(c.closing) })
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true

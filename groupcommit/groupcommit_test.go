@@ -3,6 +3,7 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,5 +118,173 @@ func TestQueueFullIsBackpressure(t *testing.T) {
 	c.Close()
 	if err := c.Submit(context.Background(), 1); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: got %v, want ErrClosed", err)
+	}
+}
+
+// fullQueue returns a committer with a queue of one, whose writer holds
+// item 0 in a commit until release is closed and whose queue holds item 1;
+// both Submits run in the background and report on results. committed
+// counts each value's commits.
+func fullQueue(t *testing.T) (c *Committer[int], release chan struct{}, results chan error, committed *sync.Map) {
+	t.Helper()
+	entered := make(chan struct{}, 1)
+	release = make(chan struct{})
+	committed = &sync.Map{}
+	c = New(Config{QueueDepthMax: 1, BatchSizeMax: 1}, func(items []*Item[int]) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-release
+		for _, it := range items {
+			n, _ := committed.LoadOrStore(it.Value, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		}
+		return nil
+	})
+	results = make(chan error, 2)
+	go func() { results <- c.Submit(context.Background(), 0) }()
+	<-entered
+	go func() { results <- c.Submit(context.Background(), 1) }()
+	for c.QueueDepth() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	return c, release, results, committed
+}
+
+// waitReaderOnly waits until a caller holds the committer's read lock and
+// nobody else does: first for the lock to be free (the Submits of
+// fullQueue are out of it), then, once start has run, for it to be taken.
+// A SubmitWait holds the read lock while it waits for room.
+func waitReaderOnly(c *Committer[int], start func()) {
+	for !c.mu.TryLock() {
+		time.Sleep(time.Millisecond)
+	}
+	c.mu.Unlock()
+	start()
+	for c.mu.TryLock() {
+		c.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCloseDoesNotHoldSubmitsBehindSubmitWait: a SubmitWait waiting for
+// room in a full queue when Close begins returns ErrClosed at once, so
+// that Close's write lock, pending meanwhile, does not hold every plain
+// Submit back for up to SubmitWaitMax. What was queued is committed once;
+// what was refused, never.
+func TestCloseDoesNotHoldSubmitsBehindSubmitWait(t *testing.T) {
+	c, release, results, committed := fullQueue(t)
+	waited := make(chan error, 1)
+	waitReaderOnly(c, func() { go func() { waited <- c.SubmitWait(context.Background(), 2) }() })
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+
+	// Plain Submits during Close: refused as full until Close has begun,
+	// then as closed; none may wait for the SubmitWait's timeout.
+	refused := 0
+	for v := 3; ; v++ {
+		start := time.Now()
+		err := c.Submit(context.Background(), v)
+		if took := time.Since(start); took > SubmitWaitMax/2 {
+			t.Fatalf("Submit during Close took %v, the order of SubmitWaitMax (%v): it waited behind the SubmitWait", took, SubmitWaitMax)
+		}
+		if errors.Is(err, ErrClosed) {
+			break
+		}
+		if !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("Submit during Close: got %v, want ErrQueueFull or ErrClosed", err)
+		}
+		refused++
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-waited; !errors.Is(err, ErrClosed) {
+		t.Errorf("SubmitWait during Close: got %v, want ErrClosed", err)
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned before the items queued were committed")
+	default:
+	}
+	close(release)
+	<-closed
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Errorf("item queued before Close: got %v, want nil", err)
+		}
+	}
+	for v := range 3 + refused + 1 {
+		want := int64(0)
+		if v <= 1 {
+			want = 1
+		}
+		got := int64(0)
+		if n, ok := committed.Load(v); ok {
+			got = n.(*atomic.Int64).Load()
+		}
+		if got != want {
+			t.Errorf("item %d committed %d times, want %d", v, got, want)
+		}
+	}
+}
+
+// TestCloseRacingSubmits: Submits and SubmitWaits racing Close on a small
+// queue never send on the closed queue (that would panic), and every item
+// is committed exactly once if its Submit returned nil, never otherwise.
+func TestCloseRacingSubmits(t *testing.T) {
+	const callers, perCaller = 16, 200
+	var counts [callers * perCaller]atomic.Int64
+	var total atomic.Int64
+	c := New(Config{QueueDepthMax: 4, BatchSizeMax: 3}, func(items []*Item[int]) error {
+		for _, it := range items {
+			counts[it.Value].Add(1)
+		}
+		total.Add(int64(len(items)))
+		time.Sleep(50 * time.Microsecond) // slower than the callers: the queue stays full
+		return nil
+	})
+	var results [callers * perCaller]atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Go(func() {
+			for i := range perCaller {
+				v := g*perCaller + i
+				var err error
+				if v%2 == 0 {
+					err = c.SubmitWait(context.Background(), v)
+				} else {
+					err = c.Submit(context.Background(), v)
+				}
+				results[v].Store(&err)
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+			}
+		})
+	}
+	for total.Load() < callers*perCaller/4 {
+		runtime.Gosched()
+	}
+	c.Close()
+	wg.Wait()
+	accepted := 0
+	for v := range results {
+		p := results[v].Load()
+		if p == nil {
+			continue // never submitted: its caller saw ErrClosed first
+		}
+		switch err, n := *p, counts[v].Load(); {
+		case err == nil && n != 1:
+			t.Errorf("item %d: Submit returned nil, committed %d times, want 1", v, n)
+		case err != nil && n != 0:
+			t.Errorf("item %d: Submit returned %v, committed %d times, want 0", v, err, n)
+		case err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrQueueFull):
+			t.Errorf("item %d: got %v, want nil, ErrQueueFull or ErrClosed", v, err)
+		case err == nil:
+			accepted++
+		}
+	}
+	if accepted == 0 || int64(accepted) != total.Load() {
+		t.Errorf("%d items accepted, %d committed; want the same, more than 0", accepted, total.Load())
 	}
 }
