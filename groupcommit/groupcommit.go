@@ -122,12 +122,25 @@ const SubmitWaitMax = 30 * time.Second
 // SubmitWait is Submit for a write that must not be refused lightly: one
 // recording what already happened elsewhere (an operation the card network
 // performed). When the queue is full it waits for room, up to
-// SubmitWaitMax, whatever ctx says, and only then returns ErrQueueFull.
-// If Close begins while it waits, it returns ErrClosed at once. The
-// callers that wait are bounded by whoever calls (the API's in-flight
-// limit), so the queue's bound still holds.
+// SubmitWaitMax, whatever ctx says (unless ctx is from WithBoundedWait),
+// and only then returns ErrQueueFull. If Close begins while it waits, it
+// returns ErrClosed at once. The callers that wait are bounded by whoever
+// calls (the API's in-flight limit), so the queue's bound still holds.
 func (c *Committer[T]) SubmitWait(ctx context.Context, v T) error {
 	return c.submit(ctx, v, SubmitWaitMax)
+}
+
+type boundedWaitKey struct{}
+
+// WithBoundedWait returns a copy of ctx under which SubmitWait stops
+// waiting for room in a full queue when ctx ends, and returns ErrQueueFull.
+// It is for a write of no use after ctx's deadline that its caller can make
+// again later (settlement: its record comes back and the provider replays
+// its answer by key). Without it SubmitWait ignores ctx, so that the record
+// of an operation the network performed is not given up because its client
+// went away. Once queued, a write goes ahead either way.
+func WithBoundedWait(ctx context.Context) context.Context {
+	return context.WithValue(ctx, boundedWaitKey{}, true)
 }
 
 func (c *Committer[T]) submit(ctx context.Context, v T, wait time.Duration) error {
@@ -162,6 +175,10 @@ func (c *Committer[T]) enqueue(ctx context.Context, it *Item[T], wait time.Durat
 	if wait <= 0 {
 		return ErrQueueFull
 	}
+	var ended <-chan struct{} // nil: ctx does not end the wait
+	if ctx.Value(boundedWaitKey{}) != nil {
+		ended = ctx.Done()
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
@@ -169,6 +186,8 @@ func (c *Committer[T]) enqueue(ctx context.Context, it *Item[T], wait time.Durat
 		return nil
 	case <-c.closing:
 		return ErrClosed
+	case <-ended:
+		return ErrQueueFull
 	case <-t.C:
 		return ErrQueueFull
 	}

@@ -288,3 +288,36 @@ func TestCloseRacingSubmits(t *testing.T) {
 		t.Errorf("%d items accepted, %d committed; want the same, more than 0", accepted, total.Load())
 	}
 }
+
+// TestSubmitWaitBoundedByContext: under WithBoundedWait, a SubmitWait
+// waiting for room returns ErrQueueFull when its context ends, and its
+// item is never committed; a plain context does not end the wait (see
+// TestQueueFullIsBackpressure).
+func TestSubmitWaitBoundedByContext(t *testing.T) {
+	c, release, results, committed := fullQueue(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	waitReaderOnly(c, func() { go func() { waited <- c.SubmitWait(WithBoundedWait(ctx), 2) }() })
+	cancel()
+	if err := <-waited; !errors.Is(err, ErrQueueFull) {
+		t.Errorf("SubmitWait whose bounded context ended: got %v, want ErrQueueFull", err)
+	}
+	close(release)
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Errorf("item queued before: got %v, want nil", err)
+		}
+	}
+	// With room, an ended bounded context does not refuse the item: the
+	// wait is bounded, not the write.
+	if err := c.SubmitWait(WithBoundedWait(ctx), 3); err != nil {
+		t.Errorf("SubmitWait with room: got %v, want nil", err)
+	}
+	c.Close()
+	if _, ok := committed.Load(2); ok {
+		t.Error("the item SubmitWait gave up on was committed")
+	}
+	if _, ok := committed.Load(3); !ok {
+		t.Error("the item SubmitWait queued was not committed")
+	}
+}
