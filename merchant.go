@@ -1,6 +1,9 @@
 package surgepay
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Merchant owns every other object. Settings are read on every request and
 // so are cached by the engine.
@@ -49,6 +52,41 @@ type MerchantSettings struct {
 	// counters do not move; the streamlined sale is then one statement).
 	// See docs/analytics.md.
 	Analytics string `toml:"analytics" json:"analytics"`
+	// RateLimit is the merchant's sustained request rate on one node, in
+	// requests per second: a token bucket refilled at this rate admits
+	// each authenticated API request, and a request that finds it empty
+	// is refused with 429 and Retry-After, before it does anything. 0
+	// (default): unlimited. It may be fractional (0.5: one request every
+	// two seconds), from MerchantRateLimitMin to MerchantRateLimitMax. The
+	// limit is per node: N nodes admit N times the rate. See
+	// docs/rate-limits.md.
+	RateLimit float64 `toml:"rate_limit" json:"rate_limit"`
+	// RateBurst is how many requests the bucket holds: how many may arrive
+	// at once after a quiet spell. 0 (default): the rate rounded up, at
+	// least 1 (see Burst). At most MerchantRateBurstMax; ignored while
+	// RateLimit is 0.
+	RateBurst int `toml:"rate_burst" json:"rate_burst"`
+}
+
+// Bounds of the per-merchant request rate limit.
+const (
+	// MerchantRateLimitMin is the lowest positive rate_limit (requests per
+	// second): one request per 100 s, which bounds Retry-After to 100 s.
+	MerchantRateLimitMin = 0.01
+	// MerchantRateLimitMax is the highest rate_limit: far above what one
+	// node serves, so it never binds by accident.
+	MerchantRateLimitMax = 1_000_000
+	// MerchantRateBurstMax is the highest rate_burst.
+	MerchantRateBurstMax = 1_000_000
+)
+
+// Burst returns the capacity of the merchant's token bucket: RateBurst,
+// or when it is 0 the rate rounded up, at least 1.
+func (s *MerchantSettings) Burst() int {
+	if s.RateBurst > 0 {
+		return s.RateBurst
+	}
+	return max(1, int(math.Ceil(s.RateLimit)))
 }
 
 // DefaultMerchantSettings is the standard path with every step inline.
@@ -69,6 +107,13 @@ func (s *MerchantSettings) Validate(field string) error {
 		return Invalid(field+".webhooks", "invalid_value", "%s.webhooks %q must be on or off", field, s.Webhooks)
 	case s.Analytics != "on" && s.Analytics != "off":
 		return Invalid(field+".analytics", "invalid_value", "%s.analytics %q must be on or off", field, s.Analytics)
+	case s.RateLimit != 0 && !(s.RateLimit >= MerchantRateLimitMin && s.RateLimit <= MerchantRateLimitMax):
+		// Written so that NaN fails too.
+		return Invalid(field+".rate_limit", "invalid_value", "%s.rate_limit %v must be 0 (unlimited) or %v to %d requests per second",
+			field, s.RateLimit, MerchantRateLimitMin, MerchantRateLimitMax)
+	case s.RateBurst < 0 || s.RateBurst > MerchantRateBurstMax:
+		return Invalid(field+".rate_burst", "invalid_value", "%s.rate_burst %d must be 0 (the rate, rounded up) to %d",
+			field, s.RateBurst, MerchantRateBurstMax)
 	}
 	return nil
 }

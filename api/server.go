@@ -1,7 +1,7 @@
 // Package api serves surgepay's JSON/HTTP API v1: routing, authentication,
-// strict request decoding, error mapping, idempotency keys and the
-// embedded OpenAPI document. Only this package maps error codes to HTTP
-// statuses.
+// per-merchant request rate limits, strict request decoding, error
+// mapping, idempotency keys and the embedded OpenAPI document. Only this
+// package maps error codes to HTTP statuses.
 package api
 
 import (
@@ -42,6 +42,9 @@ type Config struct {
 	InflightMax int
 	// Ready reports whether the server may take traffic (GET /readyz).
 	Ready func() bool
+	// Now is the clock of the per-merchant request rate limit
+	// (merchants.*.rate_limit). Default time.Now; tests set their own.
+	Now func() time.Time
 }
 
 // Server is the API's HTTP handler. Safe for concurrent use.
@@ -51,6 +54,7 @@ type Server struct {
 	log      *slog.Logger
 	tel      *telemetry.Telemetry
 	inflight chan struct{}
+	limits   *limiters
 	mux      *http.ServeMux
 	routes   []string
 }
@@ -66,8 +70,11 @@ func New(cfg Config) *Server {
 	if cfg.Ready == nil {
 		cfg.Ready = func() bool { return true }
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, tel: cfg.Telemetry,
-		inflight: make(chan struct{}, cfg.InflightMax), mux: http.NewServeMux()}
+		inflight: make(chan struct{}, cfg.InflightMax), limits: newLimiters(cfg.Now), mux: http.NewServeMux()}
 	s.routesInit()
 	return s
 }
@@ -263,7 +270,10 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// authenticated checks the Bearer key and builds the engine call.
+// authenticated checks the Bearer key and the merchant's request rate
+// limit, then builds the engine call. A request over the rate limit is
+// refused before its handler runs: it stores nothing, not even an
+// idempotency record, and an idempotent replay counts like any request.
 func (s *Server) authenticated(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -279,6 +289,10 @@ func (s *Server) authenticated(h handlerFunc) http.Handler {
 		}
 		st := requestStateFrom(r.Context())
 		st.merchant = key.MerchantID
+		if err := s.rateLimit(key.MerchantID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		call := &engine.Call{MerchantID: key.MerchantID, KeyID: key.ID, RequestID: st.id, Render: render}
 		if err := h(w, r, call); err != nil {
 			s.writeError(w, r, err)
