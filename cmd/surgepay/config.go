@@ -67,11 +67,18 @@ type Config struct {
 	// cache entity's entries_max; -1: none.
 	PreheatPaymentMethodsMax int `toml:"preheat_payment_methods_max"`
 
-	// Merchants holds the per-merchant pipeline switches: the section
-	// [merchants.default] applies to every merchant, [merchants."mer_…"]
-	// overrides it for one (fields left out inherit the default). Reloaded
-	// without a restart on SIGHUP or when the file changes.
+	// Merchants holds the per-merchant pipeline switches and request rate
+	// limits: the section [merchants.default] applies to every merchant,
+	// [merchants."mer_…"] overrides it for one (fields left out inherit
+	// the default; rate_limit = 0 written in a merchant's section makes it
+	// unlimited under a limited default). Reloaded without a restart on
+	// SIGHUP or when the file changes.
 	Merchants map[string]surgepay.MerchantSettings `toml:"merchants"`
+	// rateWritten holds "ID.rate_limit" and "ID.rate_burst" for the
+	// merchant sections of the file that write them, to tell a written 0
+	// from a field left out. Empty for a Config built in code, where a 0
+	// inherits like a left-out field.
+	rateWritten map[string]bool
 	// Stage configures the streamlined path's staged captures.
 	Stage StageConfig `toml:"stage"`
 	// Webhooks configures the delivery of webhooks (docs/webhooks.md); the
@@ -211,7 +218,7 @@ func DefaultConfig() Config {
 // MerchantSettings returns the engine settings: the default section over
 // DefaultMerchantSettings, and each merchant's section over the default.
 func (c *Config) MerchantSettings() *engine.Settings {
-	inherit := func(s, from surgepay.MerchantSettings) surgepay.MerchantSettings {
+	inherit := func(id string, s, from surgepay.MerchantSettings) surgepay.MerchantSettings {
 		if s.Processing == "" {
 			s.Processing = from.Processing
 		}
@@ -227,13 +234,19 @@ func (c *Config) MerchantSettings() *engine.Settings {
 		if s.Analytics == "" {
 			s.Analytics = from.Analytics
 		}
+		if s.RateLimit == 0 && !c.rateWritten[id+".rate_limit"] {
+			s.RateLimit = from.RateLimit
+		}
+		if s.RateBurst == 0 && !c.rateWritten[id+".rate_burst"] {
+			s.RateBurst = from.RateBurst
+		}
 		return s
 	}
-	out := &engine.Settings{Default: inherit(c.Merchants["default"], surgepay.DefaultMerchantSettings()),
+	out := &engine.Settings{Default: inherit("default", c.Merchants["default"], surgepay.DefaultMerchantSettings()),
 		Merchants: make(map[string]surgepay.MerchantSettings)}
 	for id, s := range c.Merchants {
 		if id != "default" {
-			out.Merchants[id] = inherit(s, out.Default)
+			out.Merchants[id] = inherit(id, s, out.Default)
 		}
 	}
 	return out
@@ -254,6 +267,7 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 		if un := md.Undecoded(); len(un) > 0 {
 			return cfg, fmt.Errorf("config %s: unknown setting %q", path, un[0].String())
 		}
+		cfg.rateWritten = rateWritten(md, cfg.Merchants)
 	}
 	cfg.path = path
 	if err := cfg.applyEnv(env); err != nil {
@@ -264,6 +278,20 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 	}
 	cfg.fillPaths()
 	return cfg, cfg.Validate()
+}
+
+// rateWritten returns "ID.rate_limit" and "ID.rate_burst" for each
+// merchant section of the file that writes them.
+func rateWritten(md toml.MetaData, merchants map[string]surgepay.MerchantSettings) map[string]bool {
+	out := make(map[string]bool)
+	for id := range merchants {
+		for _, k := range []string{"rate_limit", "rate_burst"} {
+			if md.IsDefined("merchants", id, k) {
+				out[id+"."+k] = true
+			}
+		}
+	}
+	return out
 }
 
 // applyEnv applies SURGEPAY_* overrides.

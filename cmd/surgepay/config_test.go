@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +17,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/internal/testenv"
+	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/vault"
 )
 
 // envOf returns an environment lookup over m, so that tests never read the
@@ -411,3 +418,103 @@ func tomlKeys(t reflect.Type, prefix string) []string {
 // ignorePath leaves out Config.path, the file a configuration was read
 // from, which only reloads use.
 var ignorePath = cmpopts.IgnoreUnexported(Config{})
+
+// TestRateLimitSetting: a merchant's rate_limit and rate_burst inherit the
+// default section unless its own section writes them (0 included), are
+// validated by name, and a reload changes them in the running engine; a
+// reload with a bad value keeps the running ones.
+func TestRateLimitSetting(t *testing.T) {
+	path := writeFile(t, "surgepay.toml", `
+[merchants.default]
+rate_limit = 100
+rate_burst = 500
+[merchants."mer_inherits"]
+processing = "standard"
+[merchants."mer_own"]
+rate_limit = 2.5
+[merchants."mer_unlimited"]
+rate_limit = 0
+[merchants."mer_auto_burst"]
+rate_limit = 10
+rate_burst = 0
+`)
+	cfg, err := LoadConfig(path, noEnv)
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	set := cfg.MerchantSettings()
+	for _, tc := range []struct {
+		merchant      string
+		limit         float64
+		burst, bucket int
+	}{
+		{"mer_not_in_file", 100, 500, 500},
+		{"mer_inherits", 100, 500, 500},
+		{"mer_own", 2.5, 500, 500},
+		{"mer_unlimited", 0, 500, 500},
+		{"mer_auto_burst", 10, 0, 10},
+	} {
+		s := set.For(tc.merchant)
+		if s.RateLimit != tc.limit || s.RateBurst != tc.burst || s.Burst() != tc.bucket {
+			t.Errorf("%s: rate_limit %v, rate_burst %d, bucket %d; want %v, %d, %d",
+				tc.merchant, s.RateLimit, s.RateBurst, s.Burst(), tc.limit, tc.burst, tc.bucket)
+		}
+	}
+	t.Run("InCodeZeroInherits", func(t *testing.T) {
+		c := defaultsFilled()
+		c.Merchants = map[string]surgepay.MerchantSettings{"default": {RateLimit: 5}, "mer_x": {Processing: "standard"}}
+		if got := c.MerchantSettings().For("mer_x").RateLimit; got != 5 {
+			t.Errorf("mer_x rate_limit = %v, want the default's 5", got)
+		}
+	})
+
+	for _, tc := range []struct{ name, text, field string }{
+		{"ErrRateLimitNegative", "[merchants.\"mer_x\"]\nrate_limit = -1\n", "merchants.mer_x.rate_limit"},
+		{"ErrRateLimitTiny", "[merchants.default]\nrate_limit = 0.001\n", "merchants.default.rate_limit"},
+		{"ErrRateLimitNaN", "[merchants.\"mer_x\"]\nrate_limit = nan\n", "merchants.mer_x.rate_limit"},
+		{"ErrRateBurstNegative", "[merchants.\"mer_x\"]\nrate_limit = 1\nrate_burst = -3\n", "merchants.mer_x.rate_burst"},
+		{"ErrRateBurstHuge", "[merchants.default]\nrate_burst = 1000001\n", "merchants.default.rate_burst"},
+		{"ErrRateLimitString", "[merchants.default]\nrate_limit = \"fast\"\n", "rate_limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(writeFile(t, "bad.toml", tc.text), noEnv)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("LoadConfig = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+
+	t.Run("Reload", func(t *testing.T) {
+		keys, err := vault.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := engine.New(engine.Config{Store: testenv.OpenSQLite(t), Provider: sim.New(sim.DefaultConfig()), Vault: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng.SetSettings(cfg.MerchantSettings())
+		var current atomic.Pointer[Config]
+		current.Store(&cfg)
+		reload := func(text string) {
+			t.Helper()
+			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			reloadConfig(&app{eng: eng}, &current, slog.New(slog.DiscardHandler), "test")
+		}
+
+		reload("[merchants.default]\nrate_limit = 100\n[merchants.\"mer_own\"]\nrate_limit = 1000\nrate_burst = 2000\n")
+		if s := eng.SettingsFor("mer_own"); s.RateLimit != 1000 || s.RateBurst != 2000 {
+			t.Errorf("after raising it mer_own's rate_limit, rate_burst = %v, %d; want 1000, 2000", s.RateLimit, s.RateBurst)
+		}
+		reload("[merchants.\"mer_own\"]\nrate_limit = -5\n")
+		if s := eng.SettingsFor("mer_own"); s.RateLimit != 1000 || s.RateBurst != 2000 {
+			t.Errorf("after a bad reload mer_own's rate_limit, rate_burst = %v, %d; want the running 1000, 2000", s.RateLimit, s.RateBurst)
+		}
+		reload("")
+		if s := eng.SettingsFor("mer_own"); s.RateLimit != 0 {
+			t.Errorf("after removing the limits mer_own's rate_limit = %v, want 0", s.RateLimit)
+		}
+	})
+}
