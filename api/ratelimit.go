@@ -140,6 +140,7 @@ func (s *Server) rateLimit(merchantID string) error {
 	if ok {
 		return nil
 	}
+	s.tel.ObserveRateLimited(merchantID)
 	retry := max(1, int(math.Ceil(wait.Seconds())))
 	return &surgepay.Error{Code: surgepay.ERATELIMIT, Reason: "rate_limited", RetryAfter: retry,
 		Message: fmt.Sprintf("too many requests for this merchant's rate limit (%v per second, bursts of %d, on this server); retry after %d s",

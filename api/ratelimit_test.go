@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/testenv"
+	"github.com/surgepay/surgepay/telemetry"
 )
 
 // clock is a settable clock for the rate limiter: buckets refill only
@@ -214,4 +217,65 @@ func TestRateLimitReload(t *testing.T) {
 			mustOK(t, e.do(e.keyA, "GET", "/v1/customers", "", ""))
 		}
 	})
+}
+
+// TestRateLimitMetric: each 429 of the rate limit is counted for its
+// merchant in surgepay_http_requests_rate_limited_total, whose merchant
+// label has at most telemetry.RateLimitedMerchantsMax values.
+func TestRateLimitMetric(t *testing.T) {
+	tel, err := telemetry.New(telemetry.DefaultConfig(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tel.Shutdown(context.Background()) })
+	e := newEnv(t, openSQLite(t))
+	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	srv := httptest.NewServer(api.New(api.Config{Engine: e.eng, Telemetry: tel, Now: c.Now}))
+	t.Cleanup(srv.Close)
+	e.url, e.http = srv.URL, srv.Client()
+	e.setRate(e.merchants[0], 1, 1)
+
+	mustOK(t, e.do(e.keyA, "GET", "/v1/customers", "", ""))
+	for range 3 {
+		mustLimited(t, e.do(e.keyA, "GET", "/v1/customers", "", ""), "1")
+	}
+	mustOK(t, e.do(e.keyB, "GET", "/v1/customers", "", ""))
+	if got := rateLimitedCounts(t, tel); len(got) != 1 || got[e.merchants[0]] != 3 {
+		t.Errorf("rate-limited counts by merchant = %v, want %s: 3 only", got, e.merchants[0])
+	}
+
+	t.Run("LabelsBounded", func(t *testing.T) {
+		for i := range telemetry.RateLimitedMerchantsMax + 10 {
+			tel.ObserveRateLimited(fmt.Sprintf("mer_flood%d", i))
+		}
+		got := rateLimitedCounts(t, tel)
+		if len(got) != telemetry.RateLimitedMerchantsMax+1 || got["other"] != 11 || got[e.merchants[0]] != 3 {
+			t.Errorf("%d merchant labels, other = %v, %s = %v; want %d, 11, 3",
+				len(got), got["other"], e.merchants[0], got[e.merchants[0]], telemetry.RateLimitedMerchantsMax+1)
+		}
+	})
+}
+
+// rateLimitedCounts returns surgepay_http_requests_rate_limited_total by
+// merchant label.
+func rateLimitedCounts(t *testing.T, tel *telemetry.Telemetry) map[string]float64 {
+	t.Helper()
+	mfs, err := tel.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "surgepay_http_requests_rate_limited_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "merchant" {
+					out[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }

@@ -3,6 +3,8 @@ package telemetry
 import (
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +40,7 @@ type metrics struct {
 	errors          *prometheus.CounterVec   // route, code
 	inflight        prometheus.Gauge
 	shed            *prometheus.CounterVec // reason
+	rateLimited     rateLimitedCounter     // merchant
 	payments        *prometheus.CounterVec // operation, outcome, decline_code, path
 	providerSeconds *prometheus.HistogramVec
 	providerCalls   *prometheus.CounterVec // op, outcome
@@ -69,6 +72,9 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http",
 			Name: "requests_shed_total", Help: "Requests refused with 503 for backpressure, by reason (overloaded, write_queue_full)."},
 			[]string{"reason"}),
+		rateLimited: rateLimitedCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http",
+			Name: "requests_rate_limited_total", Help: "Requests refused with 429 by the merchant's rate limit on this node, by merchant " +
+				"(the first 1000 merchants limited since start; the others count as \"other\")."}, []string{"merchant"})},
 		payments: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "payments_total",
 			Help: "Payment operations answered, by operation (authorize, capture, void, refund), resulting payment status, decline code and path (standard, streamlined)."},
 			[]string{"operation", "outcome", "decline_code", "path"}),
@@ -100,7 +106,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		spansRedacted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "telemetry",
 			Name: "spans_redacted_total", Help: "Exported spans in which a card-number-like digit run was redacted: should stay 0."}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.errors, m.inflight, m.shed, m.payments,
+	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.errors, m.inflight, m.shed, m.rateLimited.vec, m.payments,
 		m.providerSeconds, m.providerCalls, m.sqlStatements, m.sqlPerRequest, m.storeSeconds, m.batchSize,
 		m.commitSeconds, m.spansDropped, m.spansExported, m.spanExportFails, m.spansRedacted} {
 		f(c)
@@ -179,6 +185,55 @@ func (m *metrics) observeRequest(route, method string, status int, d time.Durati
 		}
 	}
 	m.storeSeconds.WithLabelValues(route).Observe(sql.StoreTime().Seconds())
+}
+
+// RateLimitedMerchantsMax bounds the merchant label of
+// surgepay_http_requests_rate_limited_total: merchants are created by the
+// operator, so the label is bounded anyway, but a node limiting every
+// merchant through [merchants.default] could meet many. Past it,
+// merchants count as "other".
+const RateLimitedMerchantsMax = 1000
+
+// rateLimitedCounter is the counter of rate-limited requests by merchant,
+// with at most RateLimitedMerchantsMax merchant labels.
+type rateLimitedCounter struct {
+	vec  *prometheus.CounterVec
+	by   sync.Map // merchant ID → prometheus.Counter
+	full atomic.Bool
+	mu   sync.Mutex // serialises adding a merchant
+	n    int        // merchants in by; guarded by mu
+}
+
+// counter returns the merchant's counter: after its first time, one
+// lock-free map read.
+func (c *rateLimitedCounter) counter(merchantID string) prometheus.Counter {
+	if v, ok := c.by.Load(merchantID); ok {
+		return v.(prometheus.Counter)
+	}
+	if c.full.Load() {
+		return c.vec.WithLabelValues("other")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.by.Load(merchantID); ok {
+		return v.(prometheus.Counter)
+	}
+	if c.n >= RateLimitedMerchantsMax {
+		c.full.Store(true)
+		return c.vec.WithLabelValues("other")
+	}
+	ctr := c.vec.WithLabelValues(merchantID)
+	c.by.Store(merchantID, ctr)
+	c.n++
+	return ctr
+}
+
+// ObserveRateLimited counts a request refused with 429 by the merchant's
+// rate limit. Safe for concurrent use.
+func (t *Telemetry) ObserveRateLimited(merchantID string) {
+	if t.MetricsEnabled() {
+		t.m.rateLimited.counter(merchantID).Inc()
+	}
 }
 
 // Method returns m if it is a standard HTTP method, else "OTHER": a
