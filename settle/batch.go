@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/groupcommit"
 	"github.com/surgepay/surgepay/stage"
 )
 
@@ -23,6 +24,7 @@ type outcome struct {
 	currency     string
 	amount       int64
 	orphanIn     time.Duration // ReasonOrphanWait: until the record is an orphan
+	late         bool          // ReasonStore: its result was not recorded within the batch's time
 }
 
 const (
@@ -33,6 +35,10 @@ const (
 
 // errBatchDeadline is the cause of a batch context whose time is up.
 var errBatchDeadline = errors.New("settle: the batch's time is up")
+
+// errRecordDeadline is the cause of a batch's recording context whose time
+// is up.
+var errRecordDeadline = errors.New("settle: the batch's time to record results is up")
 
 // decision is what the open/load/provider phase found out.
 type decision struct {
@@ -50,12 +56,24 @@ type leftRecord struct {
 
 // batch settles the prepared batch b and acknowledges what is done. It
 // returns the captures recorded.
+//
+// With AckWait, the batch starts no capture later than its deadline (see
+// Config.AckWait), and records no result later than AckWait - AckReserve
+// after its fetch: a result not recorded by then is left for later,
+// unacknowledged (ReasonStore), for its record may come back any moment;
+// the provider replays its answer to that delivery, under the same key.
 func (r *runner) batch(ctx context.Context, b *prepared) int {
 	work := context.WithoutCancel(ctx) // finish the batch on shutdown
+	rec := work                        // records the results
 	if r.cfg.AckWait > 0 {
-		var cancel context.CancelFunc
+		var cancel, cancelRec context.CancelFunc
 		ctx, cancel = context.WithDeadlineCause(ctx, b.fetched.Add(r.cfg.AckWait-r.cfg.CallTimeout-ResultReserve), errBatchDeadline)
 		defer cancel()
+		rec, cancelRec = context.WithDeadlineCause(work, b.fetched.Add(r.cfg.AckWait-AckReserve), errRecordDeadline)
+		defer cancelRec()
+		// A store's group commit stops waiting for queue room then, instead
+		// of up to groupcommit.SubmitWaitMax.
+		rec = groupcommit.WithBoundedWait(rec)
 	}
 	outs := make([]outcome, len(b.recs))
 	sw, many := r.cfg.Store.(surgepay.SettlementWriter)
@@ -72,17 +90,33 @@ func (r *runner) batch(ctx context.Context, b *prepared) int {
 			case d.res == nil:
 				outs[i] = d.out
 			case !many:
-				outs[i] = r.record(ctx, work, d)
+				outs[i] = r.record(ctx, rec, d)
 			}
 		})
 	}
 	wg.Wait()
 	if many {
-		r.recordMany(ctx, work, sw, b.ds, outs)
+		r.recordMany(ctx, rec, sw, b.ds, outs)
 	}
+	r.logLate(rec, outs)
 	captured, releases := r.tally(outs)
 	r.acknowledge(work, outs, releases)
 	return captured
+}
+
+// logLate logs, once per batch, the results not recorded within the
+// batch's time.
+func (r *runner) logLate(rec context.Context, outs []outcome) {
+	late := 0
+	for _, o := range outs {
+		if o.late {
+			late++
+		}
+	}
+	if late > 0 {
+		r.cfg.Logger.Warn("settle: results not recorded within the batch's time (AckWait); their records are left for later "+
+			"and the provider replays each answer to the next delivery", "records", late, "err", context.Cause(rec).Error())
+	}
 }
 
 // open opens every record, on every CPU. A record that does not open is
@@ -344,19 +378,25 @@ func (r *runner) recorded(d *decision, p *surgepay.Payment) outcome {
 
 // record stores the provider's answer on the payment: one Write, issued
 // concurrently with the rest of the batch so the store group-commits them.
-// A concurrent update reloads the payment and tries again.
-func (r *runner) record(ctx, work context.Context, d *decision) outcome {
+// A concurrent update reloads the payment and tries again. ctx ends
+// retries; rec carries the store calls, and once it ends no Write is
+// issued: the result is left for later (late).
+func (r *runner) record(ctx, rec context.Context, d *decision) outcome {
 	out := d.out
 	p := d.p
 	for try := 0; ; try++ {
-		err := r.cfg.Store.Apply(work, r.resultWrite(d, p))
+		if rec.Err() != nil {
+			out.reason, out.late = ReasonStore, true
+			return out
+		}
+		err := r.cfg.Store.Apply(rec, r.resultWrite(d, p))
 		if err == nil {
 			return r.recorded(d, p)
 		}
 		retry := false
 		switch {
 		case surgepay.ErrorReason(err) == "concurrent_update" && try < conflictRetryMax:
-			q, ferr := r.cfg.Store.FindPayment(work, p.MerchantID, p.ID)
+			q, ferr := r.cfg.Store.FindPayment(rec, p.MerchantID, p.ID)
 			if ferr != nil {
 				err = ferr
 				break
@@ -372,8 +412,10 @@ func (r *runner) record(ctx, work context.Context, d *decision) outcome {
 		if !retry {
 			// The provider's answer is kept under its key: a later
 			// delivery replays it and records it then.
-			r.cfg.Logger.Error("settle: record result", "record", out.rec.ID, "payment", p.ID, "err", err.Error())
-			out.reason = ReasonStore
+			out.reason, out.late = ReasonStore, rec.Err() != nil
+			if !out.late { // late ones are logged together, by batch
+				r.cfg.Logger.Error("settle: record result", "record", out.rec.ID, "payment", p.ID, "err", err.Error())
+			}
 			return out
 		}
 	}
@@ -385,8 +427,8 @@ func (r *runner) record(ctx, work context.Context, d *decision) outcome {
 // changed meanwhile, a second record of one payment, an error) goes
 // through record, one Write each, which reloads a changed payment; so does
 // a result with an analytics delta (a declined capture), which
-// ApplySettlements does not store.
-func (r *runner) recordMany(ctx, work context.Context, sw surgepay.SettlementWriter, ds []decision, outs []outcome) {
+// ApplySettlements does not store. ctx and rec are as for record.
+func (r *runner) recordMany(ctx, rec context.Context, sw surgepay.SettlementWriter, ds []decision, outs []outcome) {
 	var many, solo []int
 	seen := map[surgepay.PaymentKey]bool{}
 	for i := range ds {
@@ -401,6 +443,9 @@ func (r *runner) recordMany(ctx, work context.Context, sw surgepay.SettlementWri
 		}
 		seen[k] = true
 	}
+	if rec.Err() != nil { // too late: record leaves each for later
+		many, solo = nil, append(solo, many...)
+	}
 	size := max(settlementChunkMin, (len(many)+settlementStatementsMax-1)/settlementStatementsMax)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -410,8 +455,8 @@ func (r *runner) recordMany(ctx, work context.Context, sw surgepay.SettlementWri
 			for j, i := range chunk {
 				ws[j] = r.resultWrite(&ds[i], ds[i].p)
 			}
-			stored, err := sw.ApplySettlements(work, ws)
-			if err != nil {
+			stored, err := sw.ApplySettlements(rec, ws)
+			if err != nil && rec.Err() == nil { // late ones are logged together, by batch
 				r.cfg.Logger.Warn("settle: record results; recording them one by one", "results", len(ws), "err", err.Error())
 			}
 			for j, i := range chunk {
@@ -427,7 +472,7 @@ func (r *runner) recordMany(ctx, work context.Context, sw surgepay.SettlementWri
 	}
 	wg.Wait()
 	for _, i := range solo {
-		wg.Go(func() { outs[i] = r.record(ctx, work, &ds[i]) })
+		wg.Go(func() { outs[i] = r.record(ctx, rec, &ds[i]) })
 	}
 	wg.Wait()
 }

@@ -18,7 +18,8 @@
 // outcome is unknown, its payment is not stored yet) is released to the
 // stage with a backoff (stage.Releaser), so that it comes back after that
 // delay, not after the stage's AckWait. With AckWait set, each batch is
-// planned to end within it (see AckWaitMin).
+// planned to end within it (see AckWaitMin), and records its results
+// within it or leaves them for later.
 package settle
 
 import (
@@ -66,8 +67,17 @@ const (
 	// ResultReserve is the time a batch keeps, after its last provider
 	// call ends, to record the results and acknowledge the records: a
 	// group commit of a batch takes milliseconds; this is room for a slow
-	// store.
+	// store. Recording is cut off AckReserve before the batch's AckWait
+	// ends (a store's full write queue would otherwise be waited out for
+	// up to groupcommit.SubmitWaitMax, 30 s): the results not recorded by
+	// then are left for later, unacknowledged, and the provider replays
+	// each answer to the record's next delivery under the same key.
 	ResultReserve = 5 * time.Second
+	// AckReserve is the end of ResultReserve kept after recording: a batch
+	// issues no result Write later than AckWait - AckReserve after its
+	// fetch, so that one queued just before commits (milliseconds) and is
+	// acknowledged before the records may be delivered again.
+	AckReserve = time.Second
 	// BatchWorkMin is the least time AckWait must leave a batch for
 	// starting captures.
 	BatchWorkMin = time.Second
@@ -114,7 +124,7 @@ const (
 	ReasonRetryLater = "retry_later" // the capture was not performed after the retries; left
 	ReasonUnknown    = "unknown"     // the capture's outcome is still unknown; left
 	ReasonKeyReused  = "key_reused"  // the provider refused the key's parameters; left
-	ReasonStore      = "store_error" // reading or writing the store failed; left
+	ReasonStore      = "store_error" // reading or writing the store failed, or its result was not recorded within AckWait; left
 	ReasonDeadline   = "deadline"    // the batch's time ran out before its capture started; released at once
 	ReasonDeclined   = "declined:"   // + decline code: the payment moved to failed
 )
@@ -153,9 +163,11 @@ type Config struct {
 	// unacknowledged before the stage delivers it again. Settle plans each
 	// batch to end within it: it starts no capture later than AckWait -
 	// CallTimeout - ResultReserve after the fetch, stops retries then,
-	// and releases the records not started (ReasonDeadline). It must be
-	// AckWaitMin(CallTimeout) to AckWaitMax. 0: no plan (batches are not
-	// timed).
+	// and releases the records not started (ReasonDeadline); it records
+	// no result later than AckWait - AckReserve after the fetch, and
+	// leaves a result not recorded by then for later (ReasonStore). It
+	// must be AckWaitMin(CallTimeout) to AckWaitMax. 0: no plan (batches
+	// are not timed).
 	AckWait time.Duration
 	// RateMax caps the captures started per second (0: no cap). On the
 	// embedded default settle shares the machine and the database file

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/groupcommit"
 	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/settle"
@@ -662,6 +664,121 @@ func TestSettleBatchDeadline(t *testing.T) {
 	}
 	for _, s := range sales {
 		wantCaptures(t, e, s.Payment, 1)
+	}
+}
+
+// countingCaptures counts the capture calls per key.
+type countingCaptures struct {
+	surgepay.Provider
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *countingCaptures) Capture(ctx context.Context, req *surgepay.CaptureRequest) (*surgepay.ProviderResult, error) {
+	c.mu.Lock()
+	c.calls[req.IdempotencyKey]++
+	c.mu.Unlock()
+	return c.Provider.Capture(ctx, req)
+}
+
+// fullWriteQueue is a store whose group-commit queue is full for the
+// first result Write (a payment update): that Write waits in a real
+// groupcommit.Committer's SubmitWait, as the stores' do, which is full
+// until the test ends. Later Writes go through; each must reach the store
+// before its context's deadline.
+type fullWriteQueue struct {
+	surgepay.Store
+	t    *testing.T
+	c    *groupcommit.Committer[int]
+	full atomic.Bool
+	// The first Write: when it was issued, its deadline, when its wait ended.
+	called, deadline, ended time.Time
+}
+
+func newFullWriteQueue(t *testing.T, st surgepay.Store) *fullWriteQueue {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c := groupcommit.New(groupcommit.Config{QueueDepthMax: 1, BatchSizeMax: 1}, func([]*groupcommit.Item[int]) error {
+		once.Do(func() { close(entered) })
+		<-release
+		return nil
+	})
+	go c.Submit(context.Background(), 0) // held in its commit
+	<-entered
+	go c.Submit(context.Background(), 1) // fills the queue
+	for c.QueueDepth() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	t.Cleanup(func() { close(release); c.Close() })
+	f := &fullWriteQueue{Store: st, t: t, c: c}
+	f.full.Store(true)
+	return f
+}
+
+func (f *fullWriteQueue) Apply(ctx context.Context, w *surgepay.Write) error {
+	if w.PaymentUpdate == nil {
+		return f.Store.Apply(ctx, w)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		f.t.Error("a result Write without a deadline: recording is not bounded by AckWait")
+		return errors.New("no deadline")
+	}
+	if f.full.CompareAndSwap(true, false) {
+		called := time.Now()
+		err := f.c.SubmitWait(ctx, 2)
+		f.called, f.deadline, f.ended = called, deadline, time.Now()
+		if !errors.Is(err, groupcommit.ErrQueueFull) {
+			f.t.Errorf("SubmitWait on the full queue: got %v, want ErrQueueFull", err)
+		}
+		return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "write_queue_full", Message: "busy"}
+	}
+	if !time.Now().Before(deadline) {
+		f.t.Errorf("a result Write issued after its deadline %v", deadline)
+	}
+	return f.Store.Apply(ctx, w)
+}
+
+// TestSettleRecordingBoundedByAckWait: a result that cannot be recorded
+// before its record may be delivered again (the store's write queue stays
+// full) is given up at AckWait - AckReserve after the fetch, not after
+// groupcommit.SubmitWaitMax; its record is not acknowledged, comes back,
+// and the capture is asked again under the same key: the network replays
+// it, and it is recorded once, captured once.
+func TestSettleRecordingBoundedByAckWait(t *testing.T) {
+	e := newEnv(t)
+	s := e.sale(t, 1000, cardOK)
+	store := newFullWriteQueue(t, e.store)
+	prov := &countingCaptures{Provider: e.sim, calls: map[string]int{}}
+	cfg := e.config(prov)
+	cfg.Store, cfg.CallTimeout = store, 100*time.Millisecond
+	cfg.AckWait = settle.AckWaitMin(cfg.CallTimeout)
+	start := time.Now()
+	rep := run(t, cfg)
+	if store.deadline.IsZero() {
+		t.Fatal("the full queue saw no result Write")
+	}
+	// The batch was fetched after start and before its first Write.
+	if d := cfg.AckWait - settle.AckReserve; store.deadline.Before(start.Add(d)) || store.deadline.After(store.called.Add(d)) {
+		t.Errorf("recording deadline %v after the run's start, want AckWait - AckReserve (%v) after the batch's fetch",
+			store.deadline.Sub(start), d)
+	}
+	if waited := store.ended.Sub(store.deadline); waited > groupcommit.SubmitWaitMax/2 {
+		t.Errorf("the wait for the full queue ended %v after the deadline, want at it (not after SubmitWaitMax)", waited)
+	}
+	if rep.Captured != 1 || rep.Failures[settle.ReasonStore] != 1 || rep.Batches != 2 || rep.Left != 0 || rep.BacklogDepth != 0 {
+		t.Errorf("report: captured %d, batches %d, left %d, backlog %d, failures %v; want captured 1 on the second delivery, store_error 1",
+			rep.Captured, rep.Batches, rep.Left, rep.BacklogDepth, rep.Failures)
+	}
+	if got := state(t, e.store, s.Payment); got != "captured" {
+		t.Errorf("payment %s, want captured", got)
+	}
+	if calls := prov.calls[key(s)]; calls != 2 {
+		t.Errorf("%d capture calls, want 2 (one per delivery)", calls)
+	}
+	wantCaptures(t, e, s.Payment, 1)
+	if evs, _ := e.store.ListEvents(context.Background(), e.merch, s.Payment.ID); len(evs) != 1 {
+		t.Errorf("%d audit events, want 1", len(evs))
 	}
 }
 
