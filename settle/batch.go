@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -55,14 +56,16 @@ type leftRecord struct {
 }
 
 // batch settles the prepared batch b and acknowledges what is done. It
-// returns the captures recorded.
+// closes tail once every record has started its capture or been decided
+// without one (at the latest when it returns). It returns the captures
+// recorded.
 //
 // With AckWait, the batch starts no capture later than its deadline (see
 // Config.AckWait), and records no result later than AckWait - AckReserve
 // after its fetch: a result not recorded by then is left for later,
 // unacknowledged (ReasonStore), for its record may come back any moment;
 // the provider replays its answer to that delivery, under the same key.
-func (r *runner) batch(ctx context.Context, b *prepared) int {
+func (r *runner) batch(ctx context.Context, b *prepared, tail chan<- struct{}) int {
 	work := context.WithoutCancel(ctx) // finish the batch on shutdown
 	rec := work                        // records the results
 	if r.cfg.AckWait > 0 {
@@ -75,15 +78,20 @@ func (r *runner) batch(ctx context.Context, b *prepared) int {
 		// of up to groupcommit.SubmitWaitMax.
 		rec = groupcommit.WithBoundedWait(rec)
 	}
+	tl := &batchTail{c: tail}
+	tl.left.Store(int64(len(b.ds)))
+	defer tl.end()
 	outs := make([]outcome, len(b.recs))
 	sw, many := r.cfg.Store.(surgepay.SettlementWriter)
 	var wg sync.WaitGroup
 	for i := range b.ds {
 		wg.Go(func() {
 			d := &b.ds[i]
-			if d.ins != nil {
+			if d.ins == nil {
+				tl.started()
+			} else {
 				r.sem <- struct{}{}
-				r.decide(ctx, work, d, b.payments)
+				r.decide(ctx, work, d, b.payments, tl.started)
 				<-r.sem // the Apply below does not hold a provider slot
 			}
 			switch {
@@ -103,6 +111,23 @@ func (r *runner) batch(ctx context.Context, b *prepared) int {
 	r.acknowledge(work, outs, releases)
 	return captured
 }
+
+// batchTail closes c once left records have started: their capture begun,
+// or decided without one. The batch is then in its tail, and the next one
+// is fetched (see runner.loop).
+type batchTail struct {
+	left atomic.Int64
+	once sync.Once
+	c    chan<- struct{}
+}
+
+func (t *batchTail) started() {
+	if t.left.Add(-1) == 0 {
+		t.end()
+	}
+}
+
+func (t *batchTail) end() { t.once.Do(func() { close(t.c) }) }
 
 // logLate logs, once per batch, the results not recorded within the
 // batch's time.
@@ -184,9 +209,29 @@ func (r *runner) preload(ctx context.Context, ds []decision) map[surgepay.Paymen
 
 // decide loads the payment of d's opened instruction (from payments when
 // preloaded) and, when it still has a staged capture, captures it at the
-// provider; it sets d.out, or d.res to record. ctx ends retries; work
-// carries the calls.
-func (r *runner) decide(ctx, work context.Context, d *decision, payments map[surgepay.PaymentKey]*surgepay.Payment) {
+// provider; it sets d.out, or d.res to record. It calls started once, when
+// the capture is about to start or d is decided without one. ctx ends
+// retries; work carries the calls.
+func (r *runner) decide(ctx, work context.Context, d *decision, payments map[surgepay.PaymentKey]*surgepay.Payment, started func()) {
+	ins := d.ins
+	p := r.ready(ctx, work, d, payments)
+	started()
+	if p == nil {
+		return
+	}
+	res, reason := r.capture(ctx, work, ins)
+	if res == nil {
+		d.out = outcome{rec: d.out.rec, reason: reason}
+		return
+	}
+	d.ins, d.p, d.res = ins, p, res
+}
+
+// ready returns the payment of d's instruction if its capture may start
+// now: the payment is stored and still has the staged capture ins
+// describes, the batch's time is not up and, under RateMax, the capture's
+// turn has come. Otherwise it decides d (sets d.out) and returns nil.
+func (r *runner) ready(ctx, work context.Context, d *decision, payments map[surgepay.PaymentKey]*surgepay.Payment) *surgepay.Payment {
 	log := r.cfg.Logger
 	ins, rec := d.ins, d.out.rec
 	d.ins = nil
@@ -201,29 +246,29 @@ func (r *runner) decide(ctx, work context.Context, d *decision, payments map[sur
 		if age := r.cfg.Now().Sub(born); age < r.cfg.OrphanGrace {
 			leave(ReasonOrphanWait)
 			d.out.orphanIn = r.cfg.OrphanGrace - age
-			return
+			return nil
 		}
 		log.Warn("settle: orphan record acknowledged: its payment was never stored", "record", rec.ID, "payment", ins.PaymentID)
 		d.out = outcome{rec: rec, ack: true, reason: ReasonOrphan}
-		return
+		return nil
 	}
 	if err != nil {
 		log.Error("settle: load payment", "record", rec.ID, "payment", ins.PaymentID, "err", err.Error())
 		leave(ReasonStore)
-		return
+		return nil
 	}
 	if p.StagedCapture() == nil {
 		d.out = outcome{rec: rec, ack: true, result: resultSettled}
-		return
+		return nil
 	}
 	if why := mismatch(ins, p); why != "" {
 		log.Error("settle: instruction disagrees with the payment; left at the stage", "record", rec.ID, "payment", p.ID, "field", why)
 		leave(ReasonMismatch)
-		return
+		return nil
 	}
 	if context.Cause(ctx) == errBatchDeadline {
 		leave(ReasonDeadline)
-		return
+		return nil
 	}
 	if r.limiter != nil {
 		if err := r.limiter.Wait(ctx); err != nil {
@@ -231,15 +276,10 @@ func (r *runner) decide(ctx, work context.Context, d *decision, payments map[sur
 			// the run is ending: nothing was done, the record goes back to
 			// the stage at once (not counted as left).
 			leave(ReasonDeadline)
-			return
+			return nil
 		}
 	}
-	res, reason := r.capture(ctx, work, ins)
-	if res == nil {
-		leave(reason)
-		return
-	}
-	d.ins, d.p, d.res = ins, p, res
+	return p
 }
 
 // load returns the payment of ins: from payments when preloaded, else from

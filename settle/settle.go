@@ -19,7 +19,9 @@
 // stage with a backoff (stage.Releaser), so that it comes back after that
 // delay, not after the stage's AckWait. With AckWait set, each batch is
 // planned to end within it (see AckWaitMin), and records its results
-// within it or leaves them for later.
+// within it or leaves them for later; the next batch is fetched only once
+// the current one has started its last capture, so that its own AckWait
+// is not spent waiting.
 package settle
 
 import (
@@ -341,7 +343,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 func (r *runner) loop(ctx context.Context) error {
 	stageErrors := 0
-	next := r.prefetch(ctx)
+	next := r.prefetch(ctx, nil)
 	for {
 		b := <-next
 		switch {
@@ -356,7 +358,7 @@ func (r *runner) loop(ctx context.Context) error {
 			}
 			r.cfg.Logger.Warn("settle: fetch", "err", b.err.Error())
 			sleep(ctx, r.cfg.RetryBackoff<<min(stageErrors, 6))
-			next = r.prefetch(ctx)
+			next = r.prefetch(ctx, nil)
 			continue
 		}
 		stageErrors = 0
@@ -365,20 +367,19 @@ func (r *runner) loop(ctx context.Context) error {
 			if done || err != nil {
 				return err
 			}
-			next = r.prefetch(ctx)
+			next = r.prefetch(ctx, nil)
 			continue
 		}
-		// The next batch is fetched, opened and loaded while this one
-		// settles; not under RateMax, where this batch may take longer than
-		// the next one's AckWait window, which runs from its fetch.
-		if r.limiter == nil {
-			next = r.prefetch(ctx)
-		}
-		captured := r.batch(ctx, b)
+		// The next batch is fetched, opened and loaded during this one's
+		// tail, once every record of this one has started its capture (or
+		// needs none). Not sooner: the next batch's AckWait runs from its
+		// fetch, and with a slow provider or RateMax, a batch fetched when
+		// this one began would find its time spent when its turn came, and
+		// hand its records back as deadline.
+		tail := make(chan struct{})
+		next = r.prefetch(ctx, tail)
+		captured := r.batch(ctx, b, tail)
 		r.afterBatch(ctx, len(b.recs), captured, r.cfg.Now().Sub(b.start))
-		if r.limiter != nil {
-			next = r.prefetch(ctx)
-		}
 	}
 }
 
@@ -393,12 +394,20 @@ type prepared struct {
 	payments map[surgepay.PaymentKey]*surgepay.Payment
 }
 
-// prefetch prepares the next batch in the background: its fetch, opening
-// and load overlap the settling of the batch before it. Once returned, the
-// batch must be settled or released.
-func (r *runner) prefetch(ctx context.Context) <-chan *prepared {
+// prefetch prepares the next batch in the background, once after is
+// closed (nil: at once): its fetch, opening and load overlap the end of
+// the batch before it. Once returned, the batch must be settled or
+// released.
+func (r *runner) prefetch(ctx context.Context, after <-chan struct{}) <-chan *prepared {
 	c := make(chan *prepared, 1)
 	go func() {
+		if after != nil {
+			<-after
+			if ctx.Err() != nil { // the run is ending: fetch nothing only to hand it back
+				c <- &prepared{err: ctx.Err()}
+				return
+			}
+		}
 		b := &prepared{start: r.cfg.Now(), fetched: time.Now()}
 		b.recs, b.err = r.cfg.Consumer.Fetch(ctx, r.cfg.BatchSizeMax, r.cfg.BatchWait)
 		if b.err == nil && len(b.recs) > 0 {

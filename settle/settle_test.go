@@ -667,6 +667,36 @@ func TestSettleBatchDeadline(t *testing.T) {
 	}
 }
 
+// TestSettlePrefetchKeepsItsTime: the next batch is fetched during the
+// current one's tail, not when it begins, so that its AckWait window is
+// not spent waiting for a slow batch to end: with batches that fit their
+// window, none is handed back as deadline.
+func TestSettlePrefetchKeepsItsTime(t *testing.T) {
+	e := newEnv(t)
+	const size, batches = 4, 2
+	var sales []*stagetest.Staged
+	for i := range size * batches {
+		sales = append(sales, e.sale(t, int64(1000+i), cardOK))
+	}
+	const delay = 250 * time.Millisecond
+	cfg := e.config(slowCaptures{Provider: e.sim, delay: delay})
+	cfg.Workers, cfg.BatchSizeMax, cfg.CallTimeout = 1, size, time.Second
+	// Time to start captures: 6 delays from a batch's fetch. A batch needs
+	// 4 (its captures run one after the other); the second batch began
+	// when the first did would need 4 + 3 = 7, fetched during its tail
+	// (its last capture) 1 + 3 = 4.
+	window := 6 * delay
+	cfg.AckWait = cfg.CallTimeout + settle.ResultReserve + window
+	rep := run(t, cfg)
+	if rep.Captured != size*batches || rep.Failures[settle.ReasonDeadline] != 0 || rep.Batches != batches || rep.Left != 0 {
+		t.Errorf("report: captured %d, batches %d, left %d, failures %v; want %d captured in %d batches, none deadline",
+			rep.Captured, rep.Batches, rep.Left, rep.Failures, size*batches, batches)
+	}
+	for _, s := range sales {
+		wantCaptures(t, e, s.Payment, 1)
+	}
+}
+
 // countingCaptures counts the capture calls per key.
 type countingCaptures struct {
 	surgepay.Provider
