@@ -36,6 +36,11 @@ const (
 	WebhookResultsMax = 1000
 	// webhookPurgeMax bounds one DeleteFailedWebhooksBefore.
 	webhookPurgeMax = 10_000
+	// WebhookClaimScanMax bounds the due deliveries one claim locks and
+	// considers: four times what it may return, so that endpoints at their
+	// bound among the oldest seldom cut it short, without locking rows by
+	// the thousand to claim a few.
+	WebhookClaimScanMax = 4 * WebhookClaimMax
 )
 
 // lockWebhookEndpoint orders endpoint guards after the payment guards.
@@ -67,14 +72,31 @@ const (
 	sqlWebhookEndpointList   = `SELECT ` + webhookEndpointCols + ` FROM webhook_endpoints WHERE merchant_id = $1
 		ORDER BY id DESC LIMIT $2`
 	sqlWebhookMerchants = `SELECT DISTINCT merchant_id FROM webhook_endpoints`
-	sqlWebhookClaim     = `WITH due AS (
-		SELECT event_id, endpoint_id FROM webhook_deliveries
+	// sqlWebhookClaim claims up to $3 due deliveries, oldest due first, at
+	// most $6 of one endpoint or, for an endpoint in the arrays $4 and $5,
+	// its room. It locks the $7 oldest due deliveries of endpoints with
+	// room, skipping those another claim holds (an endpoint without room is
+	// skipped in the index scan, so its backlog does not hide the
+	// others'), and claims the ones within their endpoints' room.
+	sqlWebhookClaim = `WITH room AS (
+		SELECT * FROM unnest($4::text[], $5::int[]) AS r(endpoint_id, n)
+	), due AS (
+		SELECT event_id, endpoint_id, next_attempt FROM webhook_deliveries
 		WHERE status = 'pending' AND next_attempt <= $1
-		ORDER BY next_attempt LIMIT $3
+			AND endpoint_id NOT IN (SELECT endpoint_id FROM room WHERE n <= 0)
+		ORDER BY next_attempt LIMIT $7
 		FOR UPDATE SKIP LOCKED
+	), ranked AS (
+		SELECT event_id, endpoint_id, next_attempt,
+			row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt, event_id) AS rn
+		FROM due
+	), picked AS (
+		SELECT k.event_id, k.endpoint_id FROM ranked k LEFT JOIN room r ON r.endpoint_id = k.endpoint_id
+		WHERE k.rn <= coalesce(r.n, $6)
+		ORDER BY k.next_attempt LIMIT $3
 	), claimed AS (
 		UPDATE webhook_deliveries d SET next_attempt = $2, attempts = d.attempts + 1, updated = $1
-		FROM due WHERE d.event_id = due.event_id AND d.endpoint_id = due.endpoint_id
+		FROM picked WHERE d.event_id = picked.event_id AND d.endpoint_id = picked.endpoint_id
 		RETURNING d.event_id, d.endpoint_id, d.merchant_id, d.payment_id, d.type, d.payload, d.attempts, d.created
 	)
 	SELECT c.event_id, c.endpoint_id, c.merchant_id, c.payment_id, c.type, c.payload, c.attempts, c.created,
@@ -195,13 +217,27 @@ func (db *DB) ListWebhookMerchants(ctx context.Context) ([]string, error) {
 }
 
 // ClaimWebhookDeliveries claims up to max (at most WebhookClaimMax) due
-// deliveries with one statement.
+// deliveries: ClaimWebhookDeliveriesBounded without a bound per endpoint.
 func (db *DB) ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.Time, max int) ([]*surgepay.WebhookDelivery, error) {
-	if max <= 0 {
+	return db.ClaimWebhookDeliveriesBounded(ctx, now, leaseUntil, max, max, nil)
+}
+
+// ClaimWebhookDeliveriesBounded claims up to max (at most WebhookClaimMax)
+// due deliveries, at most endpointMax of one endpoint, or room[id] of
+// endpoint id (webhook.BoundedClaimer), with one statement.
+func (db *DB) ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil time.Time, max, endpointMax int,
+	room map[string]int) ([]*surgepay.WebhookDelivery, error) {
+	max = min(max, WebhookClaimMax)
+	if max <= 0 || endpointMax <= 0 {
 		return nil, nil
 	}
+	ids, ns := make([]string, 0, len(room)), make([]int32, 0, len(room))
+	for id, n := range room {
+		ids, ns = append(ids, id), append(ns, int32(min(n, endpointMax)))
+	}
 	defer count(ctx, surgepay.StmtUpdate)()
-	rows, _ := db.pool.Query(ctx, sqlWebhookClaim, dbTime(now), dbTime(leaseUntil), min(max, WebhookClaimMax))
+	rows, _ := db.pool.Query(ctx, sqlWebhookClaim, dbTime(now), dbTime(leaseUntil), max, ids, ns, endpointMax,
+		min(4*max, WebhookClaimScanMax))
 	ds, err := collect(rows, func(row pgx.Row) (*surgepay.WebhookDelivery, error) {
 		var d surgepay.WebhookDelivery
 		if err := row.Scan(&d.EventID, &d.EndpointID, &d.MerchantID, &d.PaymentID, &d.Type, &d.Payload,

@@ -10,7 +10,11 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/postgres"
+	"github.com/surgepay/surgepay/webhook"
 )
+
+// The dispatcher bounds its claims per endpoint with this capability.
+var _ webhook.BoundedClaimer = (*postgres.DB)(nil)
 
 // TestWebhookEndpointLimitAcrossNodes: two stores on one schema (two API
 // nodes) create endpoints for the same merchants at once; each merchant

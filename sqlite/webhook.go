@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -32,6 +33,10 @@ const (
 	// WebhookResultsMax bounds one RecordWebhookResults: one writer
 	// operation, one statement per result.
 	WebhookResultsMax = 1000
+	// WebhookClaimScanMax bounds the due deliveries one claim considers
+	// (four times what it may return, so that endpoints at their bound
+	// among the oldest seldom cut it short): the claim runs on the writer.
+	WebhookClaimScanMax = 4 * WebhookClaimMax
 )
 
 const webhookEndpointCols = "merchant_id, id, url, description, sealed_secret, created"
@@ -46,9 +51,23 @@ const (
 	sqlWebhookEndpointInsert = `INSERT INTO webhook_endpoints (` + webhookEndpointCols + `)
 		SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE (SELECT count(*) FROM webhook_endpoints WHERE merchant_id = ?1) < ?7`
 	sqlWebhookEndpointDelete = `DELETE FROM webhook_endpoints WHERE merchant_id = ? AND id = ?`
-	sqlWebhookClaim          = `UPDATE webhook_deliveries SET next_attempt = ?2, attempts = attempts + 1, updated = ?1
-		WHERE rowid IN (SELECT rowid FROM webhook_deliveries WHERE status = 'pending' AND next_attempt <= ?1
-			ORDER BY next_attempt LIMIT ?3)
+	// sqlWebhookClaim claims up to ?3 due deliveries, oldest due first, at
+	// most ?5 of one endpoint or, for an endpoint in the JSON object ?4
+	// ({"we_...": n}), n. It considers the ?6 oldest due deliveries of the
+	// endpoints with room (an endpoint with none is skipped in the index
+	// scan, so its backlog does not hide the others').
+	sqlWebhookClaim = `UPDATE webhook_deliveries SET next_attempt = ?2, attempts = attempts + 1, updated = ?1
+		WHERE rowid IN (
+			SELECT c.rid FROM (
+				SELECT rid, endpoint_id, next_attempt,
+					row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt, rid) AS rn
+				FROM (SELECT rowid AS rid, endpoint_id, next_attempt FROM webhook_deliveries
+					WHERE status = 'pending' AND next_attempt <= ?1
+						AND endpoint_id NOT IN (SELECT key FROM json_each(?4) WHERE value <= 0)
+					ORDER BY next_attempt LIMIT ?6)
+			) c LEFT JOIN json_each(?4) r ON r.key = c.endpoint_id
+			WHERE c.rn <= coalesce(r.value, ?5)
+			ORDER BY c.next_attempt LIMIT ?3)
 		RETURNING event_id, endpoint_id, merchant_id, payment_id, type, payload, attempts, created,
 			(SELECT url FROM webhook_endpoints e
 				WHERE e.merchant_id = webhook_deliveries.merchant_id AND e.id = webhook_deliveries.endpoint_id),
@@ -67,8 +86,9 @@ const (
 	sqlWebhookEndpointList = `SELECT ` + webhookEndpointCols + ` FROM webhook_endpoints WHERE merchant_id = ?
 		ORDER BY id DESC LIMIT ?`
 	sqlWebhookMerchants = `SELECT DISTINCT merchant_id FROM webhook_endpoints`
-	sqlWebhookDue       = `SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt <= ?)`
-	sqlWebhookBacklog   = `SELECT (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'),
+	sqlWebhookDue       = `SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt <= ?1
+		AND endpoint_id NOT IN (SELECT key FROM json_each(?2) WHERE value <= 0))`
+	sqlWebhookBacklog = `SELECT (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'),
 		(SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'),
 		(SELECT min(created) FROM webhook_deliveries WHERE status = 'pending')`
 )
@@ -238,14 +258,35 @@ func (db *DB) ListWebhookMerchants(ctx context.Context) ([]string, error) {
 }
 
 // ClaimWebhookDeliveries claims up to max (at most WebhookClaimMax) due
-// deliveries. A read answers first whether any is due, so an idle poll
-// costs no writer operation; the claim itself is one UPDATE on the writer.
+// deliveries: ClaimWebhookDeliveriesBounded without a bound per endpoint.
 func (db *DB) ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.Time, max int) ([]*surgepay.WebhookDelivery, error) {
-	if max <= 0 {
+	return db.ClaimWebhookDeliveriesBounded(ctx, now, leaseUntil, max, max, nil)
+}
+
+// ClaimWebhookDeliveriesBounded claims up to max (at most WebhookClaimMax)
+// due deliveries, at most endpointMax of one endpoint, or room[id] of
+// endpoint id (webhook.BoundedClaimer). A read answers first whether any
+// is due for an endpoint with room, so an idle poll, or one that finds
+// only endpoints at their bound, costs no writer operation; the claim
+// itself is one UPDATE on the writer.
+func (db *DB) ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil time.Time, max, endpointMax int,
+	room map[string]int) ([]*surgepay.WebhookDelivery, error) {
+	max = min(max, WebhookClaimMax)
+	if max <= 0 || endpointMax <= 0 {
 		return nil, nil
 	}
+	// room as a JSON object for json_each: text, not a BLOB, which SQLite
+	// would read as JSONB.
+	roomJSON := "{}"
+	if len(room) > 0 {
+		b, err := json.Marshal(room)
+		if err != nil {
+			return nil, fmt.Errorf("claim webhooks: %w", err)
+		}
+		roomJSON = string(b)
+	}
 	var due bool
-	if err := db.read.QueryRowContext(ctx, sqlWebhookDue, now.UnixNano()).Scan(&due); err != nil {
+	if err := db.read.QueryRowContext(ctx, sqlWebhookDue, now.UnixNano(), roomJSON).Scan(&due); err != nil {
 		return nil, fmt.Errorf("look for due webhooks: %w", err)
 	}
 	if !due {
@@ -255,7 +296,7 @@ func (db *DB) ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.T
 	err := db.runOnWriter(ctx, func(ctx context.Context, w *writer) error {
 		surgepay.CountStatement(ctx, surgepay.StmtUpdate)
 		rows, err := w.webhook.claim.QueryContext(context.Background(), now.UnixNano(), leaseUntil.UnixNano(),
-			min(max, WebhookClaimMax))
+			max, roomJSON, endpointMax, min(4*max, WebhookClaimScanMax))
 		out, err = scanAll(rows, err, scanWebhookDelivery)
 		return err
 	})

@@ -2,11 +2,13 @@ package storetest
 
 import (
 	"fmt"
+	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/webhook"
 )
 
 // Webhooks: a store with the surgepay.WebhookStore capability keeps
@@ -14,7 +16,8 @@ import (
 // for every endpoint its merchant has at commit, in the Write's own
 // transaction, with ONE more statement (none without a Webhook). Claims
 // lease what they return; results apply only to the attempt they report.
-// The webhook tests skip a store without the capability.
+// The webhook tests skip a store without the capability; a store with it
+// must also claim with a bound per endpoint (webhook.BoundedClaimer).
 
 var webhookTests = []struct {
 	name string
@@ -26,6 +29,7 @@ var webhookTests = []struct {
 	{"WebhookFanOutInTheWrite", testWebhookFanOutInTheWrite},
 	{"WebhookRefusedWriteQueuesNothing", testWebhookRefusedWriteQueuesNothing},
 	{"WebhookClaimLeases", testWebhookClaimLeases},
+	{"WebhookClaimBoundedPerEndpoint", testWebhookClaimBoundedPerEndpoint},
 	{"WebhookResults", testWebhookResults},
 	{"WebhookEndpointDeletedDelivery", testWebhookEndpointDeletedDelivery},
 	{"WebhookPurgeFailed", testWebhookPurgeFailed},
@@ -338,6 +342,82 @@ func testWebhookClaimLeases(t *testing.T, s surgepay.Store) {
 			t.Errorf("delivery %s: Attempt = %d after two claims, want 2", d.EventID, d.Attempt)
 		}
 	}
+}
+
+// testWebhookClaimBoundedPerEndpoint: a bounded claim takes at most
+// endpointMax deliveries of one endpoint, or its room, oldest due first;
+// an endpoint without room is skipped however many of its deliveries are
+// oldest; what a claim leaves stays due, its attempt uncounted.
+func testWebhookClaimBoundedPerEndpoint(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	bc, ok := ws.(webhook.BoundedClaimer)
+	if !ok {
+		t.Fatal("the store has the WebhookStore capability but no bounded claim (webhook.BoundedClaimer)")
+	}
+	claimBounded := func(at time.Time, max, endpointMax int, room map[string]int) map[string][]*surgepay.WebhookDelivery {
+		t.Helper()
+		ds, err := bc.ClaimWebhookDeliveriesBounded(t.Context(), at, at.Add(time.Minute), max, endpointMax, room)
+		if err != nil {
+			t.Fatalf("ClaimWebhookDeliveriesBounded: %v", err)
+		}
+		by := map[string][]*surgepay.WebhookDelivery{}
+		for _, d := range ds {
+			by[d.EndpointID] = append(by[d.EndpointID], d)
+		}
+		for _, l := range by { // RETURNING may come in any order
+			sort.Slice(l, func(i, j int) bool { return l[i].Created.Before(l[j].Created) })
+		}
+		return by
+	}
+	// slow's deliveries are all older than fast's, as a stuck endpoint's
+	// backlog would be.
+	slowM, fastM := newMerchant(t, s), newMerchant(t, s)
+	slow, fast := newEndpoint(t, s, slowM.ID, 1), newEndpoint(t, s, fastM.ID, 2)
+	t0 := now()
+	var evs []*surgepay.WebhookEvent
+	for i := range 10 {
+		m := slowM.ID
+		if i >= 6 {
+			m = fastM.ID
+		}
+		w, p := purchase(m)
+		w.Webhook = webhookEvent(p)
+		w.Webhook.Created = t0.Add(time.Duration(i) * time.Millisecond)
+		apply(t, s, w)
+		evs = append(evs, w.Webhook)
+	}
+	want := func(what string, got []*surgepay.WebhookDelivery, events ...*surgepay.WebhookEvent) {
+		t.Helper()
+		var g, w []string
+		for _, d := range got {
+			g = append(g, fmt.Sprintf("%s attempt %d", d.EventID, d.Attempt))
+		}
+		for _, ev := range events {
+			w = append(w, fmt.Sprintf("%s attempt 1", ev.ID))
+		}
+		if d := diff(w, g); d != "" {
+			t.Errorf("%s (-want +got):\n%s", what, d)
+		}
+	}
+	at := t0.Add(time.Second)
+
+	by := claimBounded(at, 100, 2, nil)
+	want("claim of 2 per endpoint: slow's", by[slow.ID], evs[0], evs[1])
+	want("claim of 2 per endpoint: fast's", by[fast.ID], evs[6], evs[7])
+
+	// A claim of at most 1 may consider only a few due deliveries: slow's,
+	// the oldest, must be skipped in its scan, not after it.
+	by = claimBounded(at, 1, 2, map[string]int{slow.ID: 0, fast.ID: 1})
+	want("claim with slow at its bound: slow's", by[slow.ID])
+	want("claim with slow at its bound, room 1 for fast: fast's", by[fast.ID], evs[8])
+
+	by = claimBounded(at, 1, 2, map[string]int{fast.ID: 0})
+	want("claim of at most 1: slow's", by[slow.ID], evs[2])
+
+	// What the bounded claims left is due, never attempted: attempt 1.
+	ds := claim(t, ws, at, at.Add(time.Minute), 100)
+	sort.Slice(ds, func(i, j int) bool { return ds[i].Created.Before(ds[j].Created) })
+	want("unbounded claim of the rest", ds, evs[3], evs[4], evs[5], evs[9])
 }
 
 // testWebhookResults: delivered is removed, retry is due at NextAttempt,
