@@ -97,20 +97,20 @@ func newLimiter(limit rate.Limit, burst int) *limiter {
 // exactly what a new bucket would. Called with limiters.mu held.
 func (l *limiter) full(now time.Time) bool { return l.bucket.TokensAt(now) >= float64(l.burst) }
 
-// prune makes room for a sixteenth of bucketsMax new buckets. It drops the full
-// buckets first: a full bucket admits exactly what a new one would, so
-// dropping it changes nothing. If that is not room enough it drops others
-// at random, each of which its merchant gets back full: at most one extra
-// burst per dropped merchant, and only with more than bucketsMax merchants
-// limited at once. Called with ls.mu held; one pass over the table per
-// bucketsMax/16 new merchants.
+// prune makes room for a sixteenth of bucketsMax new buckets (one at
+// least). It drops the full buckets first: a full bucket admits exactly
+// what a new one would, so dropping it changes nothing. If that is not
+// room enough it drops others at random, each of which its merchant gets
+// back full: at most one extra burst per dropped merchant, and only with
+// more than bucketsMax merchants limited at once. Called with ls.mu held;
+// one pass over the table per bucketsMax/16 new merchants.
 func (ls *limiters) prune(now time.Time) {
 	for id, l := range ls.m {
 		if l.full(now) {
 			delete(ls.m, id)
 		}
 	}
-	keep := ls.bucketsMax - ls.bucketsMax/16
+	keep := ls.bucketsMax - max(1, ls.bucketsMax/16)
 	for id := range ls.m {
 		if len(ls.m) <= keep {
 			break

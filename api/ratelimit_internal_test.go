@@ -47,6 +47,16 @@ func TestLimitersBounded(t *testing.T) {
 		t.Error("busy's empty bucket was dropped while full ones could go: it admitted another request")
 	}
 
+	t.Run("SmallBound", func(t *testing.T) {
+		small := newLimiters(func() time.Time { return now })
+		small.bucketsMax = 3
+		for i := range 10 {
+			small.take(fmt.Sprint("mer_", i), 1, 1)
+			if got := small.len(); got > small.bucketsMax {
+				t.Fatalf("len = %d after %d merchants, want at most %d", got, i+1, small.bucketsMax)
+			}
+		}
+	})
 	t.Run("NoFullBucket", func(t *testing.T) {
 		for i := range 64 {
 			take(fmt.Sprint("flood", i)) // each takes its only token
