@@ -49,7 +49,8 @@ const (
 	// deliveries; a commit on this node wakes it at once.
 	PollIntervalDefault = time.Second
 	// ClaimBatchMax bounds one claim; a claim also takes no more than the
-	// idle workers, so every claimed delivery starts at once.
+	// idle workers, nor more of one endpoint than its room (see
+	// Config.EndpointInflightMax), so every claimed delivery starts at once.
 	ClaimBatchMax = 100
 	// ResultBatchMax bounds the results recorded in one store call.
 	ResultBatchMax = 256
@@ -85,6 +86,15 @@ type Config struct {
 	Logger *slog.Logger
 	// Workers bounds the deliveries in flight. Default 16.
 	Workers int
+	// EndpointInflightMax bounds the deliveries in flight to one endpoint
+	// (on this node), so that a slow or dead endpoint holds at most this
+	// many workers while the others' deliveries go on: a delivery of an
+	// endpoint at its bound is not claimed (it stays due, its attempt
+	// uncounted) until one of them ends. It also caps what one
+	// endpoint can receive: about EndpointInflightMax / its answer time
+	// deliveries per second per node. 1 to Workers; default
+	// EndpointInflightDefault (4), or Workers if fewer.
+	EndpointInflightMax int
 	// Timeout bounds one delivery. Default 10s.
 	Timeout time.Duration
 	// AttemptsMax is the attempts at a delivery before it is kept as
@@ -146,6 +156,12 @@ func (c *Config) defaults() error {
 	if c.Timeout > TimeoutMax {
 		return fmt.Errorf("webhook: Timeout %s exceeds %s", c.Timeout, TimeoutMax)
 	}
+	if c.EndpointInflightMax == 0 {
+		c.EndpointInflightMax = min(EndpointInflightDefault, c.Workers)
+	}
+	if c.EndpointInflightMax < 1 || c.EndpointInflightMax > c.Workers {
+		return fmt.Errorf("webhook: EndpointInflightMax %d must be 1 to Workers (%d)", c.EndpointInflightMax, c.Workers)
+	}
 	return nil
 }
 
@@ -158,8 +174,10 @@ type Stats struct {
 // Dispatcher delivers the outbox. Safe for concurrent use; run one Run
 // per process.
 type Dispatcher struct {
-	cfg    Config
-	client *http.Client
+	cfg     Config
+	client  *http.Client
+	claimer BoundedClaimer // nil if the store has no bounded claim
+	eps     *endpoints
 
 	delivered, retried, failed, dropped atomic.Uint64
 	mu                                  sync.Mutex
@@ -171,7 +189,14 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Dispatcher{cfg: cfg, client: newClient(cfg)}, nil
+	d := &Dispatcher{cfg: cfg, client: newClient(cfg), eps: newEndpoints(cfg.EndpointInflightMax)}
+	if c, ok := cfg.Store.(BoundedClaimer); ok {
+		d.claimer = c
+	} else {
+		cfg.Logger.Warn("webhooks: the store cannot bound the deliveries claimed per endpoint; " +
+			"one slow endpoint may hold every worker")
+	}
+	return d, nil
 }
 
 // errAddressNotAllowed refuses a connection to a non-public address.
@@ -200,7 +225,7 @@ func newClient(cfg Config) *http.Client {
 		TLSHandshakeTimeout:    cfg.Timeout,
 		ResponseHeaderTimeout:  cfg.Timeout,
 		MaxIdleConns:           cfg.Workers,
-		MaxIdleConnsPerHost:    4,
+		MaxIdleConnsPerHost:    max(4, cfg.EndpointInflightMax),
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 16 << 10,
 		DisableCompression:     true,
@@ -248,16 +273,19 @@ func (d *Dispatcher) Stats() Stats {
 func (d *Dispatcher) lease() time.Duration { return d.cfg.Timeout + LeaseMargin }
 
 // Run delivers until ctx ends: it claims as many due deliveries as it has
-// idle workers, sends each on its own worker, and records the results in
-// batches on another goroutine. When ctx ends it claims no more, lets the
-// deliveries in flight finish (each bounded by Timeout) and records their
-// results.
+// idle workers (no more of one endpoint than its room), sends each on its
+// own worker, and records the results in batches on another goroutine.
+// An attempt that ends gives its endpoint room again, so Run claims again
+// at once. When ctx ends it claims no more, lets the deliveries in flight
+// finish (each bounded by Timeout) and records their results.
 func (d *Dispatcher) Run(ctx context.Context) {
 	results := make(chan *surgepay.WebhookResult, d.cfg.Workers)
 	recorded := make(chan struct{})
 	go func() { defer close(recorded); d.recordLoop(results) }()
-	slots := make(chan struct{}, d.cfg.Workers)
-	freed := make(chan struct{}, 1)
+	// ended receives one value per attempt that ends: at most Workers are
+	// in flight, so a send never blocks.
+	ended := make(chan struct{}, d.cfg.Workers)
+	busy := 0 // workers in flight; only this goroutine counts
 	var inflight sync.WaitGroup
 	d.refreshBacklog(ctx)
 	backlog, purge := time.NewTicker(BacklogInterval), time.NewTicker(PurgeInterval)
@@ -266,41 +294,35 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for ctx.Err() == nil {
-		free := d.cfg.Workers - len(slots)
-		n := min(free, ClaimBatchMax)
+		for len(ended) > 0 {
+			<-ended
+			busy--
+		}
+		n := min(d.cfg.Workers-busy, ClaimBatchMax)
 		var ds []*surgepay.WebhookDelivery
 		if n > 0 {
 			var err error
-			now := d.cfg.Now()
-			if ds, err = d.cfg.Store.ClaimWebhookDeliveries(ctx, now, now.Add(d.lease()), n); err != nil && ctx.Err() == nil {
+			if ds, err = d.claim(ctx, n); err != nil && ctx.Err() == nil {
 				d.cfg.Logger.Warn("webhooks: claim deliveries", "err", err.Error())
 			}
 		}
 		for _, dl := range ds {
-			slots <- struct{}{}
-			inflight.Add(1)
-			go func() {
-				defer inflight.Done()
-				results <- d.attempt(dl)
-				<-slots
-				select {
-				case freed <- struct{}{}:
-				default:
-				}
-			}()
+			busy++
+			inflight.Go(func() {
+				results <- d.attemptCounted(dl)
+				ended <- struct{}{}
+			})
 		}
-		if n > 0 && len(ds) == n {
-			continue // perhaps more are due
+		if len(ds) > 0 {
+			continue // perhaps more are due: a claim stops at endpoints' bounds
 		}
-		var wait <-chan struct{}
-		if n == 0 {
-			wait = freed // every worker is busy
-		} else {
+		if n > 0 {
 			poll.Reset(d.cfg.PollInterval)
 		}
 		select {
 		case <-ctx.Done():
-		case <-wait:
+		case <-ended:
+			busy--
 		case <-d.cfg.Wake:
 		case <-poll.C:
 		case <-backlog.C:
@@ -314,13 +336,31 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	<-recorded
 }
 
-// DeliverDue claims the deliveries due now (up to ClaimBatchMax), sends
-// them on at most Workers goroutines, records the results and returns how
-// many it attempted. Run does the same continuously; DeliverDue is one
-// synchronous round, for tests and tools.
-func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
+// claim claims up to n due deliveries, within their endpoints' room, and
+// counts them in flight.
+func (d *Dispatcher) claim(ctx context.Context, n int) ([]*surgepay.WebhookDelivery, error) {
 	now := d.cfg.Now()
-	ds, err := d.cfg.Store.ClaimWebhookDeliveries(ctx, now, now.Add(d.lease()), ClaimBatchMax)
+	var ds []*surgepay.WebhookDelivery
+	var err error
+	if d.claimer != nil {
+		ds, err = d.claimer.ClaimWebhookDeliveriesBounded(ctx, now, now.Add(d.lease()), n, d.cfg.EndpointInflightMax,
+			d.eps.room())
+	} else {
+		ds, err = d.cfg.Store.ClaimWebhookDeliveries(ctx, now, now.Add(d.lease()), n)
+	}
+	for _, dl := range ds {
+		d.eps.started(dl)
+	}
+	return ds, err
+}
+
+// DeliverDue claims the deliveries due now (up to ClaimBatchMax, no more of
+// one endpoint than its room), sends them on at most Workers goroutines,
+// records the results and returns how many it attempted. Run does the
+// same continuously; DeliverDue is one synchronous round, for tests and
+// tools.
+func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
+	ds, err := d.claim(ctx, ClaimBatchMax)
 	if err != nil {
 		return 0, err
 	}
@@ -329,18 +369,23 @@ func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
 	var wg sync.WaitGroup
 	for i, dl := range ds {
 		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rs[i] = d.attempt(dl)
+		wg.Go(func() {
+			rs[i] = d.attemptCounted(dl)
 			<-sem
-		}()
+		})
 	}
 	wg.Wait()
 	if len(rs) > 0 && !d.record(rs) {
 		return len(rs), errors.New("webhook: results not recorded")
 	}
 	return len(rs), nil
+}
+
+// attemptCounted attempts a claimed delivery and counts it out of flight.
+func (d *Dispatcher) attemptCounted(dl *surgepay.WebhookDelivery) *surgepay.WebhookResult {
+	r := d.attempt(dl)
+	d.eps.ended(r)
+	return r
 }
 
 // attempt sends one delivery and returns its result.

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -22,4 +23,54 @@ type BoundedClaimer interface {
 	// again.
 	ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil time.Time, max, endpointMax int,
 		room map[string]int) ([]*surgepay.WebhookDelivery, error)
+}
+
+// EndpointInflightDefault is the default of Config.EndpointInflightMax.
+const EndpointInflightDefault = 4
+
+// endpoints tracks the deliveries in flight on this node per endpoint,
+// to bound what a claim may take of each. Safe for concurrent use.
+type endpoints struct {
+	inflightMax int
+
+	mu       sync.Mutex
+	inflight map[string]int // endpoint → deliveries in flight; no entry for none
+}
+
+func newEndpoints(inflightMax int) *endpoints {
+	return &endpoints{inflightMax: inflightMax, inflight: map[string]int{}}
+}
+
+// room returns, for each endpoint that may not take inflightMax more
+// deliveries, how many it may take: the argument of a bounded claim.
+func (e *endpoints) room() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	room := make(map[string]int, len(e.inflight))
+	for id, n := range e.inflight {
+		room[id] = max(e.inflightMax-n, 0)
+	}
+	return room
+}
+
+// started counts a delivery in flight.
+func (e *endpoints) started(dl *surgepay.WebhookDelivery) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inflight[dl.EndpointID]++
+}
+
+// ended counts a delivery's attempt done.
+func (e *endpoints) ended(r *surgepay.WebhookResult) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id := r.EndpointID
+	switch n := e.inflight[id]; {
+	case n < 1:
+		panic("webhook: an attempt ended that was not counted in flight")
+	case n == 1:
+		delete(e.inflight, id)
+	default:
+		e.inflight[id] = n - 1
+	}
 }
