@@ -90,7 +90,8 @@ type Config struct {
 	// (on this node), so that a slow or dead endpoint holds at most this
 	// many workers while the others' deliveries go on: a delivery of an
 	// endpoint at its bound is not claimed (it stays due, its attempt
-	// uncounted) until one of them ends. It also caps what one
+	// uncounted) until one of them ends. An endpoint that keeps failing
+	// has one in flight (FailingEndpointStreak). It also caps what one
 	// endpoint can receive: about EndpointInflightMax / its answer time
 	// deliveries per second per node. 1 to Workers; default
 	// EndpointInflightDefault (4), or Workers if fewer.
@@ -189,7 +190,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	d := &Dispatcher{cfg: cfg, client: newClient(cfg), eps: newEndpoints(cfg.EndpointInflightMax)}
+	d := &Dispatcher{cfg: cfg, client: newClient(cfg), eps: newEndpoints(cfg.EndpointInflightMax, cfg.Logger)}
 	if c, ok := cfg.Store.(BoundedClaimer); ok {
 		d.claimer = c
 	} else {
@@ -383,22 +384,23 @@ func (d *Dispatcher) DeliverDue(ctx context.Context) (int, error) {
 
 // attemptCounted attempts a claimed delivery and counts it out of flight.
 func (d *Dispatcher) attemptCounted(dl *surgepay.WebhookDelivery) *surgepay.WebhookResult {
-	r := d.attempt(dl)
-	d.eps.ended(r)
+	r, sent := d.attempt(dl)
+	d.eps.ended(r, sent)
 	return r
 }
 
-// attempt sends one delivery and returns its result.
-func (d *Dispatcher) attempt(dl *surgepay.WebhookDelivery) *surgepay.WebhookResult {
+// attempt sends one delivery and returns its result, and whether it sent
+// a request.
+func (d *Dispatcher) attempt(dl *surgepay.WebhookDelivery) (*surgepay.WebhookResult, bool) {
 	r := &surgepay.WebhookResult{EventID: dl.EventID, EndpointID: dl.EndpointID, Attempt: dl.Attempt}
 	switch {
 	case dl.URL == "":
 		r.Outcome, r.At = surgepay.WebhookDropped, d.cfg.Now()
-		return r
+		return r, false
 	case dl.Attempt > d.cfg.AttemptsMax:
 		// Its last attempt's dispatcher died before recording it.
 		r.Outcome, r.Error, r.At = surgepay.WebhookFailed, "attempts exhausted", d.cfg.Now()
-		return r
+		return r, false
 	}
 	r.StatusCode, r.Error = d.send(dl)
 	r.At = d.cfg.Now()
@@ -410,7 +412,7 @@ func (d *Dispatcher) attempt(dl *surgepay.WebhookDelivery) *surgepay.WebhookResu
 	default:
 		r.Outcome, r.NextAttempt = surgepay.WebhookRetry, r.At.Add(d.backoff(dl.Attempt))
 	}
-	return r
+	return r, true
 }
 
 // backoff returns the wait after failed attempt n (1 for the first):

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -25,20 +26,44 @@ type BoundedClaimer interface {
 		room map[string]int) ([]*surgepay.WebhookDelivery, error)
 }
 
-// EndpointInflightDefault is the default of Config.EndpointInflightMax.
-const EndpointInflightDefault = 4
+// Bounds per endpoint.
+const (
+	// EndpointInflightDefault is the default of Config.EndpointInflightMax.
+	EndpointInflightDefault = 4
+	// FailingEndpointStreak is the failed attempts in a row, on one node,
+	// after which an endpoint is failing: it then has one delivery in
+	// flight at a time on that node (the others wait, due, their attempts
+	// uncounted) until an attempt succeeds. A dead endpoint whose requests
+	// time out then holds one worker, not EndpointInflightMax.
+	FailingEndpointStreak = 5
+	// failingEndpointsMax bounds the failing endpoints a Dispatcher
+	// tracks; one failing beyond it keeps the usual bound.
+	failingEndpointsMax = 1024
+)
 
-// endpoints tracks the deliveries in flight on this node per endpoint,
-// to bound what a claim may take of each. Safe for concurrent use.
+// endpoints tracks, per endpoint, the deliveries in flight on this node
+// and the failed attempts in a row, to bound what a claim may take of
+// each. Safe for concurrent use.
 type endpoints struct {
 	inflightMax int
+	log         *slog.Logger
 
 	mu       sync.Mutex
 	inflight map[string]int // endpoint → deliveries in flight; no entry for none
+	failures map[string]int // endpoint → failed attempts in a row; no entry for none
 }
 
-func newEndpoints(inflightMax int) *endpoints {
-	return &endpoints{inflightMax: inflightMax, inflight: map[string]int{}}
+func newEndpoints(inflightMax int, log *slog.Logger) *endpoints {
+	return &endpoints{inflightMax: inflightMax, log: log, inflight: map[string]int{}, failures: map[string]int{}}
+}
+
+// limit returns the deliveries endpoint id may have in flight. Called
+// with e.mu held.
+func (e *endpoints) limit(id string) int {
+	if e.failures[id] >= FailingEndpointStreak {
+		return 1
+	}
+	return e.inflightMax
 }
 
 // room returns, for each endpoint that may not take inflightMax more
@@ -46,9 +71,14 @@ func newEndpoints(inflightMax int) *endpoints {
 func (e *endpoints) room() map[string]int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	room := make(map[string]int, len(e.inflight))
+	room := make(map[string]int, len(e.inflight)+len(e.failures))
 	for id, n := range e.inflight {
-		room[id] = max(e.inflightMax-n, 0)
+		room[id] = max(e.limit(id)-n, 0)
+	}
+	for id, n := range e.failures {
+		if _, ok := room[id]; !ok && n >= FailingEndpointStreak {
+			room[id] = 1
+		}
 	}
 	return room
 }
@@ -60,8 +90,9 @@ func (e *endpoints) started(dl *surgepay.WebhookDelivery) {
 	e.inflight[dl.EndpointID]++
 }
 
-// ended counts a delivery's attempt done.
-func (e *endpoints) ended(r *surgepay.WebhookResult) {
+// ended counts a delivery's attempt done and, if its request was sent,
+// its endpoint's failures in a row.
+func (e *endpoints) ended(r *surgepay.WebhookResult, sent bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	id := r.EndpointID
@@ -72,5 +103,22 @@ func (e *endpoints) ended(r *surgepay.WebhookResult) {
 		delete(e.inflight, id)
 	default:
 		e.inflight[id] = n - 1
+	}
+	n, tracked := e.failures[id]
+	switch {
+	case r.Outcome == surgepay.WebhookDelivered:
+		if n >= FailingEndpointStreak {
+			e.log.Info("webhooks: endpoint answers again; its deliveries resume", "endpoint", id, "failures", n)
+		}
+		delete(e.failures, id)
+	case r.Outcome == surgepay.WebhookDropped:
+		delete(e.failures, id) // deleted
+	case !sent || !tracked && len(e.failures) >= failingEndpointsMax:
+		// Not a request to the endpoint; or too many tracked.
+	default:
+		if e.failures[id] = n + 1; n+1 == FailingEndpointStreak {
+			e.log.Warn("webhooks: endpoint keeps failing; one delivery in flight at a time until one succeeds",
+				"endpoint", id, "failures", n+1, "error", r.Error)
+		}
 	}
 }

@@ -168,6 +168,42 @@ func waitFor(t *testing.T, stuck *stuckReceiver, what string, done func() bool) 
 	}
 }
 
+// TestFailingEndpointOneAtATime: an endpoint whose attempts keep failing
+// gets EndpointInflightMax deliveries a round until FailingEndpointStreak
+// attempts in a row failed, then one a round, the others left due; once
+// one succeeds, EndpointInflightMax again.
+func TestFailingEndpointOneAtATime(t *testing.T) {
+	const bound = 4
+	rounds := (webhook.FailingEndpointStreak + bound - 1) / bound // of bound failed attempts each
+	fail := make([]int, rounds*bound+1)                           // and one failed probe
+	for i := range fail {
+		fail[i] = http.StatusServiceUnavailable
+	}
+	rcv := newReceiver(t, fail...)
+	f := newFixture(t, testenv.OpenSQLite(t), rcv.srv.URL)
+	ob := f.outbox(t)
+	for range len(fail) + 1 + bound {
+		f.sale(t, ob)
+	}
+	d := f.dispatcher(t, webhook.Config{Workers: 2 * bound, EndpointInflightMax: bound,
+		BackoffBase: time.Minute, BackoffMax: time.Minute})
+	var got []int
+	for range rounds {
+		got = append(got, deliverDue(t, d))
+	}
+	got = append(got, deliverDue(t, d)) // a failing probe
+	got = append(got, deliverDue(t, d)) // a probe that succeeds
+	f.clock.Add(time.Hour)              // the retries are due
+	got = append(got, deliverDue(t, d))
+	want := append(slices.Repeat([]int{bound}, rounds), 1, 1, bound)
+	if !slices.Equal(got, want) {
+		t.Errorf("attempts per round = %v, want %v", got, want)
+	}
+	if n := rcv.answeredCount(); n != 1+bound {
+		t.Errorf("receiver answered %d successes, want %d", n, 1+bound)
+	}
+}
+
 func TestConfigEndpointInflightMax(t *testing.T) {
 	store := testenv.OpenSQLite(t)
 	keys, err := vault.Generate()

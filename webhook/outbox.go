@@ -15,20 +15,20 @@
 // backoff and jitter up to Config.AttemptsMax attempts, then kept as
 // failed. Delivery is at least once: a receiver de-duplicates on the event
 // ID (header Surgepay-Event-Id). A claim takes no more deliveries of one
-// endpoint than it has room for (Config.EndpointInflightMax in flight), so
-// a slow or dead endpoint holds a few workers, not all, and the others'
-// deliveries go on.
+// endpoint than it has room for (Config.EndpointInflightMax in flight, one
+// for an endpoint that keeps failing), so a slow or dead endpoint holds a
+// few workers, not all, and the others' deliveries go on.
 //
 // Limits, admitted: an endpoint created on another node is seen by this
 // node's Outbox within EndpointsRefreshInterval, and the changes it makes
 // meanwhile are not queued for it. The bound per endpoint is per node (n
-// nodes may send n times as many at once), and Workers/EndpointInflightMax
-// dead endpoints still hold every worker. A claim steps over the due
-// deliveries of the endpoints at their bound in its index scan, so its
-// cost grows with their backlog: that of an endpoint slower than its
-// events arrive, such as one whose requests time out (an endpoint that
-// refuses at once is tried promptly, and its deliveries wait for their
-// retries, not due).
+// nodes may send n times as many at once), and as many failing endpoints
+// as there are workers still hold every worker, one each. A claim steps
+// over the due deliveries of the endpoints at their bound in its index
+// scan, so its cost grows with their backlog: that of an endpoint slower
+// than its events arrive, such as one whose requests time out (an endpoint
+// that refuses at once is tried promptly, and its deliveries wait for
+// their retries, not due).
 package webhook
 
 import (
