@@ -98,6 +98,28 @@ func TestAdminTelemetryEndpoints(t *testing.T) {
 	}
 }
 
+// TestServeRecordsHTTPTelemetry checks the wiring of the real `serve`: its
+// API hands every request to the telemetry, so the admin listener's
+// /metrics counts it. (Until session 3, serve built its API without the
+// telemetry: no request metrics or spans, and access lines whatever
+// telemetry.access_log said.)
+func TestServeRecordsHTTPTelemetry(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	s := startServe(t, cfg)
+	c := newClient(s.url, readDevKey(t, dir))
+	c.must(t, "POST", "/v1/customers", `{"name":"Ada"}`, nil, http.StatusOK, nil)
+	c.must(t, "GET", "/v1/customers", "", nil, http.StatusOK, nil)
+	code, body := get(t, "http://"+cfg.AdminListen+"/metrics")
+	for _, want := range []string{`surgepay_http_requests_total{method="POST",route="POST /v1/customers",status="200"} 1`,
+		`surgepay_http_requests_total{method="GET",route="GET /v1/customers",status="200"} 1`,
+		`surgepay_http_request_duration_seconds_count{method="POST",route="POST /v1/customers"} 1`} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("serve's /metrics (status %d) lacks %s", code, want)
+		}
+	}
+}
+
 func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	b, err := os.ReadFile("../../etc/grafana-dashboard.json")
 	if err != nil {
