@@ -9,6 +9,13 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/internal/testenv"
+	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/vault"
 )
 
 // The tests in this file keep api/openapi.json in step with the router and
@@ -152,7 +159,8 @@ func TestOpenAPIOperations(t *testing.T) {
 		resp, _ := o["responses"].(map[string]any)
 		want := []string{"200", "503"}
 		if !unauth {
-			want = append(want, "401", "500")
+			// Every authenticated route passes the merchant's rate limit.
+			want = append(want, "401", "429", "500")
 		}
 		if method == "POST" || method == "DELETE" {
 			want = append(want, "400", "409", "422")
@@ -162,6 +170,61 @@ func TestOpenAPIOperations(t *testing.T) {
 				t.Errorf("%s: response %s is not documented", key, code)
 			}
 		}
+		const rateLimitedRef = "#/components/responses/RateLimited"
+		if r, ok := resp["429"].(map[string]any); ok && r["$ref"] != rateLimitedRef {
+			t.Errorf("%s: response 429 is %v, want $ref %s", key, r["$ref"], rateLimitedRef)
+		}
+		if _, ok := resp["429"]; ok && unauth {
+			t.Errorf("%s: response 429 is documented, but the rate limit does not apply to this route", key)
+		}
+	}
+}
+
+// TestOpenAPIRateLimited checks the documented 429 against what the
+// server sends: the example is the body of a real refusal (rate 50,
+// burst 200), and Retry-After is a required integer of at least 1.
+func TestOpenAPIRateLimited(t *testing.T) {
+	doc := openAPIDoc(t)
+	rl := object(t, doc, "components", "responses", "RateLimited")
+	ra := object(t, rl, "headers", "Retry-After")
+	if ra["required"] != true {
+		t.Error("RateLimited: header Retry-After must be required (the server always sends it)")
+	}
+	if s := object(t, ra, "schema"); s["type"] != "integer" || s["minimum"] != 1.0 {
+		t.Errorf("RateLimited: Retry-After schema = %v, want integer, minimum 1", s)
+	}
+	example := object(t, rl, "content", "application/json", "examples", "rate_limited", "value")
+
+	keys, err := vault.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{Store: testenv.OpenSQLite(t), Provider: sim.New(sim.DefaultConfig()), Vault: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := surgepay.DefaultMerchantSettings()
+	limited.RateLimit, limited.RateBurst = 50, 200
+	eng.SetSettings(&engine.Settings{Default: surgepay.DefaultMerchantSettings(),
+		Merchants: map[string]surgepay.MerchantSettings{"mer_limited": limited}})
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := New(Config{Engine: eng, Now: func() time.Time { return now }})
+	for range 200 {
+		if err := s.rateLimit("mer_limited"); err != nil {
+			t.Fatalf("a request within the burst: %v", err)
+		}
+	}
+	refusal := s.rateLimit("mer_limited")
+	if refusal == nil {
+		t.Fatal("the request after the burst was admitted")
+	}
+	status, body := render(nil, refusal)
+	var got map[string]any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if status != http.StatusTooManyRequests || !reflect.DeepEqual(got, example) {
+		t.Errorf("the server refuses with %d %s\nthe RateLimited example is %v", status, body, example)
 	}
 }
 
