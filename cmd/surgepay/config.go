@@ -126,6 +126,12 @@ type WebhooksConfig struct {
 	// Workers bounds the deliveries in flight on this node. Default 16,
 	// at most 256.
 	Workers int `toml:"workers"`
+	// EndpointInflightMax bounds the deliveries in flight to one endpoint
+	// on this node, so that a slow or dead endpoint holds at most this
+	// many workers (webhook.Config.EndpointInflightMax). 0 (the default)
+	// is webhook.EndpointInflightDefault (4), or Workers if fewer; at
+	// most Workers.
+	EndpointInflightMax int `toml:"endpoint_inflight_max"`
 	// Timeout bounds one delivery: connect, TLS, request and answer.
 	// Default 10s, at most 1m.
 	Timeout Duration `toml:"timeout"`
@@ -469,6 +475,10 @@ func (c *Config) Validate() error {
 	}
 	if c.Webhooks.Workers < 1 || c.Webhooks.Workers > webhook.WorkersMax {
 		bad("webhooks.workers", "%d must be 1 to %d", c.Webhooks.Workers, webhook.WorkersMax)
+	}
+	if n := c.Webhooks.EndpointInflightMax; n < 0 || n > c.Webhooks.Workers {
+		bad("webhooks.endpoint_inflight_max", "%d must be 0 (the default: %d, or webhooks.workers if fewer) to webhooks.workers (%d)",
+			n, webhook.EndpointInflightDefault, c.Webhooks.Workers)
 	}
 	if d := c.Webhooks.Timeout.Duration; d < 100*time.Millisecond || d > webhook.TimeoutMax {
 		bad("webhooks.timeout", "%s must be between 100ms and %s", d, webhook.TimeoutMax)

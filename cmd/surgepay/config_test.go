@@ -264,6 +264,8 @@ func TestValidate(t *testing.T) {
 		{"ErrDeclineRateNegative", func(c *Config) { c.Provider.DeclineRate = -0.1 }, "config provider.decline_rate"},
 		{"ErrTimeoutRateAboveOne", func(c *Config) { c.Provider.TimeoutRate = 1.5 }, "config provider.timeout_rate"},
 		{"ErrUnknownRateAboveOne", func(c *Config) { c.Provider.UnknownRate = 2 }, "config provider.unknown_rate"},
+		{"ErrEndpointInflightOverWorkers", func(c *Config) { c.Webhooks.EndpointInflightMax = c.Webhooks.Workers + 1 },
+			"config webhooks.endpoint_inflight_max"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

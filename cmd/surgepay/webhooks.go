@@ -63,8 +63,8 @@ func (a *app) startWebhooks(ctx context.Context, wg *sync.WaitGroup) {
 		a.log.Warn("webhooks: load the merchants with endpoints; retried in the background", "err", err.Error())
 	}
 	d, err := webhook.New(webhook.Config{Store: a.hooks.store, Vault: a.keys, Logger: a.log,
-		Workers: cfg.Workers, Timeout: cfg.Timeout.Duration, AllowPrivateNetworks: cfg.AllowPrivateNetworks,
-		Wake: a.hooks.outbox.Wake()})
+		Workers: cfg.Workers, EndpointInflightMax: cfg.EndpointInflightMax, Timeout: cfg.Timeout.Duration,
+		AllowPrivateNetworks: cfg.AllowPrivateNetworks, Wake: a.hooks.outbox.Wake()})
 	if err != nil { // Config.Validate checked the same bounds
 		a.log.Error("webhooks: dispatcher not started", "err", err.Error())
 		return
