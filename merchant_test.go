@@ -29,7 +29,7 @@ func TestMerchantSettingsValidate(t *testing.T) {
 		{"ErrRateLimitNaN", ok(func(s *MerchantSettings) { s.RateLimit = math.NaN() }), "m.rate_limit"},
 		{"ErrRateLimitInf", ok(func(s *MerchantSettings) { s.RateLimit = math.Inf(1) }), "m.rate_limit"},
 		{"ErrRateBurstNegative", ok(func(s *MerchantSettings) { s.RateLimit, s.RateBurst = 10, -1 }), "m.rate_burst"},
-		{"ErrRateBurstAboveMax", ok(func(s *MerchantSettings) { s.RateLimit, s.RateBurst = 10, MerchantRateBurstMax + 1 }), "m.rate_burst"},
+		{"ErrRateBurstAboveMax", ok(func(s *MerchantSettings) { s.RateLimit, s.RateBurst = 10, MerchantRateBurstMax+1 }), "m.rate_burst"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.s.Validate("m")
