@@ -98,7 +98,9 @@ func (e *endpoints) ended(r *surgepay.WebhookResult, sent bool) {
 	id := r.EndpointID
 	switch n := e.inflight[id]; {
 	case n < 1:
-		panic("webhook: an attempt ended that was not counted in flight")
+		// A bookkeeping bug, not a reason to stop the payments server the
+		// dispatcher runs in: say so and leave the count at zero.
+		e.log.Error("webhooks: an attempt ended that was not counted in flight", "endpoint", id)
 	case n == 1:
 		delete(e.inflight, id)
 	default:

@@ -39,28 +39,13 @@ analytics = "on"
 		t.Errorf("preheat_payment_methods_max = %d, want 5000", cfg.PreheatPaymentMethodsMax)
 	}
 
-	for _, tc := range []struct{ name, text, field string }{
+	loadConfigRefused(t, []badConfig{
 		{"ErrAnalyticsValue", "[merchants.\"mer_x\"]\nanalytics = \"sometimes\"\n", "merchants.mer_x.analytics"},
 		{"ErrPreheatNegative", "preheat_payment_methods_max = -2\n", "preheat_payment_methods_max"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadConfig(writeFile(t, "bad.toml", tc.text), noEnv)
-			if err == nil || !strings.Contains(err.Error(), tc.field) {
-				t.Errorf("LoadConfig = %v, want an error naming %s", err, tc.field)
-			}
-		})
-	}
+	})
 
 	t.Run("Reload", func(t *testing.T) {
-		keys, err := vault.Generate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := engine.New(engine.Config{Store: testenv.OpenSQLite(t), Provider: sim.New(sim.DefaultConfig()), Vault: keys})
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng.SetSettings(cfg.MerchantSettings())
+		eng := settingsEngine(t, &cfg)
 		var current atomic.Pointer[Config]
 		current.Store(&cfg)
 		if err := os.WriteFile(path, []byte("[merchants.\"mer_on\"]\nanalytics = \"off\"\n"), 0o600); err != nil {
@@ -74,4 +59,38 @@ analytics = "on"
 			t.Errorf("after the reload the default analytics = %q, want on", got)
 		}
 	})
+}
+
+// badConfig is a config file LoadConfig must refuse with an error naming
+// field.
+type badConfig struct{ name, text, field string }
+
+// loadConfigRefused checks that LoadConfig refuses each file, naming its
+// field.
+func loadConfigRefused(t *testing.T, cases []badConfig) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(writeFile(t, "bad.toml", tc.text), noEnv)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("LoadConfig = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+// settingsEngine returns an engine on a fresh SQLite store with the
+// simulator, running cfg's merchant settings, for reload tests.
+func settingsEngine(t *testing.T, cfg *Config) *engine.Engine {
+	t.Helper()
+	keys, err := vault.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{Store: testenv.OpenSQLite(t), Provider: sim.New(sim.DefaultConfig()), Vault: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.SetSettings(cfg.MerchantSettings())
+	return eng
 }

@@ -19,10 +19,6 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/cache"
-	"github.com/surgepay/surgepay/engine"
-	"github.com/surgepay/surgepay/internal/testenv"
-	"github.com/surgepay/surgepay/provider/sim"
-	"github.com/surgepay/surgepay/vault"
 )
 
 // envOf returns an environment lookup over m, so that tests never read the
@@ -470,32 +466,17 @@ rate_burst = 0
 		}
 	})
 
-	for _, tc := range []struct{ name, text, field string }{
+	loadConfigRefused(t, []badConfig{
 		{"ErrRateLimitNegative", "[merchants.\"mer_x\"]\nrate_limit = -1\n", "merchants.mer_x.rate_limit"},
 		{"ErrRateLimitTiny", "[merchants.default]\nrate_limit = 0.001\n", "merchants.default.rate_limit"},
 		{"ErrRateLimitNaN", "[merchants.\"mer_x\"]\nrate_limit = nan\n", "merchants.mer_x.rate_limit"},
 		{"ErrRateBurstNegative", "[merchants.\"mer_x\"]\nrate_limit = 1\nrate_burst = -3\n", "merchants.mer_x.rate_burst"},
 		{"ErrRateBurstHuge", "[merchants.default]\nrate_burst = 1000001\n", "merchants.default.rate_burst"},
 		{"ErrRateLimitString", "[merchants.default]\nrate_limit = \"fast\"\n", "rate_limit"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadConfig(writeFile(t, "bad.toml", tc.text), noEnv)
-			if err == nil || !strings.Contains(err.Error(), tc.field) {
-				t.Errorf("LoadConfig = %v, want an error naming %s", err, tc.field)
-			}
-		})
-	}
+	})
 
 	t.Run("Reload", func(t *testing.T) {
-		keys, err := vault.Generate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := engine.New(engine.Config{Store: testenv.OpenSQLite(t), Provider: sim.New(sim.DefaultConfig()), Vault: keys})
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng.SetSettings(cfg.MerchantSettings())
+		eng := settingsEngine(t, &cfg)
 		var current atomic.Pointer[Config]
 		current.Store(&cfg)
 		reload := func(text string) {
