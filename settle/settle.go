@@ -45,6 +45,8 @@ const (
 	BatchSizeMaxDefault = 2000
 	BatchSizeMaxLimit   = 10_000
 	BatchWaitDefault    = 200 * time.Millisecond
+	// BatchIntervalMax bounds Config.BatchIntervalMin.
+	BatchIntervalMax    = time.Minute
 	RateMaxLimit        = 1_000_000 // captures per second
 	WorkersDefault      = 128
 	WorkersMax          = 4096
@@ -142,6 +144,15 @@ type Config struct {
 	BatchSizeMax int
 	// BatchWait is how long a Fetch waits for the first record. Default 200ms.
 	BatchWait time.Duration
+	// BatchIntervalMin is the least time from the start of a batch that
+	// was not full to the fetch of the next: while the backlog is shallow
+	// (settle keeping up with a live event), captures gather into fewer,
+	// larger batches. Each batch's results are write transactions; on the
+	// embedded stage they are written to the database file the API is
+	// writing, and each change of writer costs the API's writer its page
+	// cache and a wait. 0 (the default): fetch at once. At most
+	// BatchIntervalMax.
+	BatchIntervalMin time.Duration
 	// Workers bounds concurrent provider calls. Default 128.
 	Workers int
 	// UntilEmpty stops Run once the stage holds nothing but the records
@@ -222,6 +233,9 @@ func (c *Config) defaults() error {
 	}
 	if err := def(&c.Workers, WorkersDefault, WorkersMax, "Workers"); err != nil {
 		return err
+	}
+	if c.BatchIntervalMin < 0 || c.BatchIntervalMin > BatchIntervalMax {
+		return fmt.Errorf("settle: BatchIntervalMin %s must be 0 to %s", c.BatchIntervalMin, BatchIntervalMax)
 	}
 	if c.RateMax < 0 || c.RateMax > RateMaxLimit {
 		return fmt.Errorf("settle: RateMax %g must be 0 (no cap) to %d captures per second", c.RateMax, RateMaxLimit)
@@ -343,7 +357,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 func (r *runner) loop(ctx context.Context) error {
 	stageErrors := 0
-	next := r.prefetch(ctx, nil)
+	next := r.prefetch(ctx, nil, time.Time{})
 	for {
 		b := <-next
 		switch {
@@ -358,7 +372,7 @@ func (r *runner) loop(ctx context.Context) error {
 			}
 			r.cfg.Logger.Warn("settle: fetch", "err", b.err.Error())
 			sleep(ctx, r.cfg.RetryBackoff<<min(stageErrors, 6))
-			next = r.prefetch(ctx, nil)
+			next = r.prefetch(ctx, nil, time.Time{})
 			continue
 		}
 		stageErrors = 0
@@ -367,7 +381,7 @@ func (r *runner) loop(ctx context.Context) error {
 			if done || err != nil {
 				return err
 			}
-			next = r.prefetch(ctx, nil)
+			next = r.prefetch(ctx, nil, time.Time{})
 			continue
 		}
 		// The next batch is fetched, opened and loaded during this one's
@@ -377,7 +391,11 @@ func (r *runner) loop(ctx context.Context) error {
 		// this one began would find its time spent when its turn came, and
 		// hand its records back as deadline.
 		tail := make(chan struct{})
-		next = r.prefetch(ctx, tail)
+		var notBefore time.Time // a full batch: the backlog is deep, fetch at once
+		if len(b.recs) < r.cfg.BatchSizeMax {
+			notBefore = b.fetched.Add(r.cfg.BatchIntervalMin)
+		}
+		next = r.prefetch(ctx, tail, notBefore)
 		captured := r.batch(ctx, b, tail)
 		r.afterBatch(ctx, len(b.recs), captured, r.cfg.Now().Sub(b.start))
 	}
@@ -395,18 +413,21 @@ type prepared struct {
 }
 
 // prefetch prepares the next batch in the background, once after is
-// closed (nil: at once): its fetch, opening and load overlap the end of
-// the batch before it. Once returned, the batch must be settled or
-// released.
-func (r *runner) prefetch(ctx context.Context, after <-chan struct{}) <-chan *prepared {
+// closed (nil: at once) and not before notBefore (Config.BatchIntervalMin):
+// its fetch, opening and load overlap the end of the batch before it.
+// Once returned, the batch must be settled or released.
+func (r *runner) prefetch(ctx context.Context, after <-chan struct{}, notBefore time.Time) <-chan *prepared {
 	c := make(chan *prepared, 1)
 	go func() {
 		if after != nil {
 			<-after
-			if ctx.Err() != nil { // the run is ending: fetch nothing only to hand it back
-				c <- &prepared{err: ctx.Err()}
-				return
-			}
+		}
+		if !notBefore.IsZero() {
+			sleep(ctx, time.Until(notBefore))
+		}
+		if after != nil && ctx.Err() != nil { // the run is ending: fetch nothing only to hand it back
+			c <- &prepared{err: ctx.Err()}
+			return
 		}
 		b := &prepared{start: r.cfg.Now(), fetched: time.Now()}
 		b.recs, b.err = r.cfg.Consumer.Fetch(ctx, r.cfg.BatchSizeMax, r.cfg.BatchWait)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -538,6 +539,10 @@ func TestConfigErrors(t *testing.T) {
 		"ErrAckWaitLong":      func(c *settle.Config) { c.AckWait = settle.AckWaitMax + time.Second },
 		"ErrOrphanGraceShort": func(c *settle.Config) { c.OrphanGrace = settle.OrphanGraceMin - time.Millisecond },
 		"ErrOrphanGraceLong":  func(c *settle.Config) { c.OrphanGrace = settle.OrphanGraceMax + time.Second },
+		"ErrBatchIntervalNeg": func(c *settle.Config) { c.BatchIntervalMin = -time.Millisecond },
+		"ErrBatchIntervalLong": func(c *settle.Config) {
+			c.BatchIntervalMin = settle.BatchIntervalMax + time.Second
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := e.config(nil)
@@ -901,6 +906,45 @@ func TestSettleRateMax(t *testing.T) {
 	cfg.RateMax = -1
 	if _, err := settle.Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "RateMax") {
 		t.Errorf("RateMax -1: got %v, want a configuration error", err)
+	}
+}
+
+// TestSettleBatchInterval: after a batch that was not full the next fetch
+// waits BatchIntervalMin from its fetch; after a full batch it does not
+// wait.
+func TestSettleBatchInterval(t *testing.T) {
+	const interval = 300 * time.Millisecond
+	e := newEnv(t)
+	for range 3 {
+		e.sale(t, 1000, cardOK)
+	}
+	cfg := e.config(nil)
+	cfg.BatchSizeMax, cfg.BatchIntervalMin = 2, interval
+	var sizes []int
+	cfg.OnStats = func(s settle.Stats) {
+		if s.LastBatchSize > 0 {
+			sizes = append(sizes, s.LastBatchSize)
+		}
+	}
+	// Batches of 2 (full: the next is fetched at once) and 1 (not full:
+	// the fetch that finds the stage empty waits the interval).
+	start := time.Now()
+	rep := run(t, cfg)
+	if took := time.Since(start); took < interval {
+		t.Errorf("run with a partial batch took %v, less than BatchIntervalMin %v", took, interval)
+	}
+	if rep.Captured != 3 || !slices.Equal(sizes, []int{2, 1}) {
+		t.Fatalf("captured %d in batches %v, want 3 in [2 1]", rep.Captured, sizes)
+	}
+
+	// Full batches only: the longest interval is never waited (run fails
+	// the test if Run does not end within 30 s).
+	for range 4 {
+		e.sale(t, 1000, cardOK)
+	}
+	cfg.BatchIntervalMin, sizes = settle.BatchIntervalMax, nil
+	if rep := run(t, cfg); rep.Captured != 4 || !slices.Equal(sizes, []int{2, 2}) {
+		t.Fatalf("captured %d in batches %v, want 4 in [2 2]", rep.Captured, sizes)
 	}
 }
 

@@ -25,6 +25,22 @@ func TestWriterPragmas(t *testing.T) {
 	if mode != "wal" || sync != 2 {
 		t.Errorf("writer: journal_mode %q, synchronous %d; want wal, 2 (FULL)", mode, sync)
 	}
+	// The writer waits for the write lock in beginWrite, polling, never in
+	// SQLite's busy handler; the other connections keep BusyTimeout.
+	var wBusy, rBusy int64
+	if err := db.wconn.QueryRowContext(t.Context(), "PRAGMA busy_timeout").Scan(&wBusy); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.read.QueryRowContext(t.Context(), "PRAGMA busy_timeout").Scan(&rBusy); err != nil {
+		t.Fatal(err)
+	}
+	if wBusy != 0 || rBusy != BusyTimeoutDefault.Milliseconds() {
+		t.Errorf("busy_timeout: writer %d ms, reader %d ms; want 0, %d", wBusy, rBusy, BusyTimeoutDefault.Milliseconds())
+	}
+	if db.writer.lockWait != BusyTimeoutDefault || db.writer.lockRetryMax != WriteLockRetryMaxDefault {
+		t.Errorf("writer waits %v for the lock, retrying at most %v apart; want %v, %v",
+			db.writer.lockWait, db.writer.lockRetryMax, BusyTimeoutDefault, WriteLockRetryMaxDefault)
+	}
 	var migrations int
 	if err := db.read.QueryRowContext(t.Context(), "SELECT count(*) FROM schema_migrations").Scan(&migrations); err != nil {
 		t.Fatal(err)

@@ -239,6 +239,41 @@ func TestBatchFailureIsolatesBadWrite(t *testing.T) {
 	}
 }
 
+// TestTwoWritersOfOneFile: two DBs on one file (surgepay serve and
+// surgepay settle) both write through a stretch where each holds the lock
+// in turn: every Write of each is stored, none fails with SQLITE_BUSY.
+func TestTwoWritersOfOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	serve := open(t, sqlite.Config{Path: path, BatchSizeMax: 4})
+	settle := open(t, sqlite.Config{Path: path, BatchSizeMax: 4, WriteLockRetryMax: sqlite.WriteLockRetryYield})
+	m := newMerchant(t, serve)
+	const n = 200
+	var ws [2][]*surgepay.Write
+	var ps [2][]*surgepay.Payment
+	for i := range ws {
+		for range n {
+			w, p := purchase(m.ID)
+			ws[i], ps[i] = append(ws[i], w), append(ps[i], p)
+		}
+	}
+	var errs [2][]error
+	var wg sync.WaitGroup
+	for i, db := range []*sqlite.DB{serve, settle} {
+		wg.Go(func() { errs[i] = applyAll(t, db, ws[i]) })
+	}
+	wg.Wait()
+	for i := range errs {
+		for j, err := range errs[i] {
+			if err != nil {
+				t.Fatalf("writer %d, Write %d: %v", i, j, err)
+			}
+			if _, err := serve.FindPayment(t.Context(), m.ID, ps[i][j].ID); err != nil {
+				t.Fatalf("writer %d, payment %d: %v", i, j, err)
+			}
+		}
+	}
+}
+
 func TestApplyErrBusyReturns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "surgepay.db")
 	db := open(t, sqlite.Config{Path: path, BusyTimeout: 50 * time.Millisecond})

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/groupcommit"
 )
@@ -36,6 +38,9 @@ type op struct {
 // the committer's single goroutine uses it.
 type writer struct {
 	conn *sql.Conn
+	// lockWait bounds beginWrite's wait for the write lock (Config.BusyTimeout);
+	// lockRetryMax is Config.WriteLockRetryMax.
+	lockWait, lockRetryMax time.Duration
 
 	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
 
@@ -225,7 +230,7 @@ func (db *DB) commitBatch(items []*groupcommit.Item[*op]) error {
 // whole transaction and is returned.
 func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 	w := &db.writer
-	if err := w.control(w.begin); err != nil {
+	if err := w.beginWrite(); err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
 	for _, it := range items {
@@ -244,6 +249,30 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		return fmt.Errorf("sqlite: commit batch of %d: commit: %w", len(items), err)
 	}
 	return nil
+}
+
+// beginWrite begins the write transaction (BEGIN IMMEDIATE). While another
+// process holds the write lock, BEGIN IMMEDIATE fails at once with
+// SQLITE_BUSY (the connection has no busy timeout) and starts no
+// transaction; beginWrite tries again after a sleep that doubles from
+// writeLockRetryMin up to lockRetryMax, for up to lockWait.
+func (w *writer) beginWrite() error {
+	deadline := time.Now().Add(w.lockWait)
+	pause := writeLockRetryMin
+	for {
+		err := w.control(w.begin)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, w.lockRetryMax)
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var se interface{ Code() int } // *sqlite.Error of modernc.org/sqlite
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // control runs a transaction-control statement: not counted, shared by the

@@ -254,6 +254,13 @@ func openStore(ctx context.Context, cfg Config) (surgepay.Store, error) {
 // openStoreObserved opens the store with its group commits and (on
 // PostgreSQL) its queries observed by tel, which may be nil.
 func openStoreObserved(ctx context.Context, cfg Config, tel *telemetry.Telemetry) (surgepay.Store, error) {
+	return openStoreWith(ctx, cfg, tel, 0)
+}
+
+// openStoreWith is openStoreObserved with the SQLite writer's
+// sqlite.Config.WriteLockRetryMax (0: the default, which serve keeps;
+// settle passes sqlite.WriteLockRetryYield).
+func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, lockRetryMax time.Duration) (surgepay.Store, error) {
 	var onBatch func(int, time.Duration)
 	var tracer pgx.QueryTracer
 	if tel != nil {
@@ -271,7 +278,7 @@ func openStoreObserved(ctx context.Context, cfg Config, tel *telemetry.Telemetry
 	return sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLite.Path, BatchSizeMax: cfg.SQLite.BatchSizeMax,
 		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
 		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration,
-		MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB), OnBatch: onBatch})
+		MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB), WriteLockRetryMax: lockRetryMax, OnBatch: onBatch})
 }
 
 // sqliteMmapSize turns sqlite.mmap_mib into sqlite.Config.MmapSize, where

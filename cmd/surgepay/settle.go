@@ -14,6 +14,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/settle"
+	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/stage"
 	"github.com/surgepay/surgepay/stage/jetstream"
 )
@@ -45,7 +46,19 @@ type settleOptions struct {
 	// embedded consumer's in this process.
 	ackWait     time.Duration
 	orphanGrace time.Duration
+	// batchInterval is settle.Config.BatchIntervalMin; batchIntervalSet
+	// tells a --batch-interval given from the stage's default.
+	batchInterval    time.Duration
+	batchIntervalSet bool
 }
+
+// batchIntervalEmbedded is the default --batch-interval with the embedded
+// stage, where each batch's results are transactions on the database file
+// `surgepay serve` writes: at most four partial batches a second while
+// settle keeps up with an event (bench/RESULTS.md, "Settle beside the
+// API"). JetStream's settle writes where serve's group commits do not
+// wait on it (PostgreSQL): no interval.
+const batchIntervalEmbedded = 250 * time.Millisecond
 
 func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
@@ -63,6 +76,9 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	fs.Float64Var(&o.maxRate, "max-rate", 0, "at most this many captures started per second (0: no cap); on the embedded\n"+
 		"default settle shares the machine and the database file with the API: a cap leaves the API its\n"+
 		"share while settle runs during an event")
+	fs.DurationVar(&o.batchInterval, "batch-interval", 0, "after a batch that was not full, wait this long from its fetch before the\n"+
+		"next: a shallow backlog is settled in fewer, larger batches (default "+batchIntervalEmbedded.String()+" with the embedded\n"+
+		"stage, whose results are written to the file the API writes; 0 with jetstream); at most "+settle.BatchIntervalMax.String())
 	fs.DurationVar(&o.ackWait, "ack-wait", jetstream.AckWaitDefault, "how long a fetched record may stay unacknowledged before the stage\n"+
 		"delivers it again; the records of a crashed settle come back after it. JetStream: the durable\n"+
 		"consumer's AckWait, set by the settle that starts last; embedded: within this process. Each\n"+
@@ -77,6 +93,10 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	fs.Visit(func(f *flag.Flag) { o.batchIntervalSet = o.batchIntervalSet || f.Name == "batch-interval" })
+	if o.batchInterval < 0 || o.batchInterval > settle.BatchIntervalMax {
+		return nil, fmt.Errorf("--batch-interval %s must be 0 to %s", o.batchInterval, settle.BatchIntervalMax)
 	}
 	if o.stage != "" && o.stage != "embedded" && o.stage != "jetstream" {
 		return nil, fmt.Errorf("--stage %q must be embedded or jetstream", o.stage)
@@ -96,6 +116,19 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	return o, nil
 }
 
+// fill sets the options not given on the command line from cfg.
+func (o *settleOptions) fill(cfg Config) {
+	if o.stage == "" {
+		o.stage = cfg.Stage.Kind
+	}
+	if o.natsURL == "" {
+		o.natsURL = cfg.Stage.NATSURL
+	}
+	if !o.batchIntervalSet && o.stage != "jetstream" {
+		o.batchInterval = batchIntervalEmbedded
+	}
+}
+
 // cmdSettle runs `surgepay settle`: the batch settlement processor.
 func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := settleFlags(args, stderr)
@@ -110,12 +143,7 @@ func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return exitSettleUsage
 	}
-	if o.stage == "" {
-		o.stage = cfg.Stage.Kind
-	}
-	if o.natsURL == "" {
-		o.natsURL = cfg.Stage.NATSURL
-	}
+	o.fill(cfg)
 	if o.stage == "jetstream" && o.natsURL == "" {
 		fmt.Fprintln(stderr, "surgepay settle: --stage jetstream needs --nats-url or stage.nats_url")
 		return exitSettleUsage
@@ -158,7 +186,9 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	if err != nil {
 		return fail(err)
 	}
-	store, err := openStore(ctx, cfg)
+	// On the embedded default settle usually writes the file serve is
+	// writing: serve's writer, answering clients, takes the lock first.
+	store, err := openStoreWith(ctx, cfg, nil, sqlite.WriteLockRetryYield)
 	if err != nil {
 		return fail(err)
 	}
@@ -169,7 +199,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	}
 	defer closeStage()
 	log.Info("settlement starting", "stage", o.stage, "key_id", opener.KeyID(), "until_empty", o.untilEmpty,
-		"batch_size", o.batchSize, "workers", o.workers, "max_rate", o.maxRate, "ack_wait", o.ackWait.String(), "orphan_grace", o.orphanGrace.String())
+		"batch_size", o.batchSize, "batch_interval", o.batchInterval.String(), "workers", o.workers, "max_rate", o.maxRate, "ack_wait", o.ackWait.String(), "orphan_grace", o.orphanGrace.String())
 	// Capture results write audit events: their webhooks are queued in
 	// the same Writes, for `surgepay serve` to deliver.
 	// A capture declined at settlement counts as failed in its merchant's
@@ -179,8 +209,8 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 		Opener: opener, Consumer: consumer,
 		BatchSizeMax: o.batchSize, Workers: o.workers, RateMax: o.maxRate, UntilEmpty: o.untilEmpty, Logger: log,
 		OnStats: statsLogger(log, 10*time.Second), AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,
-		OrphanGrace: o.orphanGrace,
-		Analytics:   func(merchantID string) bool { return settings.For(merchantID).Analytics == "on" }})
+		OrphanGrace: o.orphanGrace, BatchIntervalMin: o.batchInterval,
+		Analytics: func(merchantID string) bool { return settings.For(merchantID).Analytics == "on" }})
 	if rep != nil {
 		if werr := writeSettleReports(rep, o, stdout); werr != nil {
 			log.Error("settlement report", "err", werr.Error())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -222,6 +223,33 @@ func sealFor(t *testing.T, configPath string, ins *surgepay.CaptureInstruction) 
 	return sealed
 }
 
+// TestSettleBatchIntervalDefault: settle spaces partial batches on the
+// embedded stage (its results are written to the file serve writes), not
+// on JetStream; a --batch-interval given wins on both.
+func TestSettleBatchIntervalDefault(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		stage string // config stage.kind
+		want  time.Duration
+	}{
+		{nil, "embedded", batchIntervalEmbedded},
+		{nil, "jetstream", 0},
+		{[]string{"--stage", "embedded"}, "jetstream", batchIntervalEmbedded},
+		{[]string{"--batch-interval", "0s"}, "embedded", 0},
+		{[]string{"--batch-interval", "1s"}, "jetstream", time.Second},
+	} {
+		o, err := settleFlags(c.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg Config
+		cfg.Stage.Kind = c.stage
+		if o.fill(cfg); o.batchInterval != c.want {
+			t.Errorf("%v with stage.kind %s: batch interval %v, want %v", c.args, c.stage, o.batchInterval, c.want)
+		}
+	}
+}
+
 func TestSettleCommandErrors(t *testing.T) {
 	configPath, _, _ := settleSetup(t, 0, nil)
 	inproc := filepath.Join(t.TempDir(), "inproc.toml")
@@ -236,6 +264,8 @@ func TestSettleCommandErrors(t *testing.T) {
 		{"ErrOrphanGraceShort", []string{"--config", configPath, "--orphan-grace", "10ms"}, exitSettleUsage},
 		{"ErrOrphanGraceLong", []string{"--config", configPath, "--orphan-grace", "48h"}, exitSettleUsage},
 		{"ErrAckWaitLong", []string{"--config", configPath, "--ack-wait", "2h"}, exitSettleUsage},
+		{"ErrBatchIntervalNegative", []string{"--config", configPath, "--batch-interval", "-1s"}, exitSettleUsage},
+		{"ErrBatchIntervalLong", []string{"--config", configPath, "--batch-interval", "2m"}, exitSettleUsage},
 		{"ErrInProcessSimulator", []string{"--config", inproc, "--until-empty"}, exitSettleUsage},
 		{"ErrNoPrivateKey", []string{"--config", configPath, "--until-empty", "--private-key", "/nonexistent"}, exitSettleError},
 	} {
