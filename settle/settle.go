@@ -144,14 +144,13 @@ type Config struct {
 	BatchSizeMax int
 	// BatchWait is how long a Fetch waits for the first record. Default 200ms.
 	BatchWait time.Duration
-	// BatchIntervalMin is the least time from the start of a batch that
+	// BatchIntervalMin is the least time from the fetch of a batch that
 	// was not full to the fetch of the next: while the backlog is shallow
 	// (settle keeping up with a live event), captures gather into fewer,
 	// larger batches. Each batch's results are write transactions; on the
 	// embedded stage they are written to the database file the API is
-	// writing, and each change of writer costs the API's writer its page
-	// cache and a wait. 0 (the default): fetch at once. At most
-	// BatchIntervalMax.
+	// writing, where the API's writer waits for each. 0 (the default):
+	// fetch at once. At most BatchIntervalMax.
 	BatchIntervalMin time.Duration
 	// Workers bounds concurrent provider calls. Default 128.
 	Workers int

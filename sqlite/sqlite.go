@@ -116,10 +116,10 @@ const (
 	// SQLite's own busy handler (busy_timeout) sleeps 1, 2, 5, 10, 15, 20,
 	// 25 ... then 100 ms between tries. Beside a second writer that is
 	// unfair to the busier one: while serve's writer slept up to 100 ms,
-	// settle took the lock again and again, serve's write queue filled,
-	// and at 5,000 streamlined sales/s 87,476 of 200,000 requests were
-	// refused with 503 in 40 s (bench/RESULTS.md). The writer polls
-	// instead; one try is a few microseconds.
+	// settle took the lock again and again and serve's write queue grew.
+	// Polling instead (with settle's batch interval) took the API's p99 at
+	// 3,000 sales/s with settle keeping up from 400-700 ms to 140-210 ms
+	// (bench/RESULTS.md). One try is a few microseconds.
 	WriteLockRetryMaxDefault = 250 * time.Microsecond
 	// WriteLockRetryYield is the Config.WriteLockRetryMax of a process that
 	// gives way to another writer of the same file: surgepay settle, which

@@ -282,8 +282,9 @@ func TestApplyErrBusyReturns(t *testing.T) {
 	w, p := purchase(m.ID)
 	err := db.Apply(t.Context(), w)
 	unlock()
-	if err == nil {
-		t.Fatal("Apply while another connection holds the write lock succeeded, want SQLITE_BUSY")
+	var se *surgepay.Error
+	if !errors.As(err, &se) || se.Code != surgepay.EUNAVAILABLE || se.Reason != "store_locked" || se.RetryAfter <= 0 {
+		t.Fatalf("Apply while another connection holds the write lock = %#v, want EUNAVAILABLE store_locked with RetryAfter", err)
 	}
 	// The writer recovers once the lock is free.
 	if err := db.Apply(t.Context(), w); err != nil {

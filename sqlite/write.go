@@ -203,18 +203,24 @@ func (db *DB) submit(ctx context.Context, o *op) error {
 	case errors.Is(err, groupcommit.ErrClosed):
 		return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_closed",
 			Message: "the store is closed"}
+	case isBusy(err):
+		return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_locked", RetryAfter: 1,
+			Message: "the database's write lock stayed taken by another process; retry shortly"}
 	}
 	return err
 }
 
 // commitBatch is the committer's CommitFunc: the batch in one transaction,
 // each item in a savepoint. If the transaction fails as a whole (a
-// statement error that is not a guard, SQLITE_BUSY, an I/O error at
-// COMMIT), each item is committed alone, so that one bad Write cannot fail
-// its neighbours; only then are errors reported.
+// statement error that is not a guard, an I/O error at COMMIT), each item
+// is committed alone, so that one bad Write cannot fail its neighbours;
+// only then are errors reported. A batch that could not take the write
+// lock (SQLITE_BUSY after BusyTimeout) fails as a whole.
 func (db *DB) commitBatch(items []*groupcommit.Item[*op]) error {
 	err := db.commitTx(items)
-	if err == nil || len(items) == 1 {
+	if err == nil || len(items) == 1 || isBusy(err) {
+		// Busy: the write lock stayed taken for lockWait; trying each
+		// Write alone would wait that long again for each.
 		return err
 	}
 	for i, it := range items {
