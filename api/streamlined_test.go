@@ -257,3 +257,112 @@ func TestStreamlinedSaleOnJetStream(t *testing.T) {
 		})
 	}
 }
+
+// switchStage is an external stage that is down while down is set, and
+// otherwise keeps the records it takes.
+type switchStage struct {
+	down atomic.Bool
+	mu   sync.Mutex
+	recs []*surgepay.StagedRecord
+}
+
+func (s *switchStage) Put(_ context.Context, rec *surgepay.StagedRecord) error {
+	if s.down.Load() {
+		return fmt.Errorf("stage down")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs = append(s.recs, rec)
+	return nil
+}
+
+func (s *switchStage) staged(paymentID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.recs {
+		if r.PaymentID == paymentID {
+			n++
+		}
+	}
+	return n
+}
+
+// TestStageFallback: a streamlined sale whose stage is down is captured at
+// once (fallback capture), or refused with 503 stage_unavailable (fallback
+// reject). A refused sale with an Idempotency-Key keeps its authorization,
+// so that the retry completes the sale once the stage is back, with the
+// same authorization and nothing voided; one without a key has its
+// authorization voided. Nothing is stored for a refused sale.
+func TestStageFallback(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ee *env) {
+		pub, _, err := stage.GenerateKeys()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealer, _ := stage.NewSealer(pub)
+		for _, fallback := range []string{engine.FallbackCapture, engine.FallbackReject} {
+			t.Run(fallback, func(t *testing.T) {
+				st := &switchStage{}
+				e := newEnvWith(t, ee.store, func(c *engine.Config) {
+					c.Sealer, c.Stage, c.StageFallback = sealer, st, fallback
+				})
+				e.setPath(e.merchants[0], surgepay.PathStreamlined, "minimal")
+				cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+				body := paymentBody(cus, pm, 1200, "automatic")
+				st.down.Store(true)
+				before := e.sim.TotalEffects()
+				r := e.do(e.keyA, "POST", "/v1/payments", body, "fb-"+fallback)
+
+				if fallback == engine.FallbackCapture {
+					if r.Status != 200 || r.str("status") != "succeeded" || captureTx(t, r)["status"] != "succeeded" {
+						t.Fatalf("sale with the stage down: %d %s", r.Status, r.Raw)
+					}
+					if fx := e.sim.Effects(r.str("id")); fx.Authorizations != 1 || fx.Captures != 1 || fx.AmountCaptured != 1200 {
+						t.Fatalf("network %+v, want one authorization and one capture of 1200", fx)
+					}
+					if replay := e.do(e.keyA, "POST", "/v1/payments", body, "fb-"+fallback); string(replay.Raw) != string(r.Raw) {
+						t.Fatalf("replay differs:\n%s\n%s", replay.Raw, r.Raw)
+					}
+					return
+				}
+
+				if r.Status != 503 || r.errField("code") != "stage_unavailable" || r.Header.Get("Retry-After") == "" {
+					t.Fatalf("sale with the stage down: %d %s, want 503 stage_unavailable with Retry-After", r.Status, r.Raw)
+				}
+				mid := e.sim.TotalEffects()
+				if mid.Authorizations-before.Authorizations != 1 || mid.Voids != before.Voids {
+					t.Fatalf("network after the refusal: %+v, want one authorization kept, no void", mid)
+				}
+				if l := e.must(200, e.keyA, "GET", "/v1/payments", ""); len(l.JSON["data"].([]any)) != 0 {
+					t.Fatalf("a refused sale was stored: %s", l.Raw)
+				}
+				// The stage is back: the retry completes the sale with the
+				// same authorization.
+				st.down.Store(false)
+				r = e.do(e.keyA, "POST", "/v1/payments", body, "fb-"+fallback)
+				if r.Status != 200 || r.str("status") != "succeeded" || captureTx(t, r)["status"] != "pending" {
+					t.Fatalf("retry with the stage back: %d %s", r.Status, r.Raw)
+				}
+				id := r.str("id")
+				if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Voids != 0 || fx.Captures != 0 {
+					t.Fatalf("network for %s: %+v, want the first authorization only", id, fx)
+				}
+				if n := st.staged(id); n != 1 {
+					t.Fatalf("%d records staged for %s, want 1", n, id)
+				}
+
+				// Without a key no retry can reach the authorization: voided.
+				st.down.Store(true)
+				before = e.sim.TotalEffects()
+				if r := e.do(e.keyA, "POST", "/v1/payments", body, ""); r.Status != 503 || r.errField("code") != "stage_unavailable" {
+					t.Fatalf("sale without a key, stage down: %d %s", r.Status, r.Raw)
+				}
+				after := e.sim.TotalEffects()
+				if after.Authorizations-before.Authorizations != 1 || after.Voids-before.Voids != 1 {
+					t.Fatalf("network after a refused sale without a key: %+v (before %+v), want its authorization voided", after, before)
+				}
+			})
+		}
+	})
+}

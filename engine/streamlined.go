@@ -11,7 +11,10 @@ import (
 const (
 	// FallbackCapture captures synchronously, as the standard path does.
 	FallbackCapture = "capture"
-	// FallbackReject voids the authorization and answers 503.
+	// FallbackReject answers 503 stage_unavailable. The authorization
+	// stays at the network for a retry with the same Idempotency-Key, which
+	// reaches it again and completes the sale once the stage is back; a
+	// sale without a key, which no retry can reach, has it voided.
 	FallbackReject = "reject"
 )
 
@@ -70,11 +73,28 @@ func (e *Engine) recordStreamlined(ctx context.Context, call *Call, p *surgepay.
 }
 
 // stageFallback handles a stage that could not take a record: capture at
-// once (the standard path's sale), or void the authorization and refuse.
-// Either way nothing is left half done.
+// once (the standard path's sale), or refuse (FallbackReject).
+//
+// A refused sale with an Idempotency-Key keeps its authorization: the
+// client's retry replays it (the provider key derives from the
+// Idempotency-Key) and stages it once the stage is back. Voiding it would
+// let that retry replay an approved authorization the network had voided,
+// and answer "succeeded" for a sale whose capture must fail. Without a key
+// no retry can reach the authorization, so it is voided; a void that
+// fails is logged, and the hold lapses at the network.
 func (e *Engine) stageFallback(ctx context.Context, call *Call, p *surgepay.Payment, auth *surgepay.ProviderResult) (*surgepay.Payment, error) {
 	if e.cfg.StageFallback == FallbackReject {
-		_, _ = e.provider.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: p.ID + "/void", AuthorizationRef: auth.Reference})
+		if call.IdempotencyKey == "" {
+			res, err := e.provider.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: p.ID + "/void", AuthorizationRef: auth.Reference})
+			if err != nil || res == nil || !res.Approved {
+				reason := "declined"
+				if err != nil {
+					reason = err.Error()
+				}
+				e.log.Warn("void of a sale refused for the stage failed; the authorization lapses at the network",
+					"payment", p.ID, "reason", reason)
+			}
+		}
 		return nil, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "stage_unavailable", RetryAfter: 1,
 			Message: "payments are paused: the settlement stage is unavailable; retry shortly"}
 	}
