@@ -25,7 +25,11 @@
 // Limits: sealing gives confidentiality and integrity, not authenticity:
 // whoever holds the public key can seal an instruction. Settlement
 // therefore checks every instruction against the stored payment before it
-// captures.
+// captures. And the Sealer must hold its live segment's data key to seal:
+// whoever reads an API process's memory can open the records of that one
+// segment (at most SegmentAgeMaxDefault or SegmentRecordsMaxDefault
+// records: amounts, currencies, authorization references, never card
+// data), not those of segments the Sealer has rotated away from.
 package stage
 
 import (
