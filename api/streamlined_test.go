@@ -19,13 +19,32 @@ import (
 )
 
 // streamlinedEnv is an env whose merchant A is on the streamlined path with
-// the embedded stage, and the settlement opener for its records.
+// the embedded stage (or JetStream, see newStreamlinedEnvJetStream), and
+// the settlement opener for its records.
 type streamlinedEnv struct {
 	*env
 	opener surgepay.Opener
+	js     *jetstream.Stage // nil: the embedded stage
 }
 
 func newStreamlinedEnv(t *testing.T, store surgepay.Store, audit string) *streamlinedEnv {
+	return newStreamlinedEnvOn(t, store, audit, nil)
+}
+
+// newStreamlinedEnvJetStream is newStreamlinedEnv with the production stage:
+// a JetStream stream on a real nats-server.
+func newStreamlinedEnvJetStream(t *testing.T, store surgepay.Store, audit, name string) *streamlinedEnv {
+	nats := stagetest.StartNATS(t)
+	js, err := jetstream.Open(context.Background(), jetstream.Config{URL: nats.URL,
+		Stream: "T_" + strings.ToUpper(name), Subject: "t." + name + ".captures"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { js.Close() })
+	return newStreamlinedEnvOn(t, store, audit, js)
+}
+
+func newStreamlinedEnvOn(t *testing.T, store surgepay.Store, audit string, js *jetstream.Stage) *streamlinedEnv {
 	pub, priv, err := stage.GenerateKeys()
 	if err != nil {
 		t.Fatal(err)
@@ -38,9 +57,14 @@ func newStreamlinedEnv(t *testing.T, store surgepay.Store, audit string) *stream
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvWith(t, store, func(c *engine.Config) { c.Sealer = sealer })
+	e := newEnvWith(t, store, func(c *engine.Config) {
+		c.Sealer = sealer
+		if js != nil {
+			c.Stage = js
+		}
+	})
 	e.setPath(e.merchants[0], surgepay.PathStreamlined, audit)
-	return &streamlinedEnv{env: e, opener: opener}
+	return &streamlinedEnv{env: e, opener: opener, js: js}
 }
 
 func (e *env) setPath(merchantID, path, audit string) {
@@ -52,14 +76,18 @@ func (e *env) setPath(merchantID, path, audit string) {
 
 func (e *streamlinedEnv) settle(t *testing.T) *settle.Report {
 	t.Helper()
-	consumer, err := stage.NewEmbedded(e.store, 0)
-	if err != nil {
-		t.Fatal(err)
+	var consumer surgepay.StageConsumer = e.js
+	if e.js == nil {
+		emb, err := stage.NewEmbedded(e.store, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		consumer = emb
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rep, err := settle.Run(ctx, settle.Config{Store: e.store, Provider: e.sim, Opener: e.opener,
-		Consumer: consumer, UntilEmpty: true, RetryBackoff: time.Millisecond})
+		Consumer: consumer, UntilEmpty: true, RetryBackoff: time.Millisecond, BatchWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("settle: %v", err)
 	}
@@ -159,56 +187,66 @@ func TestStreamlinedDetailedAuditCostsOneMoreStatement(t *testing.T) {
 // TestSwitchPathUnderLoad flips merchant A between the standard and the
 // streamlined path while sales run: after settlement every sale the client
 // saw succeed is captured exactly once, and nothing else is.
+// TestSwitchPathUnderLoad flips a merchant between the standard and the
+// streamlined path while sales run, on the embedded stage and on
+// JetStream: every sale answered succeeded is captured exactly once.
 func TestSwitchPathUnderLoad(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, ee *env) {
-		e := newStreamlinedEnv(t, ee.store, "minimal")
-		cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
-		var stop atomic.Bool
-		var mu sync.Mutex
-		succeeded := map[string]bool{}
-		var wg sync.WaitGroup
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; !stop.Load() && i < 200; i++ {
-					r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1000, "automatic"), fmt.Sprintf("sw-%d-%d", w, i))
-					if r.Status == 200 && r.str("status") == "succeeded" {
-						mu.Lock()
-						succeeded[r.str("id")] = true
-						mu.Unlock()
-					}
-				}
-			}()
-		}
-		for i := 0; i < 20; i++ {
-			path := surgepay.PathStandard
-			if i%2 == 0 {
-				path = surgepay.PathStreamlined
-			}
-			e.setPath(e.merchants[0], path, "minimal")
-			time.Sleep(20 * time.Millisecond)
-		}
-		stop.Store(true)
-		wg.Wait()
-		e.settle(t)
-		if len(succeeded) < 20 {
-			t.Fatalf("only %d sales succeeded", len(succeeded))
-		}
-		tot := e.sim.TotalEffects()
-		if tot.Captures != int64(len(succeeded)) {
-			t.Fatalf("network captured %d times for %d succeeded sales", tot.Captures, len(succeeded))
-		}
-		for id := range succeeded {
-			if fx := e.sim.Effects(id); fx.Captures != 1 {
-				t.Fatalf("%s captured %d times", id, fx.Captures)
-			}
-			p := e.must(200, e.keyA, "GET", "/v1/payments/"+id, "")
-			if tx := captureTx(t, p); tx["status"] != "succeeded" {
-				t.Fatalf("%s: %s", id, p.Raw)
-			}
-		}
+		t.Run("embedded", func(t *testing.T) { switchPathUnderLoad(t, newStreamlinedEnv(t, ee.store, "minimal")) })
+		t.Run("jetstream", func(t *testing.T) {
+			switchPathUnderLoad(t, newStreamlinedEnvJetStream(t, ee.store, "minimal", "switch"))
+		})
 	})
+}
+
+func switchPathUnderLoad(t *testing.T, e *streamlinedEnv) {
+	t.Helper()
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	var stop atomic.Bool
+	var mu sync.Mutex
+	succeeded := map[string]bool{}
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load() && i < 200; i++ {
+				r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1000, "automatic"), fmt.Sprintf("sw-%d-%d", w, i))
+				if r.Status == 200 && r.str("status") == "succeeded" {
+					mu.Lock()
+					succeeded[r.str("id")] = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < 20; i++ {
+		path := surgepay.PathStandard
+		if i%2 == 0 {
+			path = surgepay.PathStreamlined
+		}
+		e.setPath(e.merchants[0], path, "minimal")
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	e.settle(t)
+	if len(succeeded) < 20 {
+		t.Fatalf("only %d sales succeeded", len(succeeded))
+	}
+	tot := e.sim.TotalEffects()
+	if tot.Captures != int64(len(succeeded)) {
+		t.Fatalf("network captured %d times for %d succeeded sales", tot.Captures, len(succeeded))
+	}
+	for id := range succeeded {
+		if fx := e.sim.Effects(id); fx.Captures != 1 {
+			t.Fatalf("%s captured %d times", id, fx.Captures)
+		}
+		p := e.must(200, e.keyA, "GET", "/v1/payments/"+id, "")
+		if tx := captureTx(t, p); tx["status"] != "succeeded" {
+			t.Fatalf("%s: %s", id, p.Raw)
+		}
+	}
 }
 
 // TestStreamlinedSaleOnJetStream pins the budget of a streamlined sale on
@@ -217,21 +255,7 @@ func TestSwitchPathUnderLoad(t *testing.T) {
 func TestStreamlinedSaleOnJetStream(t *testing.T) {
 	for _, b := range testenv.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			nats := stagetest.StartNATS(t)
-			js, err := jetstream.Open(context.Background(), jetstream.Config{URL: nats.URL,
-				Stream: "T_" + strings.ToUpper(b.Name), Subject: "t." + b.Name + ".captures"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { js.Close() })
-			pub, priv, err := stage.GenerateKeys()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sealer, _ := stage.NewSealer(pub)
-			opener, _ := stage.NewOpener(priv)
-			e := newEnvWith(t, b.Open(t), func(c *engine.Config) { c.Sealer, c.Stage = sealer, js })
-			e.setPath(e.merchants[0], surgepay.PathStreamlined, "minimal")
+			e := newStreamlinedEnvJetStream(t, b.Open(t), "minimal", b.Name)
 			e.setAnalytics(e.merchants[0], "off") // the path's own budget; analytics on adds one statement
 			cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
 			r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1500, "automatic"), "js-1")
@@ -241,15 +265,11 @@ func TestStreamlinedSaleOnJetStream(t *testing.T) {
 			if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=1 select=0 ") {
 				t.Fatalf("Surgepay-Sql %q, want total=1 select=0", sql)
 			}
-			if depth, _, err := js.Backlog(context.Background()); err != nil || depth != 1 {
+			if depth, _, err := e.js.Backlog(context.Background()); err != nil || depth != 1 {
 				t.Fatalf("JetStream backlog %d, %v; want 1", depth, err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			rep, err := settle.Run(ctx, settle.Config{Store: e.store, Provider: e.sim, Opener: opener,
-				Consumer: js, UntilEmpty: true, BatchWait: 50 * time.Millisecond})
-			if err != nil || rep.Captured != 1 {
-				t.Fatalf("settle: %v %+v", err, rep)
+			if rep := e.settle(t); rep.Captured != 1 {
+				t.Fatalf("settle: %+v", rep)
 			}
 			if fx := e.sim.Effects(r.str("id")); fx.Captures != 1 {
 				t.Fatalf("network captured %d times", fx.Captures)
