@@ -169,8 +169,12 @@ func (r *runner) openOne(rec *surgepay.StagedRecord) decision {
 			log.Error("settle: record not for this settlement key; left at the stage", "record", rec.ID, "err", err.Error())
 			return decision{out: outcome{rec: rec, reason: ReasonWrongKey}}
 		}
-		log.Error("settle: tampered record acknowledged, not captured", "record", rec.ID)
-		return decision{out: outcome{rec: rec, ack: true, reason: ReasonTampered}}
+		// Left for an operator, like a mismatch: acknowledging it would
+		// delete the only trace of a capture still pending. Its cleartext
+		// fields (payment, merchant) are not authenticated: it is logged
+		// by record ID only, and no payment is touched.
+		log.Error("settle: tampered record left at the stage for an operator; never captured", "record", rec.ID)
+		return decision{out: outcome{rec: rec, reason: ReasonTampered}}
 	}
 	if ins.PaymentID != rec.PaymentID || ins.MerchantID != rec.MerchantID {
 		log.Warn("settle: record headers disagree with the sealed instruction; using the instruction", "record", rec.ID, "payment", ins.PaymentID)
@@ -560,8 +564,8 @@ func (r *runner) tally(outs []outcome) (int, map[time.Duration][]*surgepay.Stage
 // (from 0) should come back, and whether it should come back soon: the
 // backoff RetryBackoff << times, at most RedeliveryDelayMax, and for a
 // record whose payment is not stored yet, at most until it would be an
-// orphan. Records left for an operator (mismatch, wrong key, key reused)
-// come back after RedeliveryDelayMax.
+// orphan. Records left for an operator (tampered, mismatch, wrong key, key
+// reused) come back after RedeliveryDelayMax.
 func (r *runner) redelivery(o outcome, times int) (time.Duration, bool) {
 	switch o.reason {
 	case ReasonRetryLater, ReasonUnknown, ReasonStore, ReasonOrphanWait:

@@ -1,6 +1,7 @@
 package settle_test
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"testing"
@@ -170,4 +171,30 @@ func TestSettleJetStreamLeftForLaterComesBack(t *testing.T) {
 	cfg := e.config(f)
 	cfg.Consumer, cfg.OnStats, cfg.AckWait = js, onStats, js.AckWait()
 	checkLeftForLater(t, e, run(t, cfg), flaky, late)
+}
+
+// TestSettleJetStreamTamperedRecordLeft: on JetStream too, a record that
+// fails to open is left in the stream (released for RedeliveryDelayMax),
+// never acknowledged away.
+func TestSettleJetStreamTamperedRecordLeft(t *testing.T) {
+	srv := stagetest.StartNATS(t)
+	js := openJS(t, srv.URL)
+	e := newEnvStore(t, testenv.OpenSQLite(t))
+	s := e.sale(t, 1000, cardOK) // staged in the store: only its tampered copy goes to JetStream
+	bad := tampered(s.Record)
+	if err := js.Put(context.Background(), bad); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cfg := e.config(nil)
+	cfg.Consumer, cfg.Logger, cfg.BatchWait = js, slogJSON(&logs), 50*time.Millisecond
+	rep := run(t, cfg)
+	if rep.Failures[settle.ReasonTampered] != 1 || rep.Captured != 0 || rep.Left != 1 || rep.BacklogDepth != 1 {
+		t.Errorf("report %+v; want tampered 1, left 1, backlog 1", rep)
+	}
+	checkTamperedLogs(t, logs.String(), bad, s.Payment)
+	if n, _, err := js.Backlog(context.Background()); err != nil || n != 1 {
+		t.Errorf("stream holds %d records (%v), want the tampered one", n, err)
+	}
+	wantCaptures(t, e, s.Payment, 0)
 }

@@ -89,8 +89,8 @@ const (
 	// records of a crashed run.
 	AckWaitMax = time.Hour
 	// RedeliveryDelayMax caps the backoff of a record left for later, and
-	// is the delay of records left for an operator (mismatch, wrong_key,
-	// key_reused).
+	// is the delay of records left for an operator (tampered, mismatch,
+	// wrong_key, key_reused).
 	RedeliveryDelayMax = time.Minute
 	// LeftRedeliveriesMax is how many times an UntilEmpty run waits for a
 	// record it left for later to come back; after that it counts the
@@ -120,7 +120,7 @@ const (
 
 // Failure reasons in Report.Failures.
 const (
-	ReasonTampered   = "tampered"    // the record failed to open; acknowledged, never captured
+	ReasonTampered   = "tampered"    // the record failed to open (modified or malformed); left for an operator, never captured
 	ReasonWrongKey   = "wrong_key"   // sealed to another settlement key or format; left
 	ReasonOrphan     = "orphan"      // no payment after the grace period; acknowledged
 	ReasonOrphanWait = "orphan_wait" // no payment yet, within the grace period; left

@@ -25,8 +25,10 @@ const (
 	exitSettleError = 1
 	exitSettleUsage = 2
 	// exitSettleLeft: an --until-empty run ended with records left at the
-	// stage (not yet capturable: the network refused, outcomes unknown,
-	// payments not yet stored); run it again later.
+	// stage: not yet capturable (the network refused, outcomes unknown,
+	// payments not yet stored): run it again later; or needing an operator
+	// (tampered, mismatch, wrong_key, key_reused: see the report and the
+	// log, by record ID).
 	exitSettleLeft = 3
 )
 

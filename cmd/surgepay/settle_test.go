@@ -157,6 +157,48 @@ func TestSettleCommandEmbedded(t *testing.T) {
 	}
 }
 
+// TestSettleCommandTamperedRecordLeft: a record that fails to open is
+// left at the stage and an --until-empty run says so with exit status 3,
+// on every run.
+func TestSettleCommandTamperedRecordLeft(t *testing.T) {
+	configPath, sales, p := settleSetup(t, 2, nil)
+	cfg, err := LoadConfig(configPath, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := openStore(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := *sales[0].Record
+	bad.ID = surgepay.NewID("stg")
+	bad.Sealed = append([]byte(nil), bad.Sealed...)
+	bad.Sealed[len(bad.Sealed)-20] ^= 1
+	err = store.Apply(context.Background(), &surgepay.Write{Staged: &bad, StagedAck: []string{sales[0].Record.ID}})
+	store.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	for i := range 2 {
+		var out, errb bytes.Buffer
+		code := cmdSettle(context.Background(), []string{"--config", configPath, "--until-empty", "--report-json", jsonPath}, &out, &errb)
+		rep := readReport(t, jsonPath)
+		if code != exitSettleLeft || rep.Failures[settle.ReasonTampered] != 1 || rep.Left != 1 || rep.BacklogDepth != 1 {
+			t.Errorf("run %d: exit %d, report %+v; want exit %d, tampered 1, left 1\n%s", i, code, rep, exitSettleLeft, errb.String())
+		}
+		if strings.Contains(errb.String(), sales[0].Payment.ID) {
+			t.Errorf("run %d: the log names the payment of a record that did not open:\n%s", i, errb.String())
+		}
+	}
+	if got := p.Effects(sales[0].Payment.ID).Captures; got != 0 {
+		t.Errorf("the payment of the tampered record captured %d times, want 0", got)
+	}
+	if got := p.Effects(sales[1].Payment.ID).Captures; got != 1 {
+		t.Errorf("the other payment captured %d times, want 1", got)
+	}
+}
+
 // TestSettleCommandJetStream: settle on JetStream, with --ack-wait set on
 // the durable consumer and a short --orphan-grace: an orphan record (its
 // sale's payment never stored) waits out its grace within the run, and is
