@@ -84,8 +84,60 @@ type Config struct {
 	// Defaults 50,000,000 and 20 GiB.
 	MaxMsgs  int64
 	MaxBytes int64
-	// Options are extra NATS connection options (credentials, TLS).
+	// CredsFile is a NATS credentials file (a user JWT and its NKey seed,
+	// as `nsc` writes it), for servers with decentralized auth.
+	CredsFile string
+	// User and Password authenticate to a server that lists users; Token
+	// to one with an authorization token. Secrets: never printed. At most
+	// one of CredsFile, User with Password, and Token; none: the URL's
+	// own user:password@ or token@, if any.
+	User, Password string
+	Token          string
+	// TLSCAFile is a PEM file of the certificates that sign the server's;
+	// when set the connection requires TLS and trusts only them (without
+	// it, a tls:// URL or a server that requires TLS is checked against
+	// the system's roots). TLSCertFile and TLSKeyFile are a client
+	// certificate, both or neither, for servers that verify clients.
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+	// Options are extra NATS connection options, applied after those
+	// above.
 	Options []nats.Option
+}
+
+// connectOptions returns the NATS options of the credentials and TLS
+// settings, or an error if they contradict each other.
+func (c *Config) connectOptions() ([]nats.Option, error) {
+	ways := 0
+	for _, set := range []bool{c.CredsFile != "", c.User != "" || c.Password != "", c.Token != ""} {
+		if set {
+			ways++
+		}
+	}
+	switch {
+	case ways > 1:
+		return nil, errors.New("jetstream stage: set one of the credentials file, user and password, or token")
+	case (c.User == "") != (c.Password == ""):
+		return nil, errors.New("jetstream stage: user and password go together")
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return nil, errors.New("jetstream stage: the TLS client certificate and key files go together")
+	}
+	var opts []nats.Option
+	if c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.User != "" {
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.Token != "" {
+		opts = append(opts, nats.Token(c.Token))
+	}
+	if c.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCAFile))
+	}
+	if c.TLSCertFile != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCertFile, c.TLSKeyFile))
+	}
+	return opts, nil
 }
 
 func (c *Config) defaults() error {
@@ -163,8 +215,15 @@ func Open(ctx context.Context, cfg Config) (*Stage, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	auth, err := cfg.connectOptions()
+	if err != nil {
+		return nil, err
+	}
 	opts := append([]nats.Option{nats.Name("surgepay stage"), nats.Timeout(connectTimeout),
-		nats.MaxReconnects(-1)}, cfg.Options...)
+		nats.MaxReconnects(-1)}, auth...)
+	opts = append(opts, cfg.Options...)
+	// The connection holds the secrets now; the Stage keeps no copy.
+	cfg.Password, cfg.Token = "", ""
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream stage: connect %s: %w (is nats-server running with -js?)", redactURL(cfg.URL), err)
