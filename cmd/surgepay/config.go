@@ -17,6 +17,7 @@ import (
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/sqlite"
+	"github.com/surgepay/surgepay/stage/jetstream"
 	"github.com/surgepay/surgepay/telemetry"
 	"github.com/surgepay/surgepay/webhook"
 )
@@ -91,9 +92,13 @@ type Config struct {
 	SQLite SQLiteConfig `toml:"sqlite"`
 
 	// path is the file the configuration was read from, for reloads.
-	path     string
-	Postgres PostgresConfig `toml:"postgres"`
-	Provider ProviderConfig `toml:"provider"`
+	path string
+	// pendingRestart names the settings (dotted TOML keys) that the file
+	// changed since start but that take effect only after a restart; set
+	// by reloads, shown by /config.
+	pendingRestart []string
+	Postgres       PostgresConfig `toml:"postgres"`
+	Provider       ProviderConfig `toml:"provider"`
 	// Cache is the scoped cache: per entity a scope (process, server,
 	// global, off), a TTL and a memory bound; Redis for the shared scopes.
 	// See docs/cache.md.
@@ -111,14 +116,46 @@ type StageConfig struct {
 	// group commit) or "jetstream".
 	Kind string `toml:"kind"`
 	// NATSURL, Stream, Subject and Replicas configure JetStream.
+	// NATSURL is one or more comma-separated URLs; /config shows them
+	// without their user:password@ or token@.
 	NATSURL  string `toml:"nats_url"`
 	Stream   string `toml:"stream"`
 	Subject  string `toml:"subject"`
 	Replicas int    `toml:"replicas"`
+	// NATSCredsFile is a NATS credentials file (user JWT and NKey seed,
+	// from `nsc`). Env SURGEPAY_NATS_CREDS_FILE. Default none.
+	NATSCredsFile string `toml:"nats_creds_file"`
+	// NATSUser and NATSPassword, or NATSToken, authenticate to a server
+	// configured with users or a token; at most one of the credentials
+	// file, user and password, and token. The password and token are
+	// secrets, never printed; give them by env (SURGEPAY_NATS_USER,
+	// SURGEPAY_NATS_PASSWORD, SURGEPAY_NATS_TOKEN) to keep them out of
+	// the file. Default none.
+	NATSUser     string       `toml:"nats_user"`
+	NATSPassword cache.Secret `toml:"nats_password"`
+	NATSToken    cache.Secret `toml:"nats_token"`
+	// NATSTLSCAFile is a PEM file of the certificates that sign the NATS
+	// server's; set, the connection requires TLS and trusts only them
+	// (env SURGEPAY_NATS_TLS_CA_FILE). NATSTLSCertFile and NATSTLSKeyFile
+	// are a client certificate, both or neither, for servers that verify
+	// clients. Default none: a tls:// URL is checked against the system's
+	// roots.
+	NATSTLSCAFile   string `toml:"nats_tls_ca_file"`
+	NATSTLSCertFile string `toml:"nats_tls_cert_file"`
+	NATSTLSKeyFile  string `toml:"nats_tls_key_file"`
 	// Fallback is what a sale does when the stage is unavailable:
 	// "capture" (default: capture synchronously, as the standard path) or
 	// "reject" (void the authorization and answer 503).
 	Fallback string `toml:"fallback"`
+}
+
+// JetStream returns the configuration of the JetStream stage: server,
+// stream, subject, replicas, and the connection's credentials and TLS.
+// serve and settle both connect with it.
+func (s StageConfig) JetStream() jetstream.Config {
+	return jetstream.Config{URL: s.NATSURL, Stream: s.Stream, Subject: s.Subject, Replicas: s.Replicas,
+		CredsFile: s.NATSCredsFile, User: s.NATSUser, Password: s.NATSPassword.Reveal(), Token: s.NATSToken.Reveal(),
+		TLSCAFile: s.NATSTLSCAFile, TLSCertFile: s.NATSTLSCertFile, TLSKeyFile: s.NATSTLSKeyFile}
 }
 
 // WebhooksConfig configures the webhook dispatcher of `surgepay serve`.
@@ -283,7 +320,32 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
 	cfg.fillPaths()
+	cfg.fillCacheEntities()
 	return cfg, cfg.Validate()
+}
+
+// fillCacheEntities gives the cache entity sections that the file writes
+// in part the rest of their defaults, as the cache does when it starts
+// (the file's section replaces the default entry whole), so that /config
+// shows what the cache runs and a reload compares like with like.
+func (c *Config) fillCacheEntities() {
+	defaults := cache.DefaultConfig().Entities
+	entities := make(map[string]cache.EntityConfig, len(c.Cache.Entities))
+	for name, e := range c.Cache.Entities {
+		if d, ok := defaults[name]; ok {
+			if e.Scope == "" {
+				e.Scope = d.Scope
+			}
+			if e.TTL == 0 {
+				e.TTL = d.TTL
+			}
+			if e.EntriesMax == 0 {
+				e.EntriesMax = d.EntriesMax
+			}
+		}
+		entities[name] = e
+	}
+	c.Cache.Entities = entities
 }
 
 // rateWritten returns "ID.rate_limit" and "ID.rate_burst" for each
@@ -309,11 +371,18 @@ func (c *Config) applyEnv(env func(string) string) error {
 		"SURGEPAY_PROVIDER": &c.Provider.Kind, "SURGEPAY_PROVIDER_URL": &c.Provider.URL,
 		"SURGEPAY_SIM_LATENCY": &c.Provider.Latency, "SURGEPAY_SQLITE_PATH": &c.SQLite.Path,
 		"SURGEPAY_STAGE": &c.Stage.Kind, "SURGEPAY_NATS_URL": &c.Stage.NATSURL,
-		"SURGEPAY_SETTLEMENT_PUBLIC_KEY_FILE": &c.Stage.PublicKeyFile,
+		"SURGEPAY_SETTLEMENT_PUBLIC_KEY_FILE": &c.Stage.PublicKeyFile, "SURGEPAY_NATS_CREDS_FILE": &c.Stage.NATSCredsFile,
+		"SURGEPAY_NATS_USER": &c.Stage.NATSUser, "SURGEPAY_NATS_TLS_CA_FILE": &c.Stage.NATSTLSCAFile,
 	}
 	for k, p := range str {
 		if v := env(k); v != "" {
 			*p = v
+		}
+	}
+	for k, p := range map[string]*cache.Secret{"SURGEPAY_NATS_PASSWORD": &c.Stage.NATSPassword,
+		"SURGEPAY_NATS_TOKEN": &c.Stage.NATSToken} {
+		if v := env(k); v != "" {
+			*p = cache.Secret(v)
 		}
 	}
 	if v := env("SURGEPAY_PROCESSING"); v != "" {
@@ -473,6 +542,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("stage.kind", "%q must be \"embedded\" or \"jetstream\"", c.Stage.Kind)
 	}
+	c.validateNATSAuth(bad)
 	if c.Webhooks.Workers < 1 || c.Webhooks.Workers > webhook.WorkersMax {
 		bad("webhooks.workers", "%d must be 1 to %d", c.Webhooks.Workers, webhook.WorkersMax)
 	}
@@ -495,12 +565,100 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Redacted returns the configuration with secrets replaced, for printing.
+// validateNATSAuth checks that the stage's NATS credentials name one way
+// to authenticate and that the TLS client certificate has its key.
+func (c *Config) validateNATSAuth(bad func(field, format string, args ...any)) {
+	s := c.Stage
+	var ways []string
+	if s.NATSCredsFile != "" {
+		ways = append(ways, "stage.nats_creds_file")
+	}
+	if s.NATSUser != "" || s.NATSPassword != "" {
+		ways = append(ways, "stage.nats_user/nats_password")
+	}
+	if s.NATSToken != "" {
+		ways = append(ways, "stage.nats_token")
+	}
+	if len(ways) > 1 {
+		bad("stage.nats_*", "%s are set: give one way to authenticate to NATS", strings.Join(ways, " and "))
+	}
+	if s.NATSUser != "" && s.NATSPassword == "" {
+		bad("stage.nats_password", "is required with stage.nats_user (or set SURGEPAY_NATS_PASSWORD)")
+	}
+	if s.NATSPassword != "" && s.NATSUser == "" {
+		bad("stage.nats_user", "is required with stage.nats_password")
+	}
+	if (s.NATSTLSCertFile == "") != (s.NATSTLSKeyFile == "") {
+		bad("stage.nats_tls_cert_file", "and stage.nats_tls_key_file go together")
+	}
+}
+
+// redactedPlaceholder replaces a secret in Redacted's answer.
+const redactedPlaceholder = "<redacted>"
+
+// Redacted returns the configuration with secrets replaced, for printing:
+// the PostgreSQL DSN whole, the passwords and tokens, and in every URL or
+// address setting the user:password@ (or token@) and the query. c is not
+// changed.
 func (c Config) Redacted() Config {
 	if c.Postgres.DSN != "" {
-		c.Postgres.DSN = "<redacted>"
+		c.Postgres.DSN = redactedPlaceholder
+	}
+	for _, p := range []*cache.Secret{&c.Stage.NATSPassword, &c.Stage.NATSToken, &c.Cache.Redis.Password} {
+		if *p != "" {
+			*p = redactedPlaceholder
+		}
+	}
+	for _, p := range []*string{&c.Stage.NATSURL, &c.Provider.URL, &c.Telemetry.Tracing.Endpoint, &c.Cache.Redis.ServerAddr} {
+		*p = redactURLs(*p)
+	}
+	addrs := make([]string, len(c.Cache.Redis.GlobalAddrs)) // shared with c's caller: copy before changing
+	for i, a := range c.Cache.Redis.GlobalAddrs {
+		addrs[i] = redactURLs(a)
+	}
+	if c.Cache.Redis.GlobalAddrs != nil {
+		c.Cache.Redis.GlobalAddrs = addrs
 	}
 	return c
+}
+
+// redactURLs returns the comma-separated URLs or addresses of s with the
+// user information (everything up to the last "@" after the scheme: a
+// password may hold an unescaped "@" or "/") and the query (which may hold
+// a password or token) replaced by redactedPlaceholder.
+func redactURLs(s string) string {
+	parts := strings.Split(s, ",")
+	for i, u := range parts {
+		scheme, rest := "", u
+		if j := strings.Index(u, "://"); j >= 0 {
+			scheme, rest = u[:j+3], u[j+3:]
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			rest = redactedPlaceholder + rest[at:]
+		}
+		if q := strings.Index(rest, "?"); q >= 0 {
+			rest = rest[:q+1] + redactedPlaceholder
+		}
+		parts[i] = scheme + rest
+	}
+	return strings.Join(parts, ",")
+}
+
+// configView is what GET /config answers: the effective configuration,
+// redacted, and the settings changed in the file that wait for a restart.
+type configView struct {
+	// PendingRestart names (dotted TOML keys) the settings whose value in
+	// the file differs from the running one shown here; they take effect
+	// at the next start. Empty when the file and the running
+	// configuration agree on them.
+	PendingRestart []string `toml:"pending_restart"`
+	Config
+}
+
+// adminView returns the effective configuration for GET /config: secrets
+// redacted, and what waits for a restart.
+func (c *Config) adminView() configView {
+	return configView{PendingRestart: append([]string{}, c.pendingRestart...), Config: c.Redacted()}
 }
 
 func envOS(k string) string { return os.Getenv(k) }

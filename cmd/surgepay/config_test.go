@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/stage/jetstream"
 )
 
 // envOf returns an environment lookup over m, so that tests never read the
@@ -116,8 +120,10 @@ ttl = "1m"
 	want.SQLite.BatchSizeMax, want.SQLite.FlushInterval = 64, Duration{2 * time.Millisecond}
 	want.Postgres.DSN, want.Postgres.Schema, want.Postgres.PoolConnsMax, want.Postgres.Writers = "postgres://u:p@db:5432/pay", "pay", 32, 8
 	want.Provider.Kind, want.Provider.URL, want.Provider.DeclineRate, want.Provider.Timeout = "sim-http", "http://sim:8181", 0.25, Duration{5 * time.Second}
-	// A zero field of an entity keeps the cache's default (cache.New fills it).
-	want.Cache.Entities["payment_methods"] = cache.EntityConfig{Scope: cache.ScopeProcess, TTL: time.Minute}
+	// A field the entity's section leaves out gets the cache's default, as
+	// cache.New would give it, so that /config shows the value in use.
+	want.Cache.Entities["payment_methods"] = cache.EntityConfig{Scope: cache.ScopeProcess, TTL: time.Minute,
+		EntriesMax: cache.DefaultConfig().Entities["payment_methods"].EntriesMax}
 	want.fillPaths()
 	if diff := cmp.Diff(want, got, ignorePath); diff != "" {
 		t.Errorf("LoadConfig(file) (-want +got):\n%s", diff)
@@ -341,6 +347,103 @@ func TestConfigRedacted(t *testing.T) {
 	}
 }
 
+// notSecretSettings are the string settings that hold no secret: names,
+// kinds, paths, addresses without credentials. Every other string setting
+// may carry one (a DSN, a URL with user:password@ or ?token=, a password)
+// and must be redacted: TestConfigRedactedEverySetting fails for a new
+// string setting until it is redacted or listed here.
+var notSecretSettings = []string{"listen", "admin_listen", "data_dir", "storage", "log_format", "log_level",
+	"tax_table", "keyring_file", "sqlite.path", "postgres.schema", "provider.kind", "provider.latency",
+	"stage.public_key_file", "stage.kind", "stage.stream", "stage.subject", "stage.fallback",
+	"stage.nats_creds_file", "stage.nats_user", "stage.nats_tls_ca_file", "stage.nats_tls_cert_file",
+	"stage.nats_tls_key_file", "cache.namespace", "cache.redis.sentinel_master", "cache.redis.username"}
+
+// fillStrings sets every string (or string list) setting under v, a
+// struct, to fill(its dotted TOML key). Maps (merchants, cache entities)
+// are left alone: they hold no string that can carry a secret.
+func fillStrings(v reflect.Value, prefix string, fill func(key string) string) {
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "" || name == "-" || !f.IsExported() {
+			continue
+		}
+		fv, key := v.Field(i), prefix+name
+		switch {
+		case fv.Kind() == reflect.String:
+			fv.SetString(fill(key))
+		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.String:
+			fv.Set(reflect.ValueOf([]string{fill(key), fill(key)}).Convert(fv.Type()))
+		case fv.Kind() == reflect.Struct:
+			fillStrings(fv, key+".", fill)
+		}
+	}
+}
+
+// TestConfigRedactedEverySetting puts a recognizable password into every
+// setting that may carry one, in each form it can take there (a URL's
+// user:password@, a token@, a query parameter, a comma-separated second
+// URL, the value itself), and checks that GET /config shows it nowhere,
+// while it still shows where each URL points.
+func TestConfigRedactedEverySetting(t *testing.T) {
+	const secret = "Pw0rd-in-config"
+	c := defaultsFilled()
+	fillStrings(reflect.ValueOf(&c).Elem(), "", func(key string) string {
+		if slices.Contains(notSecretSettings, key) {
+			return "plain-" + key
+		}
+		return "nats://tok" + secret + "@h1.example:4222,redis://user:" + secret + "@h2.example:6379/0?password=" + secret
+	})
+	c.Provider.URL = "https://user:p@ss/" + secret + "@sim.example/v1?token=" + secret // unescaped @ and / in the password
+	c.Telemetry.Tracing.Endpoint = "http://" + secret + "@otel.example:4318/v1/traces"
+	globalAddrs := slices.Clone(c.Cache.Redis.GlobalAddrs)
+
+	admin := httptest.NewServer(newAdminHandler(adminConfig{Config: func() any { return c.adminView() }}))
+	defer admin.Close()
+	code, body := get(t, admin.URL+"/config")
+	if code != http.StatusOK {
+		t.Fatalf("GET /config: status %d, want 200: %s", code, body)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.Contains(line, secret) {
+			t.Errorf("GET /config shows the password: %s", line)
+		}
+	}
+	var got configView
+	if _, err := toml.Decode(body, &got); err != nil {
+		t.Fatalf("GET /config is not TOML: %v\n%s", err, body)
+	}
+	for _, want := range []struct{ setting, got, want string }{
+		{"stage.nats_url", got.Stage.NATSURL, "nats://<redacted>@h1.example:4222,redis://<redacted>@h2.example:6379/0?<redacted>"},
+		{"provider.url", got.Provider.URL, "https://<redacted>@sim.example/v1?<redacted>"},
+		{"telemetry.tracing.endpoint", got.Telemetry.Tracing.Endpoint, "http://<redacted>@otel.example:4318/v1/traces"},
+		{"stage.nats_user", got.Stage.NATSUser, "plain-stage.nats_user"},
+	} {
+		if want.got != want.want {
+			t.Errorf("/config %s = %q, want %q", want.setting, want.got, want.want)
+		}
+	}
+	if !slices.Equal(c.Cache.Redis.GlobalAddrs, globalAddrs) || !strings.Contains(c.Stage.NATSURL, secret) {
+		t.Error("Redacted changed the running configuration")
+	}
+}
+
+func TestRedactURLs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"127.0.0.1:6379", "127.0.0.1:6379"},
+		{"unix:///run/redis.sock", "unix:///run/redis.sock"},
+		{"u:pw@10.0.0.1:6379", "<redacted>@10.0.0.1:6379"},
+		{"nats://a:b@n1:4222,nats://n2:4222", "nats://<redacted>@n1:4222,nats://n2:4222"},
+		{"https://h/p?k=v", "https://h/p?<redacted>"},
+	} {
+		if got := redactURLs(tc.in); got != tc.want {
+			t.Errorf("redactURLs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func tomlOf(t *testing.T, c Config) string {
 	t.Helper()
 	var b strings.Builder
@@ -381,6 +484,17 @@ func TestExampleConfig(t *testing.T) {
 		}
 		var named []string
 		for _, k := range md.Keys() {
+			named = append(named, k.String())
+		}
+		// "# or key = value" lines name the alternatives of the setting
+		// above them (stage.nats_token to stage.nats_user): named, but not
+		// uncommented with the others, which they contradict.
+		alternatives := regexp.MustCompile(`(?m)^# or ([a-z_]+ = )`).ReplaceAll(uncommented, []byte("$1"))
+		mdAlt, err := toml.Decode(string(alternatives), new(Config))
+		if err != nil {
+			t.Fatalf("%s with its alternatives uncommented: %v", exampleConfig, err)
+		}
+		for _, k := range mdAlt.Keys() {
 			named = append(named, k.String())
 		}
 		for _, k := range tomlKeys(reflect.TypeFor[Config](), "") {
@@ -499,5 +613,111 @@ rate_burst = 0
 		if s := eng.SettingsFor("mer_own"); s.RateLimit != 0 {
 			t.Errorf("after removing the limits mer_own's rate_limit = %v, want 0", s.RateLimit)
 		}
+	})
+}
+
+// TestReloadEffectiveConfig: a reload applies the merchant settings and
+// nothing else, so the configuration it leaves (what /config shows) is
+// the running one with the new merchant settings; the settings the file
+// changed that need a restart are named in pending_restart and in a
+// warning, by key and never by value. (Before, a reload stored the whole
+// file: /config showed an inflight_max and a NATS URL not in effect.)
+func TestReloadEffectiveConfig(t *testing.T) {
+	const secret = "reload-Pw0rd"
+	path := writeFile(t, "surgepay.toml", "inflight_max = 100\n")
+	cfg, err := LoadConfig(path, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := settingsEngine(t, &cfg)
+	var current atomic.Pointer[Config]
+	current.Store(&cfg)
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	reload := func(text string) *Config {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reloadConfig(&app{eng: eng}, &current, log, "test")
+		return current.Load()
+	}
+
+	got := reload("inflight_max = 200\n[stage]\nnats_url = \"nats://u:" + secret + "@n1:4222\"\n" +
+		"[cache.entities.api_keys]\nttl = \"1m\"\n[merchants.default]\nrate_limit = 7\n")
+	if got.InflightMax != 100 || got.Stage.NATSURL != "" || got.Cache.Entities["api_keys"].TTL != cfg.Cache.Entities["api_keys"].TTL {
+		t.Errorf("after the reload inflight_max %d, stage.nats_url %q, api_keys ttl %s; want the running 100, \"\", %s",
+			got.InflightMax, got.Stage.NATSURL, got.Cache.Entities["api_keys"].TTL, cfg.Cache.Entities["api_keys"].TTL)
+	}
+	if s := eng.SettingsFor("mer_x"); s.RateLimit != 7 || got.MerchantSettings().Default.RateLimit != 7 {
+		t.Errorf("after the reload the engine's rate_limit %v, the configuration's %v; want 7 and 7",
+			s.RateLimit, got.MerchantSettings().Default.RateLimit)
+	}
+	wantPending := []string{"cache.entities.api_keys.ttl", "inflight_max", "stage.nats_url"}
+	if diff := cmp.Diff(wantPending, got.pendingRestart); diff != "" {
+		t.Errorf("pending restart (-want +got):\n%s", diff)
+	}
+	var view bytes.Buffer
+	if err := toml.NewEncoder(&view).Encode(got.adminView()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`pending_restart = ["cache.entities.api_keys.ttl", "inflight_max", "stage.nats_url"]`,
+		"inflight_max = 100", "rate_limit = 7.0"} {
+		if !strings.Contains(view.String(), want) {
+			t.Errorf("/config lacks %s:\n%s", want, view.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "stage.nats_url") || strings.Contains(logs.String()+view.String(), secret) {
+		t.Errorf("the reload's log should name stage.nats_url and show no secret:\n%s", logs.String())
+	}
+
+	if got := reload("inflight_max = 100\n[merchants.default]\nrate_limit = 8\n"); len(got.pendingRestart) != 0 ||
+		got.MerchantSettings().Default.RateLimit != 8 {
+		t.Errorf("with the file back at the running values: pending %v, rate_limit %v; want none, 8",
+			got.pendingRestart, got.MerchantSettings().Default.RateLimit)
+	}
+	before := current.Load()
+	if got := reload("inflight_max = -1\n[merchants.default]\nrate_limit = 9\n"); got != before || eng.SettingsFor("mer_x").RateLimit != 8 {
+		t.Errorf("a refused reload changed the configuration (rate_limit %v), want the running one kept", eng.SettingsFor("mer_x").RateLimit)
+	}
+}
+
+// TestNATSAuthSettings: the stage's NATS credentials and TLS files come
+// from the file or the environment, reach the JetStream stage's
+// configuration, and contradicting ones are refused by name.
+func TestNATSAuthSettings(t *testing.T) {
+	path := writeFile(t, "surgepay.toml", `
+[stage]
+kind = "jetstream"
+nats_url = "nats://127.0.0.1:4222"
+nats_user = "surgepay"
+nats_password = "in-file"
+nats_tls_ca_file = "/etc/nats/ca.pem"
+nats_tls_cert_file = "/etc/nats/client.pem"
+nats_tls_key_file = "/etc/nats/client-key.pem"
+`)
+	cfg, err := LoadConfig(path, envOf(map[string]string{"SURGEPAY_NATS_PASSWORD": "from-env"}))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	want := jetstream.Config{URL: "nats://127.0.0.1:4222", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
+		Replicas: 1, User: "surgepay", Password: "from-env", TLSCAFile: "/etc/nats/ca.pem",
+		TLSCertFile: "/etc/nats/client.pem", TLSKeyFile: "/etc/nats/client-key.pem"}
+	if diff := cmp.Diff(want, cfg.Stage.JetStream(), cmpopts.IgnoreFields(jetstream.Config{}, "Options")); diff != "" {
+		t.Errorf("JetStream() (-want +got):\n%s", diff)
+	}
+	cfg, err = LoadConfig("", envOf(map[string]string{"SURGEPAY_NATS_TOKEN": "tok", "SURGEPAY_NATS_CREDS_FILE": "",
+		"SURGEPAY_NATS_TLS_CA_FILE": "/ca.pem"}))
+	if err != nil || cfg.Stage.JetStream().Token != "tok" || cfg.Stage.NATSTLSCAFile != "/ca.pem" {
+		t.Errorf("SURGEPAY_NATS_TOKEN, SURGEPAY_NATS_TLS_CA_FILE: token %q, CA %q, err %v; want tok, /ca.pem, nil",
+			cfg.Stage.JetStream().Token, cfg.Stage.NATSTLSCAFile, err)
+	}
+
+	loadConfigRefused(t, []badConfig{
+		{"ErrTokenAndUser", "[stage]\nnats_token = \"t\"\nnats_user = \"u\"\nnats_password = \"p\"\n", "stage.nats_token"},
+		{"ErrCredsAndToken", "[stage]\nnats_token = \"t\"\nnats_creds_file = \"/x.creds\"\n", "stage.nats_creds_file"},
+		{"ErrUserWithoutPassword", "[stage]\nnats_user = \"u\"\n", "stage.nats_password"},
+		{"ErrPasswordWithoutUser", "[stage]\nnats_password = \"p\"\n", "stage.nats_user"},
+		{"ErrCertWithoutKey", "[stage]\nnats_tls_cert_file = \"/c.pem\"\n", "stage.nats_tls_key_file"},
 	})
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding"
 	"log/slog"
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,8 +21,9 @@ const configPollInterval = 2 * time.Second
 // watchConfig reloads the configuration on SIGHUP and when its file
 // changes. The merchant settings take effect at once; a new configuration
 // that does not validate is refused and the running one stays. Settings
-// that need a restart (listen addresses, storage, keys) are named in a
-// warning. current holds the effective configuration.
+// that need a restart (listen addresses, storage, keys) keep their running
+// values and are named in a warning and in /config's pending_restart.
+// current holds the effective configuration.
 func watchConfig(ctx context.Context, a *app, current *atomic.Pointer[Config], log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -54,6 +58,13 @@ func modTime(path string) time.Time {
 	return fi.ModTime()
 }
 
+// reloadConfig reads the configuration again and applies its reloadable
+// part, the merchant settings. current then holds the running
+// configuration with the new merchant settings: what is in effect, not
+// what the file says. The settings that differ from the running ones but
+// are read only at start are kept in pendingRestart and logged by name
+// (never by value: some are secrets). Not safe for concurrent use with
+// itself (watchConfig is its only caller in serve).
 func reloadConfig(a *app, current *atomic.Pointer[Config], log *slog.Logger, why string) {
 	old := current.Load()
 	cfg, err := LoadConfig(old.path, envOS)
@@ -62,26 +73,70 @@ func reloadConfig(a *app, current *atomic.Pointer[Config], log *slog.Logger, why
 		return
 	}
 	a.eng.SetSettings(cfg.MerchantSettings())
-	current.Store(&cfg)
+	eff := *old
+	eff.Merchants, eff.rateWritten = cfg.Merchants, cfg.rateWritten
+	eff.pendingRestart = restartFields(old, &cfg)
+	current.Store(&eff)
 	log.Info("configuration reloaded", "why", why)
-	if restart := restartFields(old, &cfg); len(restart) > 0 {
-		log.Warn("changed settings that take effect only after a restart", "settings", restart)
+	if len(eff.pendingRestart) > 0 {
+		log.Warn("the configuration file changes settings that take effect only after a restart; "+
+			"they keep their running values until then", "settings", eff.pendingRestart)
 	}
 }
 
-// restartFields names the top-level settings that changed but are read
-// only at start.
+// restartFields names, as dotted TOML keys (stage.nats_url), the settings
+// of cfg that differ from the running configuration old and are read only
+// at start: every setting but the merchants' sections.
 func restartFields(old, cfg *Config) []string {
 	var out []string
-	ov, nv := reflect.ValueOf(*old), reflect.ValueOf(*cfg)
-	for i := 0; i < ov.NumField(); i++ {
-		f := ov.Type().Field(i)
-		if !f.IsExported() || f.Name == "Merchants" {
-			continue
-		}
-		if !reflect.DeepEqual(ov.Field(i).Interface(), nv.Field(i).Interface()) {
-			out = append(out, f.Tag.Get("toml"))
+	diffKeys(reflect.ValueOf(*old), reflect.ValueOf(*cfg), "", &out)
+	out = slices.DeleteFunc(out, func(k string) bool { return k == "merchants" || strings.HasPrefix(k, "merchants.") })
+	slices.Sort(out)
+	return out
+}
+
+var textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+
+// diffKeys appends to out the dotted TOML keys of the leaves that differ
+// between a and b, values of one type. Structs are walked by their toml
+// tags (exported fields without one are left out, as the file cannot set
+// them); maps by key; anything else, and types that marshal themselves
+// (Duration, Secret), is one leaf.
+func diffKeys(a, b reflect.Value, prefix string, out *[]string) {
+	leaf := func() {
+		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+			*out = append(*out, strings.TrimSuffix(prefix, "."))
 		}
 	}
-	return out
+	if a.Type().Implements(textMarshalerType) {
+		leaf()
+		return
+	}
+	switch a.Kind() {
+	case reflect.Struct:
+		for i := range a.NumField() {
+			name, _, _ := strings.Cut(a.Type().Field(i).Tag.Get("toml"), ",")
+			if name == "" || name == "-" || !a.Type().Field(i).IsExported() {
+				continue
+			}
+			diffKeys(a.Field(i), b.Field(i), prefix+name+".", out)
+		}
+	case reflect.Map:
+		keys := map[string]reflect.Value{}
+		for _, m := range []reflect.Value{a, b} {
+			for _, k := range m.MapKeys() {
+				keys[k.String()] = k
+			}
+		}
+		for name, k := range keys {
+			av, bv := a.MapIndex(k), b.MapIndex(k)
+			if !av.IsValid() || !bv.IsValid() {
+				*out = append(*out, prefix+name)
+				continue
+			}
+			diffKeys(av, bv, prefix+name+".", out)
+		}
+	default:
+		leaf()
+	}
 }

@@ -193,8 +193,7 @@ func (a *app) openStage(ctx context.Context) (surgepay.Sealer, surgepay.Stage, e
 	if cfg.Stage.Kind != "jetstream" {
 		return sealer, nil, nil
 	}
-	js, err := jetstream.Open(ctx, jetstream.Config{URL: cfg.Stage.NATSURL, Stream: cfg.Stage.Stream,
-		Subject: cfg.Stage.Subject, Replicas: cfg.Stage.Replicas})
+	js, err := jetstream.Open(ctx, cfg.Stage.JetStream())
 	if err != nil {
 		return nil, nil, fmt.Errorf("stage: %w", err)
 	}
@@ -433,7 +432,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 			defer wg.Done()
 			isReady := func() bool { return ready.Load() && a.storeReachable(bg) }
 			if err := serveAdminWith(bg, aln, adminConfig{Ready: isReady, Telemetry: a.tel,
-				Config: func() any { return current.Load().Redacted() }}, log); err != nil {
+				Config: func() any { return current.Load().adminView() }}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()
