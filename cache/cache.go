@@ -65,6 +65,10 @@ func New(cfg Config, opts ...Option) (*Cache, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	for _, name := range cfg.retiredSet() {
+		c.log.Warn("cache: config cache.entities."+name+" is ignored: nothing is cached under this name; remove the section",
+			"reason", RetiredEntities[name])
+	}
 	for _, scope := range []Scope{ScopeServer, ScopeGlobal} {
 		if !c.uses(scope) {
 			continue
@@ -80,8 +84,8 @@ func New(cfg Config, opts ...Option) (*Cache, error) {
 }
 
 func (c *Cache) uses(scope Scope) bool {
-	for _, e := range c.cfg.Entities {
-		if e.Scope == scope {
+	for name, e := range c.cfg.Entities {
+		if _, retired := RetiredEntities[name]; !retired && e.Scope == scope {
 			return true
 		}
 	}

@@ -29,16 +29,26 @@ const (
 // The entities of surgepay, named as in the config file.
 const (
 	APIKeys        = "api_keys"
-	Merchants      = "merchants"
-	Settings       = "settings"
 	Customers      = "customers"
 	PaymentMethods = "payment_methods"
-	Tax            = "tax"
 	Idempotency    = "idempotency"
 )
 
 // EntityNames lists every entity, in the order Stats reports them.
-var EntityNames = []string{APIKeys, Merchants, Settings, Customers, PaymentMethods, Tax, Idempotency}
+var EntityNames = []string{APIKeys, Customers, PaymentMethods, Idempotency}
+
+// RetiredEntities are entity names the config file accepted, and the
+// sample config named, but that nothing ever cached, each with the reason.
+// A config that names one still loads, so that an upgrade does not refuse
+// to start over a section that never had an effect; New logs a warning
+// when one is set to anything but its default. Validate checks nothing
+// else in them, and no Redis client is built for their scope.
+var RetiredEntities = map[string]string{
+	"merchants": "no request reads a merchant (an API key carries its merchant ID); " +
+		"only creating an API key does, once, before writing the key",
+	"settings": "merchant settings come from the config file ([merchants]) and are held in memory; a reload replaces them",
+	"tax":      "tax rates come from the tax table file and are held in memory",
+}
 
 // Limits of the configuration. Each is the largest value Validate accepts.
 const (
@@ -69,7 +79,8 @@ type Config struct {
 	// one Redis. Change its version when a cached type's encoding changes.
 	// Default "surgepay:v1:".
 	Namespace string `toml:"namespace"`
-	// FallbackTimeout bounds one Redis call. A call slower than this, or a
+	// FallbackTimeout bounds one Redis call; a Get makes one (its
+	// write-back is queued, not waited for). A call slower than this, or a
 	// failing one, is answered by the loader (or skipped, for writes) and
 	// counted in Stat.Fallbacks: the request still succeeds. Default 50ms,
 	// at most 100ms.
@@ -86,9 +97,10 @@ type Config struct {
 	ClientSideTTL time.Duration `toml:"client_side_ttl"`
 	// Redis locates the servers of the server and global scopes.
 	Redis RedisConfig `toml:"redis"`
-	// Entities configures each entity by name (api_keys, merchants,
-	// settings, customers, payment_methods, tax, idempotency). An entity
-	// left out keeps its default.
+	// Entities configures each entity by name (api_keys, customers,
+	// payment_methods, idempotency). An entity left out keeps its
+	// default. The retired names merchants, settings and tax are accepted
+	// and ignored (see RetiredEntities).
 	Entities map[string]EntityConfig `toml:"entities"`
 }
 
@@ -190,13 +202,35 @@ func defaultEntities() map[string]EntityConfig {
 	}
 	return map[string]EntityConfig{
 		APIKeys:        p(5*time.Minute, 100_000),
-		Merchants:      p(5*time.Minute, 10_000),
-		Settings:       p(time.Minute, 1_000),
 		Customers:      p(5*time.Minute, 100_000),
 		PaymentMethods: p(5*time.Minute, 100_000),
-		Tax:            p(time.Hour, 10_000),
 		Idempotency:    p(24*time.Hour, 100_000),
+		// Retired (see RetiredEntities): kept at the values the sample
+		// config writes, so that it still loads as the defaults.
+		"merchants": p(5*time.Minute, 10_000),
+		"settings":  p(time.Minute, 1_000),
+		"tax":       p(time.Hour, 10_000),
 	}
+}
+
+// retiredSet returns the retired entities that cfg sets to anything but
+// their defaults (zero fields count as defaults), sorted.
+func (c Config) retiredSet() []string {
+	d := defaultEntities()
+	var out []string
+	for name := range RetiredEntities {
+		e, ok := c.Entities[name]
+		if !ok {
+			continue
+		}
+		def := d[name]
+		if (e.Scope != "" && e.Scope != def.Scope) || (e.TTL != 0 && e.TTL != def.TTL) ||
+			(e.EntriesMax != 0 && e.EntriesMax != def.EntriesMax) || e.NegativeTTL != 0 {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // withDefaults returns c with every zero field set to its default. The
@@ -260,6 +294,9 @@ func (c Config) Validate() error {
 	}
 	slices.Sort(names) // the same error every time
 	for _, name := range names {
+		if _, ok := RetiredEntities[name]; ok {
+			continue // ignored, see RetiredEntities
+		}
 		if err := c.validateEntity(name, c.Entities[name]); err != nil {
 			return err
 		}

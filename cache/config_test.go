@@ -3,6 +3,8 @@ package cache_test
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,16 +40,16 @@ func TestValidate(t *testing.T) {
 			`cache.entities.api_key: unknown entity "api_key"`},
 		{"ErrScope", func(c *cache.Config) { setScope(c, cache.Customers, "globl") },
 			`cache.entities.customers.scope: "globl" is not one of`},
-		{"ErrServerScopeWithoutAddr", func(c *cache.Config) { setScope(c, cache.Tax, cache.ScopeServer) },
-			`cache.entities.tax.scope: "server" needs cache.redis.server_addr`},
-		{"ErrGlobalScopeWithoutAddrs", func(c *cache.Config) { setScope(c, cache.Merchants, cache.ScopeGlobal) },
-			`cache.entities.merchants.scope: "global" needs cache.redis.global_addrs`},
+		{"ErrServerScopeWithoutAddr", func(c *cache.Config) { setScope(c, cache.Idempotency, cache.ScopeServer) },
+			`cache.entities.idempotency.scope: "server" needs cache.redis.server_addr`},
+		{"ErrGlobalScopeWithoutAddrs", func(c *cache.Config) { setScope(c, cache.PaymentMethods, cache.ScopeGlobal) },
+			`cache.entities.payment_methods.scope: "global" needs cache.redis.global_addrs`},
 		{"ErrTTLNegative", func(c *cache.Config) {
-			e := c.Entities[cache.Settings]
+			e := c.Entities[cache.Customers]
 			e.TTL = -time.Second
-			c.Entities[cache.Settings] = e
+			c.Entities[cache.Customers] = e
 		},
-			"cache.entities.settings.ttl"},
+			"cache.entities.customers.ttl"},
 		{"ErrEntriesMax", func(c *cache.Config) {
 			e := c.Entities[cache.PaymentMethods]
 			e.EntriesMax = cache.EntriesMaxLimit + 1
@@ -144,5 +146,55 @@ func TestPasswordNeverPrinted(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "[redacted]") {
 		t.Errorf("TOML encoding shows no [redacted] password:\n%s", buf.String())
+	}
+}
+
+// TestRetiredEntities: merchants, settings and tax were accepted by the
+// config but never cached. A config naming them still loads (the sample
+// config does), whatever it sets; set to anything but the defaults, New
+// logs that the section is ignored. No table, stats or Redis client
+// exists for them.
+func TestRetiredEntities(t *testing.T) {
+	const file = `
+[entities.merchants]
+scope = "global" # without global_addrs: refused if it were used
+ttl = "1m"
+
+[entities.tax]
+scope = "process"
+ttl = "1h"
+entries_max = 10000
+`
+	cfg := cache.DefaultConfig()
+	if _, err := toml.Decode(file, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate: %v, want nil (retired entities are ignored)", err)
+	}
+	var logs bytes.Buffer
+	c, err := cache.New(cfg, cache.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !strings.Contains(logs.String(), "cache.entities.merchants is ignored") {
+		t.Errorf("logs = %q, want a warning naming cache.entities.merchants", logs.String())
+	}
+	if strings.Contains(logs.String(), "cache.entities.tax") {
+		t.Errorf("logs = %q, want no warning for tax, which is at its defaults (as in the sample config)", logs.String())
+	}
+	for name := range cache.RetiredEntities {
+		if slices.Contains(cache.EntityNames, name) {
+			t.Errorf("EntityNames has retired %s", name)
+		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Entity(%s) did not panic, want a panic: nothing caches it", name)
+				}
+			}()
+			cache.Entity[string](c, name, nil)
+		}()
 	}
 }

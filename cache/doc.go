@@ -1,6 +1,7 @@
 // Package cache is surgepay's scoped cache for data that rarely changes:
-// API keys, merchants, settings, customers, payment methods, tax rates and
-// idempotency records. Each entity is configured in one place (Config,
+// API keys, customers, payment methods and idempotency records (merchant
+// settings and tax rates are held in memory by their owners, and no
+// request reads a merchant: see RetiredEntities). Each entity is configured in one place (Config,
 // the [cache] section of the config file) with a scope:
 //
 //   - process: in this process's memory (otter), bounded by EntriesMax,
@@ -16,17 +17,20 @@
 // rolled out under a new namespace.
 //
 // A shared-scope Get looks in process memory, then in Redis, then calls
-// its loader and writes the value back to Redis. Memory holds only values
+// its loader and queues the value's write-back to Redis, which a
+// background loop writes in pipelined batches (WriteBackQueueMax,
+// WriteBackBatchMax). Memory holds only values
 // read from Redis with client-side caching (rueidis DoCache): Redis
 // remembers the read and sends an invalidation when the key changes, so
 // a Set or Invalidate in one process reaches the memory of every other
 // process within a network round trip. A lost connection drops the memory
 // layer of its scope.
 //
-// Redis is an accelerator, never a dependency: the Redis calls of one Get
-// share a budget of FallbackTimeout (50ms by default; a miss's write-back
-// gets at least a tenth more); a call that fails or overruns falls back to
-// the loader and counts a fallback, and the request succeeds. The caller
+// Redis is an accelerator, never a dependency: a Get makes one Redis
+// call, bounded by FallbackTimeout (50ms by default, at most 100ms), and
+// never waits for its write-back; a call that fails or overruns falls
+// back to the loader and counts a fallback, and the request succeeds.
+// Preheat with Redis down or hung is logged and counted, not an error. The caller
 // leaves at the deadline even while the client reconnects to a hung
 // Redis. After 5 consecutive failures a circuit breaker skips Redis for
 // BreakerOpenDuration, so an outage costs no timeout per request.
@@ -44,7 +48,9 @@
 //   - A loader that read the store before a write can write the old value
 //     back to Redis after the write's invalidation. Invalidations leave a
 //     tombstone for InvalidationHold (2s) that write-backs do not replace,
-//     which closes that race for loads faster than 2s; TTL bounds the rest.
+//     which closes that race for loads faster than about 0.9s (a
+//     write-back lands at most WriteBackAgeMax plus FallbackTimeout after
+//     its load); TTL bounds the rest.
 //   - While Redis is unreachable, invalidations are queued (at most
 //     PendingInvalidationsMax) and retried until Redis answers. A Redis
 //     that comes back with its old data (persistence, a promoted replica)

@@ -91,8 +91,8 @@ func TestProcessGetLoadsOnceForConcurrentGets(t *testing.T) {
 }
 
 func TestProcessTTLExpires(t *testing.T) {
-	c := newCache(t, withEntity(cache.Settings, cache.EntityConfig{Scope: cache.ScopeProcess, TTL: 50 * time.Millisecond}))
-	tab := cache.Entity[int](c, cache.Settings, nil)
+	c := newCache(t, withEntity(cache.Customers, cache.EntityConfig{Scope: cache.ScopeProcess, TTL: 50 * time.Millisecond}))
+	tab := cache.Entity[int](c, cache.Customers, nil)
 	var loads atomic.Int32
 	load := func(context.Context) (int, error) { return int(loads.Add(1)), nil }
 	ctx := context.Background()
@@ -194,21 +194,21 @@ func TestNegativeEntries(t *testing.T) {
 
 func TestWithNotFoundMapsDomainErrors(t *testing.T) {
 	errDomain := errors.New("domain: not_found")
-	c := newCache(t, withEntity(cache.Merchants, cache.EntityConfig{Scope: cache.ScopeProcess, TTL: time.Hour, NegativeTTL: time.Minute}),
+	c := newCache(t, withEntity(cache.APIKeys, cache.EntityConfig{Scope: cache.ScopeProcess, TTL: time.Hour, NegativeTTL: time.Minute}),
 		cache.WithNotFound(func(err error) bool { return errors.Is(err, errDomain) },
 			func(entity, key string) error { return fmt.Errorf("%s %s: %w", entity, key, errDomain) }))
-	tab := cache.Entity[string](c, cache.Merchants, nil)
+	tab := cache.Entity[string](c, cache.APIKeys, nil)
 	var loads atomic.Int32
 	for range 2 {
 		_, err := tab.Get(context.Background(), "mer_1", func(context.Context) (string, error) { loads.Add(1); return "", errDomain })
-		if !errors.Is(err, errDomain) || !strings.Contains(err.Error(), "merchants mer_1") {
-			t.Fatalf("Get error = %v, want the domain error naming merchants mer_1", err)
+		if !errors.Is(err, errDomain) || !strings.Contains(err.Error(), "api_keys mer_1") {
+			t.Fatalf("Get error = %v, want the domain error naming api_keys mer_1", err)
 		}
 	}
 	if loads.Load() != 1 {
 		t.Errorf("loads = %d, want 1 (the second answer is the negative entry)", loads.Load())
 	}
-	if s := stat(t, c, cache.Merchants); s.LoadErrors != 0 {
+	if s := stat(t, c, cache.APIKeys); s.LoadErrors != 0 {
 		t.Errorf("LoadErrors = %d, want 0: not found is not an error", s.LoadErrors)
 	}
 }
@@ -230,8 +230,8 @@ func TestLoadErrorsAreNotCached(t *testing.T) {
 }
 
 func TestScopeOffAlwaysLoads(t *testing.T) {
-	c := newCache(t, withEntity(cache.Tax, cache.EntityConfig{Scope: cache.ScopeOff}))
-	tab := cache.Entity[int](c, cache.Tax, nil)
+	c := newCache(t, withEntity(cache.Idempotency, cache.EntityConfig{Scope: cache.ScopeOff}))
+	tab := cache.Entity[int](c, cache.Idempotency, nil)
 	ctx := context.Background()
 	tab.Preheat(ctx, map[string]int{"k": 1})
 	tab.Set(ctx, "k", 1)

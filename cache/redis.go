@@ -30,6 +30,20 @@ const (
 	PendingInvalidationsMax = 10_000
 	// PreheatBatchMax is the number of writes Preheat pipelines at once.
 	PreheatBatchMax = 1000
+	// WriteBackQueueMax bounds the loaded values of misses waiting to be
+	// written back to Redis, per scope. A Get only queues its write-back,
+	// so that it waits for one Redis call at most (FallbackTimeout); a
+	// write-back that finds the queue full is dropped and counted as a
+	// fallback: the key's next miss queues it again.
+	WriteBackQueueMax = 10_000
+	// WriteBackBatchMax is the number of queued write-backs pipelined in
+	// one round trip.
+	WriteBackBatchMax = 256
+	// WriteBackAgeMax drops a write-back queued longer than this. Written
+	// later, it could land after the tombstone of an invalidation that
+	// followed its load had expired (InvalidationHold), and put the old
+	// value back.
+	WriteBackAgeMax = InvalidationHold / 2
 
 	breakerFailuresMax       = 5 // consecutive failed calls that open the breaker
 	pendingRetryInterval     = 250 * time.Millisecond
@@ -67,8 +81,11 @@ type store struct {
 	client  atomic.Pointer[rueidis.Client]
 	gen     atomic.Uint64 // counts "every key changed" messages
 	pending chan string   // Redis keys whose invalidation must be retried
-	done    chan struct{}
-	wg      sync.WaitGroup
+	// writeBacks holds the misses' values for Redis, written by
+	// writeBackLoop; at most WriteBackQueueMax.
+	writeBacks chan writeBack
+	done       chan struct{}
+	wg         sync.WaitGroup
 }
 
 func newStore(scope Scope, cfg Config, log *slog.Logger, onInvalidations func(keys []string)) (*store, error) {
@@ -77,7 +94,8 @@ func newStore(scope Scope, cfg Config, log *slog.Logger, onInvalidations func(ke
 		return nil, err
 	}
 	s := &store{scope: scope, timeout: cfg.FallbackTimeout, clientT: cfg.ClientSideTTL,
-		log: log.With("scope", string(scope)), pending: make(chan string, PendingInvalidationsMax), done: make(chan struct{})}
+		log: log.With("scope", string(scope)), pending: make(chan string, PendingInvalidationsMax),
+		writeBacks: make(chan writeBack, WriteBackQueueMax), done: make(chan struct{})}
 	opt.OnInvalidations = func(msgs []rueidis.RedisMessage) {
 		if msgs == nil { // a flush, or the connection closed: trust nothing
 			s.gen.Add(1) // before the drop, see Table.memGet
@@ -109,8 +127,9 @@ func newStore(scope Scope, cfg Config, log *slog.Logger, onInvalidations func(ke
 		},
 	})
 	s.connect()
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.retryPending()
+	go s.writeBackLoop()
 	return s, nil
 }
 
@@ -350,6 +369,93 @@ func (s *store) setAbsent(ctx context.Context, kvs []kv, ttl time.Duration) erro
 }
 
 type kv struct{ key, val string }
+
+// writeBack is a loaded value for Redis, written only if the key is
+// absent (nx; false to replace a value that does not decode).
+type writeBack struct {
+	key, val  string
+	ttl       time.Duration
+	nx        bool
+	queued    time.Time
+	fallbacks *atomic.Uint64 // of the entity, counts a write-back not done
+}
+
+// queueWriteBack queues w for writeBackLoop; false if the queue is full.
+// It never waits.
+func (s *store) queueWriteBack(w writeBack) bool {
+	select {
+	case s.writeBacks <- w:
+		return true
+	default:
+		return false
+	}
+}
+
+// testHookWriteBack, if set, runs before each batch of write-backs.
+var testHookWriteBack atomic.Pointer[func()]
+
+// writeBackLoop writes the queued write-backs, up to WriteBackBatchMax in
+// one pipelined round trip, until the store closes. Those still queued
+// then are dropped: they only warm Redis.
+func (s *store) writeBackLoop() {
+	defer s.wg.Done()
+	batch := make([]writeBack, 0, WriteBackBatchMax)
+	for {
+		batch = batch[:0]
+		select {
+		case <-s.done:
+			return
+		case w := <-s.writeBacks:
+			batch = append(batch, w)
+		}
+	fill:
+		for len(batch) < WriteBackBatchMax {
+			select {
+			case w := <-s.writeBacks:
+				batch = append(batch, w)
+			default:
+				break fill
+			}
+		}
+		if h := testHookWriteBack.Load(); h != nil {
+			(*h)()
+		}
+		s.writeBatch(batch)
+	}
+}
+
+// writeBatch writes batch's fresh write-backs, within FallbackTimeout,
+// and counts a fallback for each one not written.
+func (s *store) writeBatch(batch []writeBack) {
+	fresh := make([]writeBack, 0, len(batch))
+	for _, w := range batch {
+		if time.Since(w.queued) > WriteBackAgeMax {
+			w.fallbacks.Add(1)
+			continue
+		}
+		fresh = append(fresh, w)
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	err := s.call(context.Background(), s.deadline(), func(ctx context.Context, c rueidis.Client) error {
+		cmds := make(rueidis.Commands, 0, len(fresh))
+		for _, w := range fresh {
+			cmds = append(cmds, setCmd(c, w.key, w.val, w.ttl, w.nx))
+		}
+		for _, r := range c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) { // nil: NX found the key
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, w := range fresh {
+			w.fallbacks.Add(1)
+		}
+	}
+}
 
 // invalidate replaces key with a tombstone, which makes Redis tell every
 // process that read it to drop it. On failure the key is queued for retry

@@ -74,6 +74,16 @@ func fallbacks(cs ...*cache.Cache) int64 {
 	return int64(n)
 }
 
+// waitWrittenBack waits until Redis holds key (under sharedConfig's
+// namespace): a miss's write-back is queued, not done by the Get.
+func waitWrittenBack(t testing.TB, srv *redistest.Server, entity, key string) {
+	t.Helper()
+	eventually(t, 5*time.Second, "the write-back of "+key+" reaches Redis", func() bool {
+		r, _ := srv.Do("EXISTS", "test:v1:"+entity+":"+key)
+		return r == ":1"
+	})
+}
+
 func mustGet(t testing.TB, tab *cache.Table[string], k string, load func(context.Context) (string, error)) string {
 	t.Helper()
 	v, err := tab.Get(context.Background(), k, load)
@@ -155,10 +165,11 @@ func TestSharedWithoutClientSideCache(t *testing.T) {
 	cfg := sharedConfig(cache.ScopeGlobal, srv)
 	cfg.ClientSideTTL = 0
 	a, b := newCache(t, cfg), newCache(t, cfg)
-	ta, tb := cache.Entity[string](a, cache.Merchants, nil), cache.Entity[string](b, cache.Merchants, nil)
+	ta, tb := cache.Entity[string](a, cache.Customers, nil), cache.Entity[string](b, cache.Customers, nil)
 	src := newSource()
 	src.put("m", "one")
 	mustGet(t, ta, "m", src.loader("m"))
+	waitWrittenBack(t, srv, cache.Customers, "m")
 	if v := mustGet(t, tb, "m", src.loader("m")); v != "one" || src.loads.Load() > 1+fallbacks(a, b) {
 		t.Fatalf("B Get = %q with %d loads; want one with 1 load", v, src.loads.Load())
 	}
@@ -255,7 +266,7 @@ func TestPausedRedisFallsBackWithinTimeout(t *testing.T) {
 	cfg.FallbackTimeout = 30 * time.Millisecond
 	cfg.BreakerOpenDuration = time.Minute // the breaker opens once and stays open for the test
 	c := newCache(t, cfg)
-	tab := cache.Entity[string](c, cache.Settings, nil)
+	tab := cache.Entity[string](c, cache.Customers, nil)
 	ctx := context.Background()
 	load := func(context.Context) (string, error) { return "v", nil }
 	mustGet(t, tab, "warm", load)
@@ -279,10 +290,13 @@ func TestPausedRedisFallsBackWithinTimeout(t *testing.T) {
 	if waited > 6 {
 		t.Errorf("%d of 50 Gets waited for the fallback timeout, want at most 6: the circuit breaker did not open", waited)
 	}
+	// Not a measure of the budget (TestWriteBackOffCallerPath checks that
+	// a Get makes one Redis call, and call's deadline bounds it), but well
+	// below DialTimeout (1s): it fails if a Get waits for a reconnection.
 	if limit := 500 * time.Millisecond; slowest > limit {
 		t.Errorf("slowest Get took %s, want under %s", slowest, limit)
 	}
-	if s := stat(t, c, cache.Settings); s.Fallbacks < 50 {
+	if s := stat(t, c, cache.Customers); s.Fallbacks < 50 {
 		t.Errorf("Fallbacks = %d, want >= 50", s.Fallbacks)
 	}
 	t.Logf("slowest Get while Redis was paused: %s; %d Gets waited for the timeout", slowest, waited)
@@ -348,9 +362,12 @@ func TestNegativeEntryShared(t *testing.T) {
 	a, b := newCache(t, cfg), newCache(t, cfg)
 	ta, tb := cache.Entity[string](a, cache.APIKeys, nil), cache.Entity[string](b, cache.APIKeys, nil)
 	src := newSource()
-	for _, tab := range []*cache.Table[string]{ta, tb, ta, tb} {
+	for i, tab := range []*cache.Table[string]{ta, tb, ta, tb} {
 		if _, err := tab.Get(context.Background(), "unknown", src.loader("unknown")); !errors.Is(err, cache.ErrNotFound) {
 			t.Fatalf("Get error = %v, want ErrNotFound", err)
+		}
+		if i == 0 {
+			waitWrittenBack(t, srv, cache.APIKeys, "unknown")
 		}
 	}
 	if src.loads.Load() > 1+fallbacks(a, b) {
@@ -383,4 +400,35 @@ func TestGetIfPresentShared(t *testing.T) {
 		v, ok := tb.GetIfPresent(ctx, "idem")
 		return ok && v == "record"
 	})
+}
+
+// TestPreheatRedisDown: a Redis that is down when the process starts is
+// not an error: Preheat returns nil, counts a fallback, and Gets load.
+func TestPreheatRedisDown(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		down func(*redistest.Server)
+	}{
+		{"Killed", (*redistest.Server).Kill},
+		{"Paused", (*redistest.Server).Pause}, // accepts connections, never answers
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			tc.down(srv)
+			defer srv.Resume()
+			cfg := sharedConfig(cache.ScopeGlobal, srv)
+			c := newCache(t, cfg)
+			tab := cache.Entity[string](c, cache.APIKeys, nil)
+			if err := tab.Preheat(context.Background(), map[string]string{"k1": "v1", "k2": "v2"}); err != nil {
+				t.Fatalf("Preheat with Redis down = %v, want nil", err)
+			}
+			if s := stat(t, c, cache.APIKeys); s.Fallbacks == 0 {
+				t.Errorf("Fallbacks = 0 after a preheat that could not reach Redis, want > 0")
+			}
+			load := func(context.Context) (string, error) { return "loaded", nil }
+			if v := mustGet(t, tab, "k1", load); v != "loaded" {
+				t.Errorf("Get = %q, want loaded (from the loader)", v)
+			}
+		})
+	}
 }

@@ -25,8 +25,10 @@ type Stat struct {
 	// process changed them (shared scopes).
 	Invalidations uint64
 	// Fallbacks counts Redis calls that failed, timed out or were skipped
-	// while the circuit breaker was open: the loader answered instead, or
-	// a write was queued for retry.
+	// while the circuit breaker was open: the loader answered instead, a
+	// write was queued for retry, or a preheat or a miss's write-back was
+	// not done. A write-back dropped because its queue was full, or too
+	// old to write, counts too.
 	Fallbacks uint64
 }
 

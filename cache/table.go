@@ -35,7 +35,7 @@ type entry[V any] struct {
 // is unknown or already taken: both are programmer errors.
 func Entity[V any](c *Cache, name string, codec Codec[V]) *Table[V] {
 	ec, ok := c.cfg.Entities[name]
-	if !ok {
+	if _, retired := RetiredEntities[name]; !ok || retired {
 		panic(fmt.Sprintf("cache: unknown entity %q", name))
 	}
 	if codec == nil {
@@ -273,15 +273,14 @@ func (t *Table[V]) read(ctx context.Context, deadline time.Time, key string) (en
 	return entry[V]{}, readCorrupt
 }
 
-// fetch reads key from Redis, else loads it and writes it back for the
-// other processes: only if absent, so that neither a newer value nor a
-// tombstone is replaced. It writes nothing back while Redis fails. Both
-// Redis calls share one FallbackTimeout (and a tenth); the load is not
-// bounded by it.
+// fetch reads key from Redis, else loads it and queues a write-back for
+// the other processes: written only if absent, so that neither a newer
+// value nor a tombstone is replaced. Nothing is written back after a
+// failed read. The caller waits for one Redis call, bounded by
+// FallbackTimeout, and for the load, which is not bounded by it; never
+// for the write-back (see WriteBackQueueMax).
 func (t *Table[V]) fetch(ctx context.Context, key string, load func(context.Context) (V, error)) (entry[V], source, error) {
-	start := time.Now()
 	e, st := t.read(ctx, t.store.deadline(), key)
-	spent := time.Since(start)
 	if st == readHit {
 		return e, fromRedis, nil
 	}
@@ -294,10 +293,8 @@ func (t *Table[V]) fetch(ctx context.Context, key string, load func(context.Cont
 		t.c.log.Warn("cache: value does not encode; not written to redis", "entity", t.name, "err", err)
 		return e, fromLoader, nil
 	}
-	// The load's time is not Redis's: the write-back gets what the read
-	// left of the budget, or at least a tenth of it.
-	deadline := time.Now().Add(max(t.c.cfg.FallbackTimeout-spent, t.c.cfg.FallbackTimeout/10))
-	if err := t.store.set(ctx, deadline, t.prefix+key, val, ttl, st != readCorrupt); err != nil {
+	wb := writeBack{key: t.prefix + key, val: val, ttl: ttl, nx: st != readCorrupt, queued: time.Now(), fallbacks: &t.st.fallbacks}
+	if !t.store.queueWriteBack(wb) {
 		t.st.fallbacks.Add(1)
 	}
 	return e, fromLoader, nil
@@ -369,8 +366,12 @@ func (t *Table[V]) dropMem(key string) {
 
 // Preheat fills the cache with items, typically at start, so that the
 // first requests do not miss. In a shared scope it writes to Redis the
-// keys Redis does not have yet (pipelined, PreheatBatchMax at a time); an
-// error leaves the cache working, only colder.
+// keys Redis does not have yet (pipelined, PreheatBatchMax at a time).
+// A Redis that fails or does not answer is not an error: Preheat logs it,
+// counts a fallback and returns nil, leaving the cache working, only
+// colder. It does not fill the memory layer instead: that layer holds
+// only values Redis tracks, so that another process's write reaches it.
+// Preheat returns an error only if a value does not encode.
 func (t *Table[V]) Preheat(ctx context.Context, items map[string]V) error {
 	switch {
 	case t.cfg.Scope == ScopeOff:
@@ -391,7 +392,8 @@ func (t *Table[V]) Preheat(ctx context.Context, items map[string]V) error {
 	}
 	if err := t.store.setAbsent(ctx, kvs, t.cfg.TTL); err != nil {
 		t.st.fallbacks.Add(1)
-		return fmt.Errorf("cache: preheat %s in redis: %w", t.name, err)
+		t.c.log.Warn("cache: preheat skipped: redis unavailable; the first requests read the store",
+			"entity", t.name, "scope", string(t.cfg.Scope), "keys", len(kvs), "err", err.Error())
 	}
 	return nil
 }

@@ -33,13 +33,34 @@ func (e *Engine) CreateCustomer(ctx context.Context, call *Call, in *CustomerInp
 	return out, err
 }
 
-// GetCustomer returns a customer of the call's merchant.
+func customerKey(merchantID, id string) string { return merchantID + "/" + id }
+
+// GetCustomer returns a customer of the call's merchant, from the cache
+// when it can (the customers entity). The value may be shared: callers
+// must not modify it.
 func (e *Engine) GetCustomer(ctx context.Context, call *Call, id string) (*surgepay.Customer, error) {
-	return e.store.FindCustomer(ctx, call.MerchantID, id)
+	loaded := false
+	c, err := e.customers.Get(ctx, customerKey(call.MerchantID, id), func(ctx context.Context) (*surgepay.Customer, error) {
+		loaded = true
+		return e.store.FindCustomer(ctx, call.MerchantID, id)
+	})
+	countCache(ctx, loaded)
+	return c, err
+}
+
+// forgetCustomer drops a customer from the cache after its update or
+// delete, in a shared scope from every process's memory. It is called
+// even when the write returned an error: the write may have happened.
+func (e *Engine) forgetCustomer(ctx context.Context, merchantID, id string) {
+	if err := e.customers.Invalidate(ctx, customerKey(merchantID, id)); err != nil {
+		e.log.Warn("invalidate cached customer", "customer", id, "err", err.Error())
+	}
 }
 
 // UpdateCustomer changes a customer. A concurrent update of the same
 // customer fails with ECONFLICT concurrent_update rather than losing a write.
+// It reads the store, not the cache (a cached version would make the
+// update fail as concurrent), and invalidates the cached customer.
 func (e *Engine) UpdateCustomer(ctx context.Context, call *Call, id string, u *surgepay.CustomerUpdate) (*surgepay.Customer, error) {
 	var out *surgepay.Customer
 	err := e.idempotent(ctx, call, func() error {
@@ -54,7 +75,9 @@ func (e *Engine) UpdateCustomer(ctx context.Context, call *Call, id string, u *s
 		c.Updated = e.now()
 		w := &surgepay.Write{CustomerUpdate: c}
 		e.attach(call, w, c, nil)
-		if err := e.apply(ctx, call, w); err != nil {
+		err = e.apply(ctx, call, w)
+		e.forgetCustomer(ctx, call.MerchantID, id)
+		if err != nil {
 			return err
 		}
 		out = c
@@ -78,7 +101,9 @@ func (e *Engine) DeleteCustomer(ctx context.Context, call *Call, id string) (*su
 		}
 		w := &surgepay.Write{CustomerDelete: c}
 		e.attach(call, w, &Deleted{ID: c.ID, Object: "customer"}, nil)
-		if err := e.apply(ctx, call, w); err != nil {
+		err = e.apply(ctx, call, w)
+		e.forgetCustomer(ctx, call.MerchantID, id)
+		if err != nil {
 			return err
 		}
 		for _, pmID := range methods { // once the delete is durable

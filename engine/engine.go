@@ -83,13 +83,14 @@ type Engine struct {
 	vault    surgepay.Vault
 	log      *slog.Logger
 
-	cache    *cache.Cache
-	apiKeys  *cache.Table[*surgepay.APIKey]
-	methods  *cache.Table[*surgepay.PaymentMethod]
-	idem     *cache.Table[*surgepay.IdempotencyRecord]
-	inflight *keyLocks
-	payLocks *stripedLocks
-	settings atomic.Pointer[Settings]
+	cache     *cache.Cache
+	apiKeys   *cache.Table[*surgepay.APIKey]
+	methods   *cache.Table[*surgepay.PaymentMethod]
+	customers *cache.Table[*surgepay.Customer]
+	idem      *cache.Table[*surgepay.IdempotencyRecord]
+	inflight  *keyLocks
+	payLocks  *stripedLocks
+	settings  atomic.Pointer[Settings]
 }
 
 // New returns an engine.
@@ -133,6 +134,7 @@ func New(cfg Config) (*Engine, error) {
 	e.cache = cfg.Cache
 	e.apiKeys = cache.Entity[*surgepay.APIKey](e.cache, cache.APIKeys, nil)
 	e.methods = cache.Entity[*surgepay.PaymentMethod](e.cache, cache.PaymentMethods, nil)
+	e.customers = cache.Entity[*surgepay.Customer](e.cache, cache.Customers, nil)
 	e.idem = cache.Entity[*surgepay.IdempotencyRecord](e.cache, cache.Idempotency, nil)
 	return e, nil
 }
@@ -153,7 +155,10 @@ func (e *Engine) now() time.Time { return e.cfg.Now().UTC() }
 
 // Preheat loads every API key and the most recently saved cards (see
 // Config.PreheatPaymentMethodsMax) into the cache, so the first requests
-// after a start, or on a new node, do not miss.
+// after a start, or on a new node, do not miss. It returns only the
+// store's errors: a cache that cannot be filled (a shared scope's Redis
+// down or slow at start) is logged and counted, and the first requests
+// read the store instead.
 func (e *Engine) Preheat(ctx context.Context) error {
 	keys, err := e.store.ListAPIKeys(ctx)
 	if err != nil {
@@ -166,7 +171,7 @@ func (e *Engine) Preheat(ctx context.Context) error {
 		}
 	}
 	if err := e.apiKeys.Preheat(ctx, items); err != nil {
-		return err
+		e.log.Warn("preheat API keys: not cached; the first requests read the store", "count", len(items), "err", err.Error())
 	}
 	return e.preheatPaymentMethods(ctx)
 }

@@ -76,8 +76,9 @@ func (e *Engine) preheatPaymentMethods(ctx context.Context) error {
 			heap.Fix(&h, 0)
 		}
 	}
-	if err := e.methods.Preheat(ctx, items); err != nil {
-		return fmt.Errorf("preheat %d payment methods: %w", len(items), err)
+	if err := e.methods.Preheat(ctx, items); err != nil { // a cache error: colder, not broken
+		e.log.Warn("preheat payment methods: not cached; their first payments read the store", "count", len(items), "err", err.Error())
+		return nil
 	}
 	e.log.Info("preheated payment methods", "count", len(items), "merchants", len(ms))
 	return nil
