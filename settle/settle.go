@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -204,14 +205,21 @@ type Config struct {
 	OnStats func(Stats)
 }
 
-// Stats is live progress, for metrics.
+// Stats is live progress, for metrics: published after every batch and
+// after every fetch that found nothing.
 type Stats struct {
-	BacklogDepth      int           // records waiting at the stage (refreshed at most every second)
-	OldestAge         time.Duration // age of the oldest waiting record
-	LastBatchSize     int
-	Captured          int64   // captures recorded by this run
-	Failed            int64   // declined captures recorded by this run
-	CapturesPerSecond float64 // over the last batch, fetch to acknowledgement
+	BacklogDepth      int           // records at the stage, delivered or not (refreshed at most every second)
+	OldestAge         time.Duration // age of the oldest record at the stage
+	LastBatchSize     int           // records in the last batch; 0 after a fetch that found nothing
+	Captured          int64         // captures recorded by this run
+	Failed            int64         // declined captures recorded by this run (payments moved to failed)
+	CapturesPerSecond float64       // over the last batch, fetch to acknowledgement; 0 after an empty fetch
+	// Left is the records this run left at the stage and has not settled
+	// since: for later, or for an operator (Report.Left at the end).
+	Left int
+	// Failures is Report.Failures so far: deliveries by reason. A copy,
+	// the caller's to keep.
+	Failures map[string]int
 }
 
 func (c *Config) defaults() error {
@@ -516,6 +524,7 @@ func (r *runner) publishStats(size int, rate float64) {
 	}
 	r.mu.Lock()
 	r.stats.Captured, r.stats.Failed = int64(r.rep.Captured), int64(r.rep.Failed)
+	r.stats.Left, r.stats.Failures = len(r.left), maps.Clone(r.rep.Failures)
 	r.mu.Unlock()
 	r.stats.LastBatchSize, r.stats.CapturesPerSecond = size, rate
 	r.cfg.OnStats(r.stats)

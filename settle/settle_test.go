@@ -339,9 +339,14 @@ func testSettleTamperedRecordLeft(t *testing.T, e *env) {
 		cfg := e.config(nil)
 		cfg.Consumer, _ = stage.NewEmbedded(e.store, time.Minute)
 		cfg.Logger = slogJSON(&logs)
+		var last settle.Stats
+		cfg.OnStats = func(s settle.Stats) { last = s }
 		rep := run(t, cfg)
 		if rep.Failures[settle.ReasonTampered] != 1 || rep.Captured != 0 || rep.Left != 1 || rep.BacklogDepth != 1 {
 			t.Errorf("run %d: report %+v; want tampered 1, left 1, backlog 1", i, rep)
+		}
+		if last.Left != 1 || last.Failures[settle.ReasonTampered] != 1 || last.BacklogDepth != 1 {
+			t.Errorf("run %d: last stats %+v; want left 1, tampered 1, backlog 1 (for settle's /metrics)", i, last)
 		}
 		checkTamperedLogs(t, logs.String(), bad, s.Payment)
 	}

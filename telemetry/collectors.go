@@ -3,10 +3,14 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/groupcommit"
@@ -23,11 +27,12 @@ type CacheStat struct {
 	Fallbacks     uint64 // lookups served by a lower scope because this one failed
 }
 
-// StageStat is a snapshot of the staged-capture backlog and of settlement.
+// StageStat is a snapshot of the staged-capture backlog, as the API
+// server sees it. The captures settled are not in it: `surgepay settle`
+// is another process, and exposes them on its own /metrics (SettleStat).
 type StageStat struct {
 	Depth     int           // staged records waiting for settlement
 	OldestAge time.Duration // age of the oldest waiting record; 0 if none
-	Settled   uint64        // running total of captures settled
 }
 
 // StageStats returns the current StageStat. It is called at most once a
@@ -83,8 +88,8 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 
 // stageCollector reads StageStats at most once a second.
 type stageCollector struct {
-	stats                  StageStats
-	depth, oldest, settled *prometheus.Desc
+	stats         StageStats
+	depth, oldest *prometheus.Desc
 
 	mu   sync.Mutex
 	last StageStat
@@ -96,16 +101,14 @@ const stageStatsInterval = time.Second
 
 func newStageCollector(stats StageStats) *stageCollector {
 	return &stageCollector{stats: stats,
-		depth:   desc("stage", "backlog_records", "Staged captures waiting for settlement."),
-		oldest:  desc("stage", "backlog_oldest_age_seconds", "Age of the oldest staged capture waiting for settlement."),
-		settled: desc("settle", "captures_total", "Staged captures settled."),
+		depth:  desc("stage", "backlog_records", "Staged captures waiting for settlement."),
+		oldest: desc("stage", "backlog_oldest_age_seconds", "Age of the oldest staged capture waiting for settlement."),
 	}
 }
 
 func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.depth
 	ch <- c.oldest
-	ch <- c.settled
 }
 
 func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
@@ -122,7 +125,6 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(s.Depth))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestAge.Seconds())
-	ch <- prometheus.MustNewConstMetric(c.settled, prometheus.CounterValue, float64(s.Settled))
 }
 
 // groupCommitCollector reports the committer's totals and queue depth.
@@ -182,4 +184,88 @@ func (t *Telemetry) RegisterStore(s any) error {
 		}))
 	}
 	return errors.Join(errs...)
+}
+
+// SettleStat is a snapshot of one settlement processor (`surgepay
+// settle`), taken from its settle.Stats: totals are since the process
+// started.
+type SettleStat struct {
+	BacklogDepth      int           // records at the stage, delivered or not
+	OldestAge         time.Duration // age of the oldest; 0 if none
+	LastBatchSize     int           // records in the last batch; 0 after a fetch that found nothing
+	CapturesPerSecond float64       // over the last batch
+	Captured          int64         // captures recorded
+	Failed            int64         // captures the network declined: payments moved to failed
+	Left              int           // records left at the stage and not settled since
+	// Failures counts deliveries by reason (settle.Report.Failures):
+	// "declined:<code>" counts under "declined", for decline codes are the
+	// networks' (unbounded) and Failed counts them.
+	Failures map[string]int
+}
+
+// settleCollector reads a SettleStat at every scrape.
+type settleCollector struct {
+	stats                                                     func() SettleStat
+	depth, oldest, batch, rate, captured, failed, left, fails *prometheus.Desc
+}
+
+func newSettleCollector(stats func() SettleStat) *settleCollector {
+	return &settleCollector{stats: stats,
+		depth:    desc("settle", "backlog_records", "Staged captures at the stage, delivered or not, as settle last saw them (at most a second old while records flow)."),
+		oldest:   desc("settle", "backlog_oldest_age_seconds", "Age of the oldest staged capture at the stage, as settle last saw it."),
+		batch:    desc("settle", "last_batch_size", "Records in settle's last batch; 0 after a fetch that found nothing."),
+		rate:     desc("settle", "captures_per_second", "Captures per second over settle's last batch, fetch to acknowledgement."),
+		captured: desc("settle", "captures_total", "Staged captures settled (captured and recorded) by this settle process."),
+		failed:   desc("settle", "captures_failed_total", "Staged captures the network declined, their payments moved to failed, by this settle process."),
+		left:     desc("settle", "left_records", "Records this settle process left at the stage (for later, or for an operator) and has not settled since."),
+		fails: desc("settle", "failures_total", "Deliveries settle did not capture, by reason (tampered, mismatch, wrong_key, key_reused need an "+
+			"operator; retry_later, unknown, orphan_wait, store_error, deadline come back; orphan is dropped; declined).", "reason"),
+	}
+}
+
+func (c *settleCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.depth, c.oldest, c.batch, c.rate, c.captured, c.failed, c.left, c.fails} {
+		ch <- d
+	}
+}
+
+func (c *settleCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	for _, v := range []struct {
+		d *prometheus.Desc
+		t prometheus.ValueType
+		v float64
+	}{
+		{c.depth, prometheus.GaugeValue, float64(s.BacklogDepth)},
+		{c.oldest, prometheus.GaugeValue, s.OldestAge.Seconds()},
+		{c.batch, prometheus.GaugeValue, float64(s.LastBatchSize)},
+		{c.rate, prometheus.GaugeValue, s.CapturesPerSecond},
+		{c.captured, prometheus.CounterValue, float64(s.Captured)},
+		{c.failed, prometheus.CounterValue, float64(s.Failed)},
+		{c.left, prometheus.GaugeValue, float64(s.Left)},
+	} {
+		ch <- prometheus.MustNewConstMetric(v.d, v.t, v.v)
+	}
+	by := map[string]int{}
+	for reason, n := range s.Failures {
+		if strings.HasPrefix(reason, "declined:") {
+			reason = "declined"
+		}
+		by[reason] += n
+	}
+	for reason, n := range by {
+		ch <- prometheus.MustNewConstMetric(c.fails, prometheus.CounterValue, float64(n), reason)
+	}
+}
+
+// SettleMetricsHandler returns the /metrics handler of `surgepay settle`:
+// the settle_* metrics read from stats at every scrape, and the Go
+// runtime's and the process's. stats must be cheap and safe for
+// concurrent use. A scrape is bounded as MetricsHandler's is.
+func SettleMetricsHandler(stats func() SettleStat) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newSettleCollector(stats), collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: 2, Timeout: 10 * time.Second,
+		ErrorHandling: promhttp.ContinueOnError})
 }

@@ -77,7 +77,6 @@ type data struct {
 	Inflight     series            `json:"inflight"`
 	Backlog      series            `json:"backlog"`
 	BacklogAge   series            `json:"backlog_age_s"`
-	SettlePS     series            `json:"settle_ps"`
 	CacheHitRate series            `json:"cache_hit_pct"`
 	BatchSize    series            `json:"batch_size_avg"`
 	CommitsPS    series            `json:"commits_ps"`
@@ -87,7 +86,7 @@ func dashboardData(ring []sample, seq uint64) *data {
 	n := max(len(ring)-1, 0)
 	d := &data{Seq: seq, Samples: len(ring), ErrorsPS: map[string]series{}, PaymentsPS: map[string]series{}}
 	for _, p := range []*series{&d.Time, &d.RPS, &d.ShedPS, &d.P50, &d.P95, &d.P99, &d.Inflight, &d.Backlog,
-		&d.BacklogAge, &d.SettlePS, &d.CacheHitRate, &d.BatchSize, &d.CommitsPS} {
+		&d.BacklogAge, &d.CacheHitRate, &d.BatchSize, &d.CommitsPS} {
 		*p = make(series, n)
 	}
 	codes, outcomes := keys(ring, func(s sample) map[string]float64 { return s.errors }),
@@ -115,7 +114,6 @@ func dashboardData(ring []sample, seq uint64) *data {
 			d.PaymentsPS[o][i] = rate(a.payments[o], b.payments[o])
 		}
 		d.Inflight[i], d.Backlog[i], d.BacklogAge[i] = b.inflight, b.backlog, b.backlogAge
-		d.SettlePS[i] = rate(a.settled, b.settled)
 		d.CacheHitRate[i] = ratio(100*(b.cacheHits-a.cacheHits), (b.cacheHits-a.cacheHits)+(b.cacheMisses-a.cacheMisses))
 		d.BatchSize[i] = ratio(b.batchSum-a.batchSum, b.batchCount-a.batchCount)
 		d.CommitsPS[i] = rate(a.batchCount, b.batchCount)

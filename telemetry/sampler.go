@@ -26,7 +26,6 @@ type sample struct {
 	inflight    float64
 	backlog     float64
 	backlogAge  float64
-	settled     float64
 	cacheHits   float64
 	cacheMisses float64
 	batches     float64 // group commits (from the committer's totals)
@@ -118,8 +117,6 @@ func readSample(mfs []*dto.MetricFamily) sample {
 				sm.backlog = m.GetGauge().GetValue()
 			case "stage_backlog_oldest_age_seconds":
 				sm.backlogAge = m.GetGauge().GetValue()
-			case "settle_captures_total":
-				sm.settled = m.GetCounter().GetValue()
 			case "cache_hits_total":
 				sm.cacheHits += m.GetCounter().GetValue()
 			case "cache_misses_total":

@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -17,6 +21,7 @@ import (
 	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/stage"
 	"github.com/surgepay/surgepay/stage/jetstream"
+	"github.com/surgepay/surgepay/telemetry"
 )
 
 // Exit codes of `surgepay settle`.
@@ -52,6 +57,9 @@ type settleOptions struct {
 	// tells a --batch-interval given from the stage's default.
 	batchInterval    time.Duration
 	batchIntervalSet bool
+	// metricsListen is the address of the Prometheus /metrics listener;
+	// "": none.
+	metricsListen string
 }
 
 // batchIntervalEmbedded is the default --batch-interval with the embedded
@@ -90,6 +98,9 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 		"acknowledged as an orphan, never captured ("+settle.OrphanGraceMin.String()+" to "+settle.OrphanGraceMax.String()+"). It must exceed the\n"+
 		"longest a sale takes from its stage publish to its commit: shorten it only while no API host\n"+
 		"takes sales")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on `ADDR` (host:port, e.g. 127.0.0.1:9464; default: off):\n"+
+		"backlog, oldest age, last batch size, captures per second, totals. Bind it to loopback or a\n"+
+		"private network")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -115,7 +126,26 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	if err := settle.CheckOrphanGrace(o.orphanGrace); err != nil {
 		return nil, fmt.Errorf("--orphan-grace %w", err)
 	}
+	if err := checkListenAddr(o.metricsListen); o.metricsListen != "" && err != nil {
+		return nil, fmt.Errorf("--metrics-listen %w", err)
+	}
 	return o, nil
+}
+
+// checkListenAddr returns an error, meant to follow the setting's name, if
+// addr is not host:port with a port number (0: any free port).
+func checkListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		var n int
+		if n, err = strconv.Atoi(port); err == nil && (n < 0 || n > 65535) {
+			err = errors.New("port out of range")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%q is not host:port with a port number, e.g. 127.0.0.1:9464", addr)
+	}
+	return nil
 }
 
 // fill sets the options not given on the command line from cfg.
@@ -188,6 +218,17 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	if err != nil {
 		return fail(err)
 	}
+	onStats := statsLogger(log, 10*time.Second)
+	if o.metricsListen != "" {
+		m := &settleMetrics{}
+		stop, err := serveSettleMetrics(o.metricsListen, m, log)
+		if err != nil {
+			return fail(err)
+		}
+		defer stop()
+		logStats := onStats
+		onStats = func(s settle.Stats) { m.observe(s); logStats(s) }
+	}
 	// On the embedded default settle usually writes the file serve is
 	// writing: serve's writer, answering clients, takes the lock first.
 	store, err := openStoreWith(ctx, cfg, nil, sqlite.WriteLockRetryYield)
@@ -210,7 +251,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	rep, err := settle.Run(ctx, settle.Config{Store: withWebhooks(ctx, store, cfg, log), Provider: prov,
 		Opener: opener, Consumer: consumer,
 		BatchSizeMax: o.batchSize, Workers: o.workers, RateMax: o.maxRate, UntilEmpty: o.untilEmpty, Logger: log,
-		OnStats: statsLogger(log, 10*time.Second), AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,
+		OnStats: onStats, AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,
 		OrphanGrace: o.orphanGrace, BatchIntervalMin: o.batchInterval,
 		Analytics: func(merchantID string) bool { return settings.For(merchantID).Analytics == "on" }})
 	if rep != nil {
@@ -256,8 +297,54 @@ func statsLogger(log *slog.Logger, interval time.Duration) func(settle.Stats) {
 		}
 		last = time.Now()
 		log.Info("settlement progress", "backlog", s.BacklogDepth, "oldest_age", s.OldestAge.Round(time.Second).String(),
-			"captured", s.Captured, "capture_declined", s.Failed, "captures_per_second", int(s.CapturesPerSecond))
+			"batch_size", s.LastBatchSize, "captured", s.Captured, "capture_declined", s.Failed,
+			"captures_per_second", int(s.CapturesPerSecond), "left", s.Left)
 	}
+}
+
+// settleMetrics holds the latest settle.Stats for the /metrics of
+// --metrics-listen. Safe for concurrent use.
+type settleMetrics struct {
+	mu   sync.Mutex
+	last telemetry.SettleStat
+}
+
+// observe is settle.Config.OnStats.
+func (m *settleMetrics) observe(s settle.Stats) {
+	st := telemetry.SettleStat{BacklogDepth: s.BacklogDepth, OldestAge: s.OldestAge, LastBatchSize: s.LastBatchSize,
+		CapturesPerSecond: s.CapturesPerSecond, Captured: s.Captured, Failed: s.Failed, Left: s.Left,
+		Failures: s.Failures} // a copy of settle's, never changed after
+	m.mu.Lock()
+	m.last = st
+	m.mu.Unlock()
+}
+
+func (m *settleMetrics) stat() telemetry.SettleStat {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last
+}
+
+// serveSettleMetrics serves GET /metrics with m's metrics on addr until
+// stop is called. The listener is open when it returns: a port in use is
+// an error now, not after settlement started.
+func serveSettleMetrics(addr string, m *settleMetrics, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w (choose another port, or leave it off)", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", telemetry.SettleMetricsHandler(m.stat))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != http.ErrServerClosed {
+			log.Error("settlement metrics listener", "err", err.Error())
+		}
+	}()
+	log.Info("settlement metrics listening", "addr", ln.Addr().String())
+	return func() { srv.Close(); <-done }, nil
 }
 
 func writeSettleReports(rep *settle.Report, o *settleOptions, stdout io.Writer) error {

@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +203,138 @@ func TestSettleCommandTamperedRecordLeft(t *testing.T) {
 	}
 }
 
+// settleMetricNames are the metrics docs/observability.md documents for
+// `surgepay settle --metrics-listen`.
+var settleMetricNames = []string{"surgepay_settle_backlog_records", "surgepay_settle_backlog_oldest_age_seconds",
+	"surgepay_settle_last_batch_size", "surgepay_settle_captures_per_second", "surgepay_settle_captures_total",
+	"surgepay_settle_captures_failed_total", "surgepay_settle_left_records", "surgepay_settle_failures_total"}
+
+// metricValue returns the value of the sample line name (with its labels,
+// if any) in a /metrics body, or -1 if it has none.
+func metricValue(t *testing.T, body, name string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return v
+}
+
+// TestSettleCommandMetrics: a continuous settle with --metrics-listen
+// serves /metrics while it runs; its captures total moves from 0 to the
+// report's captured count, and a tampered record shows as left and under
+// its reason.
+func TestSettleCommandMetrics(t *testing.T) {
+	configPath, sales, _ := settleSetup(t, 20, nil)
+	cfg, err := LoadConfig(configPath, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := openStore(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := *sales[0].Record // a card that captures: 17 captured, 2 declined
+	bad.ID = surgepay.NewID("stg")
+	bad.Sealed = append([]byte(nil), bad.Sealed...)
+	bad.Sealed[len(bad.Sealed)-20] ^= 1
+	err = store.Apply(context.Background(), &surgepay.Write{Staged: &bad, StagedAck: []string{sales[0].Record.ID}})
+	store.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	var errb syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		// --max-rate spreads the 19 captures over about 2 s: the scrapes
+		// see the totals move.
+		exit <- cmdSettle(ctx, []string{"--config", configPath, "--metrics-listen", "127.0.0.1:0", "--batch-size", "7",
+			"--max-rate", "10", "--report-json", jsonPath}, io.Discard, &errb)
+	}()
+	addrRE := regexp.MustCompile(`"msg":"settlement metrics listening","addr":"([^"]+)"`)
+	var seen []float64 // surgepay_settle_captures_total, scrape after scrape
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("settle's /metrics did not reach 17 captures and 1 record left; last:\n%s\nlog:\n%s", body, errb.String())
+		}
+		m := addrRE.FindStringSubmatch(errb.String())
+		if m == nil {
+			continue
+		}
+		var code int
+		code, body = get(t, "http://"+m[1]+"/metrics")
+		if code != 200 {
+			t.Fatalf("/metrics: status %d", code)
+		}
+		seen = append(seen, metricValue(t, body, "surgepay_settle_captures_total"))
+		if seen[len(seen)-1] == 17 && metricValue(t, body, "surgepay_settle_left_records") == 1 &&
+			metricValue(t, body, "surgepay_settle_backlog_records") == 1 {
+			break
+		}
+	}
+	cancel()
+	if code := <-exit; code != exitSettleOK {
+		t.Fatalf("exit %d:\n%s", code, errb.String())
+	}
+	rep := readReport(t, jsonPath)
+	doc, err := os.ReadFile("../../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range settleMetricNames {
+		if !strings.Contains(body, "\n# TYPE "+name+" ") {
+			t.Errorf("/metrics lacks %s", name)
+		}
+		if !strings.Contains(string(doc), "| `"+name+"` |") {
+			t.Errorf("docs/observability.md does not document %s", name)
+		}
+	}
+	for name, want := range map[string]float64{"surgepay_settle_captures_total": float64(rep.Captured),
+		"surgepay_settle_captures_failed_total":             float64(rep.Failed),
+		`surgepay_settle_failures_total{reason="tampered"}`: float64(rep.Failures[settle.ReasonTampered]),
+		`surgepay_settle_failures_total{reason="declined"}`: 2} {
+		if got := metricValue(t, body, name); got != want {
+			t.Errorf("%s %g, want %g (report %+v)", name, got, want, rep)
+		}
+	}
+	if rep.Captured != 17 || rep.Failures[settle.ReasonTampered] < 1 {
+		t.Errorf("report %+v; want 17 captured, the tampered record counted", rep)
+	}
+	if seen[0] >= 17 || !slices.IsSorted(seen) {
+		t.Errorf("captures total over the scrapes %v: want it to start below 17 and never go down", seen)
+	}
+	if strings.Contains(body, "4242424242424242") || strings.Contains(body, "4000000000000259") {
+		t.Error("/metrics holds a card number")
+	}
+}
+
+// TestSettleCommandMetricsListenInUse: a --metrics-listen address taken
+// stops settle before it settles anything.
+func TestSettleCommandMetricsListenInUse(t *testing.T) {
+	configPath, sales, p := settleSetup(t, 1, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var out, errb bytes.Buffer
+	code := cmdSettle(context.Background(), []string{"--config", configPath, "--until-empty", "--metrics-listen", ln.Addr().String()}, &out, &errb)
+	if code != exitSettleError || !strings.Contains(errb.String(), "--metrics-listen") {
+		t.Errorf("exit %d, want %d with the flag named:\n%s", code, exitSettleError, errb.String())
+	}
+	if got := p.Effects(sales[0].Payment.ID).Captures; got != 0 {
+		t.Errorf("captured %d, want 0: settle should not have started", got)
+	}
+}
+
 // TestSettleCommandJetStream: settle on JetStream, with --ack-wait set on
 // the durable consumer and a short --orphan-grace: an orphan record (its
 // sale's payment never stored) waits out its grace within the run, and is
@@ -308,6 +444,9 @@ func TestSettleCommandErrors(t *testing.T) {
 		{"ErrAckWaitLong", []string{"--config", configPath, "--ack-wait", "2h"}, exitSettleUsage},
 		{"ErrBatchIntervalNegative", []string{"--config", configPath, "--batch-interval", "-1s"}, exitSettleUsage},
 		{"ErrBatchIntervalLong", []string{"--config", configPath, "--batch-interval", "2m"}, exitSettleUsage},
+		{"ErrMetricsListenNoPort", []string{"--config", configPath, "--metrics-listen", "127.0.0.1"}, exitSettleUsage},
+		{"ErrMetricsListenPortName", []string{"--config", configPath, "--metrics-listen", "127.0.0.1:http"}, exitSettleUsage},
+		{"ErrMetricsListenPortRange", []string{"--config", configPath, "--metrics-listen", "127.0.0.1:65536"}, exitSettleUsage},
 		{"ErrInProcessSimulator", []string{"--config", inproc, "--until-empty"}, exitSettleUsage},
 		{"ErrNoPrivateKey", []string{"--config", configPath, "--until-empty", "--private-key", "/nonexistent"}, exitSettleError},
 	} {

@@ -1,0 +1,76 @@
+package telemetry_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay/telemetry"
+)
+
+// TestSettleMetricsHandler: settle's /metrics shows its SettleStat as read
+// at each scrape, under the documented names, with declines collapsed into
+// one reason (decline codes are the networks': unbounded).
+func TestSettleMetricsHandler(t *testing.T) {
+	var mu sync.Mutex
+	st := telemetry.SettleStat{}
+	srv := httptest.NewServer(telemetry.SettleMetricsHandler(func() telemetry.SettleStat {
+		mu.Lock()
+		defer mu.Unlock()
+		return st
+	}))
+	defer srv.Close()
+	scrape := func() string {
+		t.Helper()
+		res, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 {
+			t.Fatalf("status %d: %s", res.StatusCode, b)
+		}
+		return string(b)
+	}
+	want := func(body string, lines ...string) {
+		t.Helper()
+		for _, l := range lines {
+			if !strings.Contains(body, "\n"+l+"\n") {
+				t.Errorf("/metrics lacks %q:\n%s", l, body)
+			}
+		}
+	}
+	want(scrape(), "surgepay_settle_captures_total 0", "surgepay_settle_backlog_records 0",
+		"# TYPE surgepay_settle_captures_total counter", "# TYPE surgepay_settle_backlog_records gauge")
+
+	mu.Lock()
+	st = telemetry.SettleStat{BacklogDepth: 40, OldestAge: 90 * time.Second, LastBatchSize: 7, CapturesPerSecond: 1234.5,
+		Captured: 17, Failed: 2, Left: 1, Failures: map[string]int{"tampered": 1, "declined:insufficient_funds": 1,
+			"declined:do_not_honor": 1, "retry_later": 3}}
+	mu.Unlock()
+	body := scrape()
+	want(body,
+		"surgepay_settle_backlog_records 40",
+		"surgepay_settle_backlog_oldest_age_seconds 90",
+		"surgepay_settle_last_batch_size 7",
+		"surgepay_settle_captures_per_second 1234.5",
+		"surgepay_settle_captures_total 17",
+		"surgepay_settle_captures_failed_total 2",
+		"surgepay_settle_left_records 1",
+		`surgepay_settle_failures_total{reason="declined"} 2`,
+		`surgepay_settle_failures_total{reason="retry_later"} 3`,
+		`surgepay_settle_failures_total{reason="tampered"} 1`,
+		"# TYPE surgepay_settle_failures_total counter",
+	)
+	if strings.Contains(body, "insufficient_funds") {
+		t.Errorf("a decline code became a label value:\n%s", body)
+	}
+	if !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_") {
+		t.Errorf("/metrics lacks the Go runtime's and the process's metrics")
+	}
+}
