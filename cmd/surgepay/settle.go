@@ -11,12 +11,16 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/settle"
 	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/stage"
@@ -246,14 +250,19 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	// Capture results write audit events: their webhooks are queued in
 	// the same Writes, for `surgepay serve` to deliver.
 	// A capture declined at settlement counts as failed in its merchant's
-	// analytics (the switch is read from the configuration at start).
-	settings := cfg.MerchantSettings()
+	// analytics if its switch is on: reloaded as serve reloads it, so that
+	// a continuous settle follows a merchant switched during an event.
+	var settings atomic.Pointer[engine.Settings]
+	settings.Store(cfg.MerchantSettings())
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go watchSettleSettings(watchCtx, cfg.path, &settings, log)
 	rep, err := settle.Run(ctx, settle.Config{Store: withWebhooks(ctx, store, cfg, log), Provider: prov,
 		Opener: opener, Consumer: consumer,
 		BatchSizeMax: o.batchSize, Workers: o.workers, RateMax: o.maxRate, UntilEmpty: o.untilEmpty, Logger: log,
 		OnStats: onStats, AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,
 		OrphanGrace: o.orphanGrace, BatchIntervalMin: o.batchInterval,
-		Analytics: func(merchantID string) bool { return settings.For(merchantID).Analytics == "on" }})
+		Analytics: func(merchantID string) bool { return settings.Load().For(merchantID).Analytics == "on" }})
 	if rep != nil {
 		if werr := writeSettleReports(rep, o, stdout); werr != nil {
 			log.Error("settlement report", "err", werr.Error())
@@ -286,6 +295,45 @@ func openConsumer(ctx context.Context, cfg Config, o *settleOptions, store surge
 		return nil, nil, err
 	}
 	return emb, func() {}, nil
+}
+
+// watchSettleSettings reloads the merchant settings into settings on
+// SIGHUP and when the configuration file at path changes, as serve does
+// (see watchConfig), until ctx ends. Settle reads only their analytics
+// switch; the rest of the configuration is read at start.
+func watchSettleSettings(ctx context.Context, path string, settings *atomic.Pointer[engine.Settings], log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	mtime := modTime(path)
+	t := time.NewTicker(configPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			reloadSettleSettings(path, settings, log, "SIGHUP")
+		case <-t.C:
+			if m := modTime(path); path != "" && !m.Equal(mtime) {
+				mtime = m
+				reloadSettleSettings(path, settings, log, "file changed")
+			}
+		}
+	}
+}
+
+// reloadSettleSettings reads the configuration at path again and stores
+// its merchant settings; a configuration that does not validate is
+// refused and the running settings stay.
+func reloadSettleSettings(path string, settings *atomic.Pointer[engine.Settings], log *slog.Logger, why string) {
+	cfg, err := LoadConfig(path, envOS)
+	if err != nil {
+		log.Error("merchant settings reload refused; the running settings stay", "why", why, "err", err.Error())
+		return
+	}
+	settings.Store(cfg.MerchantSettings())
+	log.Info("merchant settings reloaded (settle reads their analytics switch)", "why", why)
 }
 
 // statsLogger logs settlement progress at most every interval.
