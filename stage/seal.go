@@ -86,7 +86,8 @@ var hpkeInfo = []byte("surgepay stage segment v1")
 // Errors of Open. Every error of Open wraps exactly one of them.
 var (
 	// ErrTampered: the record is malformed or was modified; it can never
-	// open. Settlement acknowledges it and never captures it.
+	// open. Settlement never captures it and leaves it at the stage for an
+	// operator (its cleartext fields cannot be trusted either).
 	ErrTampered = errors.New("sealed record is malformed or was modified")
 	// ErrWrongKey: the record was sealed to another settlement key. It is
 	// not damaged: settle it with the matching private key.
