@@ -2,11 +2,17 @@ package api
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -396,6 +402,119 @@ func TestOpenAPIServed(t *testing.T) {
 		}
 		if path == "/v1/openapi.json" && rec.Body.String() != string(OpenAPI()) {
 			t.Errorf("GET %s does not serve the embedded document", path)
+		}
+	}
+}
+
+// errorReasons returns every error reason (the API's error code) written
+// as a literal in the module's non-test Go code: the Reason field of a
+// surgepay.Error literal, and the reason argument of surgepay.Invalid and
+// surgepay.Conflict. Each maps to the file and line of its first use.
+func errorReasons(t *testing.T) map[string]string {
+	t.Helper()
+	reasons := map[string]string{}
+	add := func(fset *token.FileSet, e ast.Expr) {
+		if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			r, err := strconv.Unquote(lit.Value)
+			if err == nil && reasons[r] == "" {
+				reasons[r] = fset.Position(lit.Pos()).String()
+			}
+		}
+	}
+	root := filepath.Join("..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "vendor" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.KeyValueExpr:
+				if k, ok := n.Key.(*ast.Ident); ok && k.Name == "Reason" {
+					add(fset, n.Value)
+				}
+			case *ast.CallExpr:
+				name := ""
+				switch fn := n.Fun.(type) {
+				case *ast.Ident:
+					name = fn.Name
+				case *ast.SelectorExpr:
+					if x, ok := fn.X.(*ast.Ident); ok && x.Name == "surgepay" {
+						name = fn.Sel.Name
+					}
+				}
+				switch {
+				case name == "Invalid" && len(n.Args) >= 2:
+					add(fset, n.Args[1])
+				case name == "Conflict" && len(n.Args) >= 1:
+					add(fset, n.Args[0])
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reasons
+}
+
+// TestOpenAPIErrorReasons: every error reason the code can return is
+// listed, as `reason`, in the description of the Error schema's code, so
+// that a client can look up any code it gets.
+func TestOpenAPIErrorReasons(t *testing.T) {
+	doc := openAPIDoc(t)
+	code := object(t, doc, "components", "schemas", "Error", "properties", "error", "properties", "code")
+	desc, _ := code["description"].(string)
+	reasons := errorReasons(t)
+	if len(reasons) < 20 {
+		t.Fatalf("found %d error reasons in the code, want the 20 or more there are: is the scan broken?", len(reasons))
+	}
+	var missing []string
+	for r, at := range reasons {
+		if !strings.Contains(desc, "`"+r+"`") {
+			missing = append(missing, r+" ("+at+")")
+		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("error reason %s is not in openapi.json's Error code description", m)
+	}
+}
+
+// TestOpenAPIStreamlinedStates: the states of the streamlined path and of
+// the stores that docs/streamlined.md and docs/state-machine.md describe
+// are in the spec where a client looks for them.
+func TestOpenAPIStreamlinedStates(t *testing.T) {
+	doc := openAPIDoc(t)
+	ops := specOperations(t, doc)
+	desc := func(v map[string]any) string { s, _ := v["description"].(string); return s }
+	refund409 := object(t, ops["POST /v1/payments/{id}/refunds"], "responses", "409")
+	unavailable := object(t, doc, "components", "responses", "ServiceUnavailable")
+	for _, tc := range []struct{ where, text, want string }{
+		{"POST /v1/payments/{id}/refunds 409", desc(refund409), "`capture_pending`"},
+		{"components.responses.ServiceUnavailable", desc(unavailable), "`stage_unavailable`"},
+		{"components.responses.ServiceUnavailable", desc(unavailable), "`reject`"},
+		{"components.responses.ServiceUnavailable", desc(unavailable), "`store_locked`"},
+		{"components.schemas.PaymentStatus", desc(object(t, doc, "components", "schemas", "PaymentStatus")),
+			"`failed` for a streamlined sale whose staged capture the network declines at settlement"},
+		{"components.schemas.Transaction.status", desc(object(t, doc, "components", "schemas", "Transaction", "properties", "status")),
+			"On a streamlined sale, the capture transaction is `pending`"},
+		{"POST /v1/payments", desc(ops["POST /v1/payments"]), "`stage_unavailable`"},
+	} {
+		if !strings.Contains(tc.text, tc.want) {
+			t.Errorf("%s does not document %s:\n%s", tc.where, tc.want, tc.text)
 		}
 	}
 }
