@@ -283,8 +283,9 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 
 func openConsumer(ctx context.Context, cfg Config, o *settleOptions, store surgepay.Store) (surgepay.StageConsumer, func(), error) {
 	if o.stage == "jetstream" {
-		js, err := jetstream.Open(ctx, jetstream.Config{URL: o.natsURL, Stream: cfg.Stage.Stream, Subject: cfg.Stage.Subject,
-			Replicas: cfg.Stage.Replicas, AckWait: o.ackWait})
+		jc := cfg.Stage.JetStream() // the credentials and TLS files of [stage]
+		jc.URL, jc.AckWait = o.natsURL, o.ackWait
+		js, err := jetstream.Open(ctx, jc)
 		if err != nil {
 			return nil, nil, err
 		}
