@@ -4,8 +4,8 @@
 // It talks to storage, the provider, the vault and the tax table only
 // through the interfaces of package surgepay.
 //
-// Reads that do not change often (API keys, payment methods, idempotency
-// records) come from the scoped cache (package cache: process memory by
+// Reads that do not change often (API keys, customers, payment methods,
+// idempotency records) come from the scoped cache (package cache: process memory by
 // default, or Redis shared by the processes of a host or by every host),
 // preheated at start, so a purchase with a saved card issues no SQL read.
 // Writes invalidate; with a process-scope cache, other nodes see a delete

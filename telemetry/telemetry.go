@@ -162,7 +162,8 @@ func (t *Telemetry) RegisterCache(stats func() []CacheStat) error {
 	return t.reg.Register(newCacheCollector(stats))
 }
 
-// RegisterStage adds the staged-capture backlog and settlement gauges.
+// RegisterStage adds the staged-capture backlog gauges (settlement's own
+// metrics are on `surgepay settle --metrics-listen`).
 func (t *Telemetry) RegisterStage(stats StageStats) error {
 	if !t.MetricsEnabled() {
 		return nil
