@@ -259,16 +259,17 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	if db.wconn, err = db.write.Conn(ctx); err != nil {
 		return err
 	}
+	if err := db.writer.prepare(ctx, db.wconn); err != nil {
+		return err
+	}
 	// The writer waits for the write lock in beginWrite, not in SQLite's
 	// busy handler (see WriteLockRetryMaxDefault). Its other statements
-	// meet no lock in WAL mode once the write transaction has begun.
+	// meet no lock in WAL mode once the write transaction has begun. Set
+	// after prepare, which may wait out another process's WAL recovery.
 	if _, err := db.wconn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return err
 	}
 	db.writer.lockWait, db.writer.lockRetryMax = cfg.BusyTimeout, cfg.WriteLockRetryMax
-	if err := db.writer.prepare(ctx, db.wconn); err != nil {
-		return err
-	}
 
 	if db.ckpt, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout, "synchronous(FULL)", mmap)); err != nil {
 		return err

@@ -295,6 +295,30 @@ func TestApplyErrBusyReturns(t *testing.T) {
 	}
 }
 
+// TestApplyProviderActedOutwaitsBusyTimeout: a Write recording what the
+// network already did is not refused when another process holds the write
+// lock past BusyTimeout; it waits (up to groupcommit.SubmitWaitMax) and
+// commits once the lock is free.
+func TestApplyProviderActedOutwaitsBusyTimeout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db := open(t, sqlite.Config{Path: path, BusyTimeout: 20 * time.Millisecond})
+	m := newMerchant(t, db)
+	unlock := lockWriter(t, path)
+	w, p := purchase(m.ID)
+	w.ProviderActed = true
+	errc := make(chan error, 1)
+	go func() { errc <- db.Apply(t.Context(), w) }()
+	// Held for many BusyTimeouts: a plain Write would have been refused.
+	time.Sleep(300 * time.Millisecond)
+	unlock()
+	if err := <-errc; err != nil {
+		t.Fatalf("Apply of a provider-acted Write while the lock was held past BusyTimeout: %v", err)
+	}
+	if _, err := db.FindPayment(t.Context(), m.ID, p.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // BenchmarkApplyPurchaseParallel measures group-committed purchases (an
 // idempotency record, a payment and two events; two statements) from many
 // goroutines, each Apply durable (WAL, synchronous=FULL) on return.

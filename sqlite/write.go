@@ -203,7 +203,7 @@ func (db *DB) submit(ctx context.Context, o *op) error {
 	case errors.Is(err, groupcommit.ErrClosed):
 		return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_closed",
 			Message: "the store is closed"}
-	case isBusy(err):
+	case isBusy(err): // after BusyTimeout, or SubmitWaitMax for a Write the provider acted on
 		return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_locked", RetryAfter: 1,
 			Message: "the database's write lock stayed taken by another process; retry shortly"}
 	}
@@ -236,7 +236,13 @@ func (db *DB) commitBatch(items []*groupcommit.Item[*op]) error {
 // whole transaction and is returned.
 func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 	w := &db.writer
-	if err := w.beginWrite(); err != nil {
+	wait := w.lockWait
+	if providerActed(items) {
+		// What the network already did is recorded, not refused: wait for
+		// the lock as long as such a Write waits for room in the queue.
+		wait = max(wait, groupcommit.SubmitWaitMax)
+	}
+	if err := w.beginWrite(wait); err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
 	for _, it := range items {
@@ -257,13 +263,24 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 	return nil
 }
 
+// providerActed reports whether items hold a Write that records what
+// already happened elsewhere (Write.ProviderActed, or an op with wait).
+func providerActed(items []*groupcommit.Item[*op]) bool {
+	for _, it := range items {
+		if o := it.Value; o.wait || o.w != nil && o.w.ProviderActed {
+			return true
+		}
+	}
+	return false
+}
+
 // beginWrite begins the write transaction (BEGIN IMMEDIATE). While another
 // process holds the write lock, BEGIN IMMEDIATE fails at once with
 // SQLITE_BUSY (the connection has no busy timeout) and starts no
 // transaction; beginWrite tries again after a sleep that doubles from
-// writeLockRetryMin up to lockRetryMax, for up to lockWait.
-func (w *writer) beginWrite() error {
-	deadline := time.Now().Add(w.lockWait)
+// writeLockRetryMin up to lockRetryMax, for up to wait.
+func (w *writer) beginWrite(wait time.Duration) error {
+	deadline := time.Now().Add(wait)
 	pause := writeLockRetryMin
 	for {
 		err := w.control(w.begin)
