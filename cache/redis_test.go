@@ -322,6 +322,31 @@ func TestSetWhileRedisDownIsRetried(t *testing.T) {
 	})
 }
 
+// TestPreheatReadTooLongAgoSkipped: values read from the store longer than
+// WriteBackAgeMax ago are not written to Redis (a key deleted since may
+// have lost its invalidation mark): skipped, counted as a fallback.
+func TestPreheatReadTooLongAgoSkipped(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newCache(t, sharedConfig(cache.ScopeGlobal, srv))
+	tab := cache.Entity[string](c, cache.APIKeys, nil)
+	before := stat(t, c, cache.APIKeys).Fallbacks
+	if err := tab.PreheatRead(context.Background(), map[string]string{"stale": "v"}, time.Now().Add(-2*cache.WriteBackAgeMax)); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := srv.Do("EXISTS", "test:v1:api_keys:stale"); r != ":0" {
+		t.Fatalf("EXISTS of a key preheated from a stale read = %s, want :0", r)
+	}
+	if got := stat(t, c, cache.APIKeys).Fallbacks; got != before+1 {
+		t.Errorf("fallbacks %d, want %d", got, before+1)
+	}
+	if err := tab.PreheatRead(context.Background(), map[string]string{"fresh": "v"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := srv.Do("EXISTS", "test:v1:api_keys:fresh"); r != ":1" {
+		t.Fatalf("EXISTS of a key preheated from a fresh read = %s, want :1", r)
+	}
+}
+
 func TestPreheatShared(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := sharedConfig(cache.ScopeGlobal, srv)

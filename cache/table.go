@@ -280,6 +280,9 @@ func (t *Table[V]) read(ctx context.Context, deadline time.Time, key string) (en
 // FallbackTimeout, and for the load, which is not bounded by it; never
 // for the write-back (see WriteBackQueueMax).
 func (t *Table[V]) fetch(ctx context.Context, key string, load func(context.Context) (V, error)) (entry[V], source, error) {
+	// The write-back's age runs from before the Redis read, so before the
+	// store read it carries: see WriteBackAgeMax.
+	started := time.Now()
 	e, st := t.read(ctx, t.store.deadline(), key)
 	if st == readHit {
 		return e, fromRedis, nil
@@ -293,7 +296,7 @@ func (t *Table[V]) fetch(ctx context.Context, key string, load func(context.Cont
 		t.c.log.Warn("cache: value does not encode; not written to redis", "entity", t.name, "err", err)
 		return e, fromLoader, nil
 	}
-	wb := writeBack{key: t.prefix + key, val: val, ttl: ttl, nx: st != readCorrupt, queued: time.Now(), fallbacks: &t.st.fallbacks}
+	wb := writeBack{key: t.prefix + key, val: val, ttl: ttl, nx: st != readCorrupt, queued: started, fallbacks: &t.st.fallbacks}
 	if !t.store.queueWriteBack(wb) {
 		t.st.fallbacks.Add(1)
 	}
@@ -373,6 +376,17 @@ func (t *Table[V]) dropMem(key string) {
 // only values Redis tracks, so that another process's write reaches it.
 // Preheat returns an error only if a value does not encode.
 func (t *Table[V]) Preheat(ctx context.Context, items map[string]V) error {
+	return t.PreheatRead(ctx, items, time.Now())
+}
+
+// PreheatRead is Preheat for items read from the store at readAt (before
+// the read began). In a shared scope it writes them only within
+// WriteBackAgeMax of readAt, as a write-back: a key invalidated since
+// readAt is then still marked (InvalidationHold) and keeps its mark, where
+// a value read earlier would put a deleted card back in Redis for its TTL.
+// Items read too long ago are skipped (logged, counted as a fallback):
+// callers preheating many keys read and preheat them in pages.
+func (t *Table[V]) PreheatRead(ctx context.Context, items map[string]V, readAt time.Time) error {
 	switch {
 	case t.cfg.Scope == ScopeOff:
 		return nil
@@ -380,6 +394,12 @@ func (t *Table[V]) Preheat(ctx context.Context, items map[string]V) error {
 		for k, v := range items {
 			t.mem.Set(k, entry[V]{v: v})
 		}
+		return nil
+	}
+	if age := time.Since(readAt); age > WriteBackAgeMax {
+		t.st.fallbacks.Add(1)
+		t.c.log.Warn("cache: preheat skipped: read from the store too long ago to be written safely",
+			"entity", t.name, "scope", string(t.cfg.Scope), "keys", len(items), "age", age.String())
 		return nil
 	}
 	kvs := make([]kv, 0, len(items))

@@ -87,17 +87,21 @@ func (e *Engine) DeletePaymentMethod(ctx context.Context, call *Call, id string)
 		}
 		w := &surgepay.Write{PaymentMethodDelete: pm}
 		e.attach(call, w, &Deleted{ID: pm.ID, Object: "payment_method"}, nil)
-		if err := e.apply(ctx, call, w); err != nil {
+		err = e.apply(ctx, call, w)
+		// Forgotten even when apply failed: a commit whose outcome is
+		// unknown may have deleted the card.
+		e.forget(ctx, methodKey(call.MerchantID, id))
+		if err != nil {
 			return err
 		}
-		e.forget(ctx, methodKey(call.MerchantID, id))
 		out = pm
 		return nil
 	})
 	return out, err
 }
 
-// forget drops a payment method from the cache after its delete is durable.
+// forget drops a payment method from the cache after its delete (which
+// may have failed: dropping a card still stored costs one store read).
 func (e *Engine) forget(ctx context.Context, key string) {
 	if err := e.methods.Invalidate(ctx, key); err != nil {
 		e.log.Warn("invalidate cached payment method", "err", err.Error())

@@ -160,6 +160,7 @@ func (e *Engine) now() time.Time { return e.cfg.Now().UTC() }
 // down or slow at start) is logged and counted, and the first requests
 // read the store instead.
 func (e *Engine) Preheat(ctx context.Context) error {
+	readAt := time.Now()
 	keys, err := e.store.ListAPIKeys(ctx)
 	if err != nil {
 		return err
@@ -170,7 +171,7 @@ func (e *Engine) Preheat(ctx context.Context) error {
 			items[hex.EncodeToString(k.Hash)] = k
 		}
 	}
-	if err := e.apiKeys.Preheat(ctx, items); err != nil {
+	if err := e.apiKeys.PreheatRead(ctx, items, readAt); err != nil {
 		e.log.Warn("preheat API keys: not cached; the first requests read the store", "count", len(items), "err", err.Error())
 	}
 	return e.preheatPaymentMethods(ctx)

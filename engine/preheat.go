@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/cache"
@@ -13,6 +14,18 @@ import (
 // in by the preheat: with many merchants the budget shared among them is
 // small, and a page smaller than this would cost more queries than rows.
 const preheatMethodsPageMin = 16
+
+// Preheated cards reach a shared cache within cache.WriteBackAgeMax of
+// their read (see cache.Table.PreheatRead): a card deleted meanwhile is
+// then still marked in Redis and stays out. A merchant's page of cards
+// read longer than preheatPageFresh ago is read again before more of it
+// is taken, and the cards taken are written every preheatFlushMax cards
+// or once the oldest is preheatFlushAge old.
+const (
+	preheatPageFresh = cache.WriteBackAgeMax / 2
+	preheatFlushAge  = cache.WriteBackAgeMax / 4
+	preheatFlushMax  = 2_000
+)
 
 // preheatMethodsMax returns how many payment methods the preheat loads:
 // Config.PreheatPaymentMethodsMax, by default the payment_methods cache
@@ -59,12 +72,45 @@ func (e *Engine) preheatPaymentMethods(ctx context.Context) error {
 		}
 	}
 	heap.Init(&h)
-	items := make(map[string]*surgepay.PaymentMethod, min(budget, len(h)*page))
-	for len(items) < budget && len(h) > 0 {
+	batch := make(map[string]*surgepay.PaymentMethod, min(budget, preheatFlushMax))
+	var oldest time.Time // the read of batch's oldest card
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		if err := e.methods.PreheatRead(ctx, batch, oldest); err != nil { // a cache error: colder, not broken
+			e.log.Warn("preheat payment methods: not cached; their first payments read the store", "count", len(batch), "err", err.Error())
+		}
+		clear(batch)
+		oldest = time.Time{}
+	}
+	taken := 0
+	for taken < budget && len(h) > 0 {
 		c := h[0]
+		if time.Since(c.readAt) > preheatPageFresh && !c.reread {
+			// Read what is left of the page again, from the last card
+			// taken; once per card taken, so a slow store cannot loop.
+			c.before, c.reread = c.taken, true
+			if err := c.next(ctx, e.store, page); err != nil {
+				return err
+			}
+			if len(c.buf) == 0 {
+				heap.Pop(&h)
+			} else {
+				heap.Fix(&h, 0)
+			}
+			continue
+		}
 		pm := c.buf[0]
-		c.buf = c.buf[1:]
-		items[methodKey(c.merchantID, pm.ID)] = pm
+		c.buf, c.taken, c.reread = c.buf[1:], pm.ID, false
+		batch[methodKey(c.merchantID, pm.ID)] = pm
+		taken++
+		if oldest.IsZero() || c.readAt.Before(oldest) {
+			oldest = c.readAt
+		}
+		if len(batch) >= preheatFlushMax || time.Since(oldest) > preheatFlushAge {
+			flush()
+		}
 		if len(c.buf) == 0 && !c.done {
 			if err := c.next(ctx, e.store, page); err != nil {
 				return err
@@ -76,11 +122,8 @@ func (e *Engine) preheatPaymentMethods(ctx context.Context) error {
 			heap.Fix(&h, 0)
 		}
 	}
-	if err := e.methods.Preheat(ctx, items); err != nil { // a cache error: colder, not broken
-		e.log.Warn("preheat payment methods: not cached; their first payments read the store", "count", len(items), "err", err.Error())
-		return nil
-	}
-	e.log.Info("preheated payment methods", "count", len(items), "merchants", len(ms))
+	flush()
+	e.log.Info("preheated payment methods", "count", taken, "merchants", len(ms))
 	return nil
 }
 
@@ -89,10 +132,14 @@ type methodCursor struct {
 	merchantID string
 	buf        []*surgepay.PaymentMethod // read, not yet taken
 	before     string                    // the ID of the last card read
+	taken      string                    // the ID of the last card taken ("" none)
+	readAt     time.Time                 // before buf was read
+	reread     bool                      // buf was read again since the last card taken
 	done       bool                      // no older cards
 }
 
 func (c *methodCursor) next(ctx context.Context, s surgepay.Store, page int) error {
+	c.readAt = time.Now()
 	pms, err := s.ListRecentPaymentMethods(ctx, c.merchantID, c.before, page)
 	if err != nil {
 		return fmt.Errorf("preheat payment methods of %s: %w", c.merchantID, err)
