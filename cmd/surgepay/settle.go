@@ -252,12 +252,18 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	// A capture declined at settlement counts as failed in its merchant's
 	// analytics if its switch is on: reloaded as serve reloads it, so that
 	// a continuous settle follows a merchant switched during an event.
+	// Its webhooks switch is reloaded the same way.
 	var settings atomic.Pointer[engine.Settings]
 	settings.Store(cfg.MerchantSettings())
+	// SIGHUP is caught from here until the reports are written (the
+	// deferred Stop): never the default action, which ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go watchSettleSettings(watchCtx, cfg.path, &settings, log)
-	rep, err := settle.Run(ctx, settle.Config{Store: withWebhooks(ctx, store, cfg, log), Provider: prov,
+	go watchSettleSettings(watchCtx, cfg.path, hup, &settings, log)
+	rep, err := settle.Run(ctx, settle.Config{Store: withWebhooks(ctx, store, &settings, log), Provider: prov,
 		Opener: opener, Consumer: consumer,
 		BatchSizeMax: o.batchSize, Workers: o.workers, RateMax: o.maxRate, UntilEmpty: o.untilEmpty, Logger: log,
 		OnStats: onStats, AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,
@@ -298,14 +304,12 @@ func openConsumer(ctx context.Context, cfg Config, o *settleOptions, store surge
 	return emb, func() {}, nil
 }
 
-// watchSettleSettings reloads the merchant settings into settings on
-// SIGHUP and when the configuration file at path changes, as serve does
-// (see watchConfig), until ctx ends. Settle reads only their analytics
-// switch; the rest of the configuration is read at start.
-func watchSettleSettings(ctx context.Context, path string, settings *atomic.Pointer[engine.Settings], log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+// watchSettleSettings reloads the merchant settings into settings on each
+// signal from hup (SIGHUP) and when the configuration file at path
+// changes, as serve does (see watchConfig), until ctx ends. Settle reads
+// their analytics and webhooks switches; the rest of the configuration is
+// read at start.
+func watchSettleSettings(ctx context.Context, path string, hup <-chan os.Signal, settings *atomic.Pointer[engine.Settings], log *slog.Logger) {
 	mtime := modTime(path)
 	t := time.NewTicker(configPollInterval)
 	defer t.Stop()
@@ -334,7 +338,7 @@ func reloadSettleSettings(path string, settings *atomic.Pointer[engine.Settings]
 		return
 	}
 	settings.Store(cfg.MerchantSettings())
-	log.Info("merchant settings reloaded (settle reads their analytics switch)", "why", why)
+	log.Info("merchant settings reloaded (settle reads their analytics and webhooks switches)", "why", why)
 }
 
 // statsLogger logs settlement progress at most every interval.

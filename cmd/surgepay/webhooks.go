@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -91,12 +92,13 @@ func webhookStat(s webhook.Stats) telemetry.WebhookStat {
 // capture_failed) write audit events. The merchant switch is read from
 // the configuration at start.
 type outboxWrites struct {
-	outbox   *webhook.Outbox
-	settings *engine.Settings
+	outbox *webhook.Outbox
+	// settings are the merchant settings in effect (settle reloads them).
+	settings *atomic.Pointer[engine.Settings]
 }
 
 func (q outboxWrites) prepare(w *surgepay.Write) {
-	if len(w.Events) > 0 && q.settings.For(w.Events[0].MerchantID).Webhooks != "off" {
+	if len(w.Events) > 0 && q.settings.Load().For(w.Events[0].MerchantID).Webhooks != "off" {
 		q.outbox.Prepare(w)
 	}
 }
@@ -148,7 +150,7 @@ func (s postgresWithWebhooks) ApplySettlements(ctx context.Context, ws []*surgep
 // withWebhooks returns store queuing webhooks in its Writes, and keeps the
 // outbox's list of merchants with endpoints fresh until ctx ends. A store
 // of another type is returned as it is.
-func withWebhooks(ctx context.Context, store surgepay.Store, cfg Config, log *slog.Logger) surgepay.Store {
+func withWebhooks(ctx context.Context, store surgepay.Store, settings *atomic.Pointer[engine.Settings], log *slog.Logger) surgepay.Store {
 	ws, ok := store.(surgepay.WebhookStore)
 	if !ok {
 		return store
@@ -158,7 +160,7 @@ func withWebhooks(ctx context.Context, store surgepay.Store, cfg Config, log *sl
 		log.Warn("webhooks: load the merchants with endpoints; retried in the background", "err", err.Error())
 	}
 	go ob.Run(ctx)
-	q := outboxWrites{outbox: ob, settings: cfg.MerchantSettings()}
+	q := outboxWrites{outbox: ob, settings: settings}
 	switch s := store.(type) {
 	case *sqlite.DB:
 		return sqliteWithWebhooks{DB: s, q: q}

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/webhook"
@@ -99,9 +101,17 @@ func getText(t *testing.T, url string) string {
 	return string(b)
 }
 
+// settingsOf is the reloadable merchant settings of cfg, as settle holds them.
+func settingsOf(cfg Config) *atomic.Pointer[engine.Settings] {
+	var p atomic.Pointer[engine.Settings]
+	p.Store(cfg.MerchantSettings())
+	return &p
+}
+
 // TestSettleStoreQueuesWebhooks: the store settle writes through queues
 // the webhook of a Write with audit events, keeps the store's
-// capabilities, and queues nothing for a merchant whose switch is off.
+// capabilities, and queues nothing for a merchant whose switch is off;
+// a reload of the settings (settle's SIGHUP) turns it on.
 func TestSettleStoreQueuesWebhooks(t *testing.T) {
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "s.db")})
@@ -121,11 +131,12 @@ func TestSettleStoreQueuesWebhooks(t *testing.T) {
 	offSet := surgepay.DefaultMerchantSettings()
 	offSet.Webhooks = "off"
 	cfg.Merchants[off] = offSet
-	st := withWebhooks(t.Context(), db, cfg, slog.New(slog.DiscardHandler))
+	settings := settingsOf(cfg)
+	st := withWebhooks(t.Context(), db, settings, slog.New(slog.DiscardHandler))
 	if _, ok := st.(surgepay.StagedStore); !ok {
 		t.Error("the store with webhooks lost the StagedStore capability")
 	}
-	for _, m := range []string{on, off} {
+	apply := func(m string) *surgepay.Write {
 		now := time.Now().UTC()
 		p := &surgepay.Payment{ID: surgepay.NewID("pay"), MerchantID: m, Amount: 100, Currency: "usd",
 			Status: surgepay.StatusSucceeded, Path: "streamlined", Version: 1, Created: now, Updated: now,
@@ -136,12 +147,20 @@ func TestSettleStoreQueuesWebhooks(t *testing.T) {
 		if err := st.Apply(ctx, w); err != nil {
 			t.Fatal(err)
 		}
-		if queued := w.Webhook != nil; queued != (m == on) {
+		return w
+	}
+	for _, m := range []string{on, off} {
+		if queued := apply(m).Webhook != nil; queued != (m == on) {
 			t.Errorf("merchant with webhooks %s: queued = %v", map[bool]string{true: "on", false: "off"}[m == on], queued)
 		}
 	}
 	if b, _ := db.WebhookBacklog(ctx); b.Pending != 1 {
 		t.Errorf("backlog %+v, want 1 pending", b)
+	}
+	delete(cfg.Merchants, off) // the reloaded file: webhooks back on
+	settings.Store(cfg.MerchantSettings())
+	if apply(off).Webhook == nil {
+		t.Error("after the reload, a merchant whose webhooks were turned on: nothing queued")
 	}
 }
 
@@ -190,7 +209,7 @@ func TestSettleStoreQueuesWebhooksInBatches(t *testing.T) {
 	if err := db.Apply(ctx, &surgepay.Write{WebhookEndpointInsert: ep}); err != nil {
 		t.Fatal(err)
 	}
-	st := withWebhooks(t.Context(), db, DefaultConfig(), slog.New(slog.DiscardHandler))
+	st := withWebhooks(t.Context(), db, settingsOf(DefaultConfig()), slog.New(slog.DiscardHandler))
 	sw, ok := st.(settlementWriter)
 	if !ok {
 		t.Fatal("the store with webhooks lost ApplySettlements")
