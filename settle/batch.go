@@ -51,8 +51,9 @@ type decision struct {
 
 // leftRecord is a record this run left for later.
 type leftRecord struct {
-	times   int  // times this run left it
-	waiting bool // released to come back soon: an UntilEmpty run waits for it
+	payment surgepay.PaymentKey // as the record names it (see checkPending)
+	times   int                 // times this run left it
+	waiting bool                // released to come back soon: an UntilEmpty run waits for it
 }
 
 // batch settles the prepared batch b and acknowledges what is done. It
@@ -545,7 +546,7 @@ func (r *runner) tally(outs []outcome) (int, map[time.Duration][]*surgepay.Stage
 		default:
 			l := r.left[o.rec.ID]
 			if l == nil {
-				l = &leftRecord{}
+				l = &leftRecord{payment: surgepay.PaymentKey{MerchantID: o.rec.MerchantID, ID: o.rec.PaymentID}}
 				r.left[o.rec.ID] = l
 			}
 			delay, soon := r.redelivery(o, l.times)

@@ -28,6 +28,9 @@ type Report struct {
 	Failures map[string]int `json:"failures"`
 	// Left is the records this run left at the stage for a later run.
 	Left int `json:"left"`
+	// PendingWithoutRecord is the streamlined payments found with their
+	// capture pending and no record at the stage (Config.PendingCheckWindow).
+	PendingWithoutRecord int `json:"pending_without_record"`
 	// BacklogDepth is the records at the stage when the run ended.
 	BacklogDepth      int     `json:"backlog_depth"`
 	CapturesPerSecond float64 `json:"captures_per_second"`
@@ -105,6 +108,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 		}
 	}
 	p.printf("left for a later run %d; backlog at the end %d\n", rep.Left, rep.BacklogDepth)
+	if rep.PendingWithoutRecord > 0 {
+		p.printf("payments with a pending capture and no staged record %d (their IDs are in the log)\n", rep.PendingWithoutRecord)
+	}
 	return p.err
 }
 

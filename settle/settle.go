@@ -46,6 +46,8 @@ const (
 	BatchSizeMaxDefault = 2000
 	BatchSizeMaxLimit   = 10_000
 	BatchWaitDefault    = 200 * time.Millisecond
+	// PendingCheckWindowMax bounds Config.PendingCheckWindow.
+	PendingCheckWindowMax = 31 * 24 * time.Hour
 	// BatchIntervalMax bounds Config.BatchIntervalMin.
 	BatchIntervalMax    = time.Minute
 	RateMaxLimit        = 1_000_000 // captures per second
@@ -132,6 +134,10 @@ const (
 	ReasonStore      = "store_error" // reading or writing the store failed, or its result was not recorded within AckWait; left
 	ReasonDeadline   = "deadline"    // the batch's time ran out before its capture started; released at once
 	ReasonDeclined   = "declined:"   // + decline code: the payment moved to failed
+	// ReasonPendingNoRecord counts payments, not records: a streamlined
+	// payment whose capture is pending with no record at the stage (see
+	// Config.PendingCheckWindow).
+	ReasonPendingNoRecord = "pending_without_record"
 )
 
 // Config configures Run. Store, Provider, Opener and Consumer are
@@ -172,6 +178,17 @@ type Config struct {
 	// never committed was never answered. OrphanGraceMin to
 	// OrphanGraceMax; default 2m.
 	OrphanGrace time.Duration
+	// PendingCheckWindow, if positive, makes an UntilEmpty run that drained
+	// the stage look for streamlined payments created within this window
+	// (and before OrphanGrace ago) whose capture is still pending although
+	// no record of theirs is left at the stage: their staged record was lost
+	// (a single JetStream server that lost acknowledged records on power
+	// failure, a stream purged by hand). Each is logged by payment ID and
+	// counted in Report.PendingWithoutRecord (reason
+	// ReasonPendingNoRecord), for an operator. It reads every succeeded
+	// payment in the window, ListLimitMax a query. At most
+	// PendingCheckWindowMax.
+	PendingCheckWindow time.Duration
 	// AckWait is the stage's AckWait: how long a fetched record may stay
 	// unacknowledged before the stage delivers it again. Settle plans each
 	// batch to end within it: it starts no capture later than AckWait -
@@ -240,6 +257,9 @@ func (c *Config) defaults() error {
 	}
 	if err := def(&c.Workers, WorkersDefault, WorkersMax, "Workers"); err != nil {
 		return err
+	}
+	if c.PendingCheckWindow < 0 || c.PendingCheckWindow > PendingCheckWindowMax {
+		return fmt.Errorf("settle: PendingCheckWindow %s must be 0 to %s", c.PendingCheckWindow, PendingCheckWindowMax)
 	}
 	if c.BatchIntervalMin < 0 || c.BatchIntervalMin > BatchIntervalMax {
 		return fmt.Errorf("settle: BatchIntervalMin %s must be 0 to %s", c.BatchIntervalMin, BatchIntervalMax)
@@ -358,6 +378,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.limiter = rate.NewLimiter(rate.Limit(cfg.RateMax), 1)
 	}
 	err := r.loop(ctx)
+	if err == nil && ctx.Err() == nil && cfg.UntilEmpty && cfg.PendingCheckWindow > 0 {
+		err = r.checkPending(ctx)
+	}
 	r.finish(context.WithoutCancel(ctx))
 	return r.rep, err
 }

@@ -412,6 +412,53 @@ func TestSettleOrphans(t *testing.T) {
 	}
 }
 
+// TestSettlePendingWithoutRecord: once an UntilEmpty run has drained the
+// stage, a streamlined payment whose capture is pending and whose record
+// is gone (lost at the stage) is reported by payment ID and not captured;
+// a payment whose record the run left at the stage (here a mismatch) is
+// not reported; with no check window nothing is.
+func TestSettlePendingWithoutRecord(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			e := mk(t)
+			ok, lost, mismatched := e.sale(t, 1000, cardOK), e.sale(t, 1200, cardOK), e.sale(t, 1300, cardOK)
+			sealed, _ := e.sealer.Seal(&surgepay.CaptureInstruction{PaymentID: mismatched.Payment.ID, MerchantID: e.merch,
+				Amount: 9999, Currency: "usd", AuthorizationRef: mismatched.Payment.AuthorizationRef,
+				IdempotencyKey: key(mismatched), Authorized: time.Now()})
+			forged := &surgepay.StagedRecord{ID: surgepay.NewID("stg"), MerchantID: e.merch, PaymentID: mismatched.Payment.ID,
+				Sealed: sealed, Created: time.Now()}
+			// lost's record disappears from the stage; mismatched's is replaced.
+			if err := e.store.Apply(ctx, &surgepay.Write{Staged: forged, StagedAck: []string{lost.Record.ID, mismatched.Record.ID}}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(settle.OrphanGraceMin + 100*time.Millisecond) // all three older than the grace
+			var logs bytes.Buffer
+			cfg := e.config(nil)
+			cfg.OrphanGrace, cfg.PendingCheckWindow, cfg.Logger = settle.OrphanGraceMin, time.Hour, slogJSON(&logs)
+			rep := run(t, cfg)
+			if rep.Captured != 1 || rep.PendingWithoutRecord != 1 || rep.Failures[settle.ReasonPendingNoRecord] != 1 ||
+				rep.Failures[settle.ReasonMismatch] != 1 {
+				t.Fatalf("report: %+v", rep)
+			}
+			if !strings.Contains(logs.String(), lost.Payment.ID) || strings.Contains(logs.String(), ok.Payment.ID) {
+				t.Errorf("the log should name %s (and not %s):\n%s", lost.Payment.ID, ok.Payment.ID, logs.String())
+			}
+			wantCaptures(t, e, ok.Payment, 1)
+			wantCaptures(t, e, lost.Payment, 0)
+			if got := state(t, e.store, lost.Payment); got != "staged" {
+				t.Errorf("lost: %s, want its capture still pending", got)
+			}
+
+			cfg.PendingCheckWindow = 0
+			cfg.Consumer, _ = stage.NewEmbedded(e.store, time.Minute) // a new process: the left record comes at once
+			if rep := run(t, cfg); rep.PendingWithoutRecord != 0 {
+				t.Errorf("no check window: %d reported", rep.PendingWithoutRecord)
+			}
+		})
+	}
+}
+
 func TestSettleMismatchNotCaptured(t *testing.T) {
 	e := newEnv(t)
 	s := e.sale(t, 1000, cardOK)
@@ -570,6 +617,7 @@ func TestConfigErrors(t *testing.T) {
 		"ErrOrphanGraceShort": func(c *settle.Config) { c.OrphanGrace = settle.OrphanGraceMin - time.Millisecond },
 		"ErrOrphanGraceLong":  func(c *settle.Config) { c.OrphanGrace = settle.OrphanGraceMax + time.Second },
 		"ErrBatchIntervalNeg": func(c *settle.Config) { c.BatchIntervalMin = -time.Millisecond },
+		"ErrPendingCheckLong": func(c *settle.Config) { c.PendingCheckWindow = settle.PendingCheckWindowMax + time.Hour },
 		"ErrBatchIntervalLong": func(c *settle.Config) {
 			c.BatchIntervalMin = settle.BatchIntervalMax + time.Second
 		},

@@ -37,7 +37,9 @@ const (
 	// stage: not yet capturable (the network refused, outcomes unknown,
 	// payments not yet stored): run it again later; or needing an operator
 	// (tampered, mismatch, wrong_key, key_reused: see the report and the
-	// log, by record ID).
+	// log, by record ID); or it found streamlined payments whose capture
+	// is pending with no staged record (pending_without_record: the log
+	// names them by payment ID).
 	exitSettleLeft = 3
 )
 
@@ -57,6 +59,8 @@ type settleOptions struct {
 	// embedded consumer's in this process.
 	ackWait     time.Duration
 	orphanGrace time.Duration
+	// pendingCheck is settle.Config.PendingCheckWindow (--until-empty only).
+	pendingCheck time.Duration
 	// batchInterval is settle.Config.BatchIntervalMin; batchIntervalSet
 	// tells a --batch-interval given from the stage's default.
 	batchInterval    time.Duration
@@ -65,6 +69,11 @@ type settleOptions struct {
 	// "": none.
 	metricsListen string
 }
+
+// pendingCheckDefault is the default --pending-check-window: events of a
+// few days back. The check reads every succeeded payment in the window
+// once, after the stage is drained.
+const pendingCheckDefault = 72 * time.Hour
 
 // batchIntervalEmbedded is the default --batch-interval with the embedded
 // stage, where each batch's results are transactions on the database file
@@ -90,6 +99,9 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	fs.Float64Var(&o.maxRate, "max-rate", 0, "at most this many captures started per second (0: no cap); on the embedded\n"+
 		"default settle shares the machine and the database file with the API: a cap leaves the API its\n"+
 		"share while settle runs during an event")
+	fs.DurationVar(&o.pendingCheck, "pending-check-window", pendingCheckDefault, "with --until-empty, once the stage is drained: report streamlined\n"+
+		"payments created this far back whose capture is still pending with no staged record (their record\n"+
+		"was lost; nothing would capture them); 0: no check; at most "+settle.PendingCheckWindowMax.String())
 	fs.DurationVar(&o.batchInterval, "batch-interval", 0, "after a batch that was not full, wait this long from its fetch before the\n"+
 		"next: a shallow backlog is settled in fewer, larger batches (default "+batchIntervalEmbedded.String()+" with the embedded\n"+
 		"stage, whose results are written to the file the API writes; 0 with jetstream); at most "+settle.BatchIntervalMax.String())
@@ -112,6 +124,9 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	fs.Visit(func(f *flag.Flag) { o.batchIntervalSet = o.batchIntervalSet || f.Name == "batch-interval" })
+	if o.pendingCheck < 0 || o.pendingCheck > settle.PendingCheckWindowMax {
+		return nil, fmt.Errorf("--pending-check-window %s must be 0 to %s", o.pendingCheck, settle.PendingCheckWindowMax)
+	}
 	if o.batchInterval < 0 || o.batchInterval > settle.BatchIntervalMax {
 		return nil, fmt.Errorf("--batch-interval %s must be 0 to %s", o.batchInterval, settle.BatchIntervalMax)
 	}
@@ -267,7 +282,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 		Opener: opener, Consumer: consumer,
 		BatchSizeMax: o.batchSize, Workers: o.workers, RateMax: o.maxRate, UntilEmpty: o.untilEmpty, Logger: log,
 		OnStats: onStats, AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,
-		OrphanGrace: o.orphanGrace, BatchIntervalMin: o.batchInterval,
+		OrphanGrace: o.orphanGrace, BatchIntervalMin: o.batchInterval, PendingCheckWindow: o.pendingCheck,
 		Analytics: func(merchantID string) bool { return settings.Load().For(merchantID).Analytics == "on" }})
 	if rep != nil {
 		if werr := writeSettleReports(rep, o, stdout); werr != nil {
@@ -280,8 +295,9 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	if err != nil {
 		return fail(err)
 	}
-	if o.untilEmpty && rep.Left > 0 {
-		log.Warn("settlement left records at the stage; run it again later", "left", rep.Left, "failures", rep.Failures)
+	if o.untilEmpty && (rep.Left > 0 || rep.PendingWithoutRecord > 0) {
+		log.Warn("settlement left records at the stage, or found captures pending with no record; see the report",
+			"left", rep.Left, "pending_without_record", rep.PendingWithoutRecord, "failures", rep.Failures)
 		return exitSettleLeft
 	}
 	return exitSettleOK

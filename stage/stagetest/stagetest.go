@@ -134,6 +134,51 @@ func (s *MemStore) StagedBacklog(ctx context.Context) (int, time.Time, error) {
 	return len(s.staged), oldest, nil
 }
 
+// ListMerchants returns a merchant for each merchant ID among the stored
+// payments (the settlement check of pending captures lists them).
+func (s *MemStore) ListMerchants(ctx context.Context) ([]*surgepay.Merchant, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	var out []*surgepay.Merchant
+	for _, p := range s.payments {
+		if !seen[p.MerchantID] {
+			seen[p.MerchantID] = true
+			out = append(out, &surgepay.Merchant{ID: p.MerchantID})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// ListPayments lists the merchant's payments that pass f, newest first, as
+// the stores do.
+func (s *MemStore) ListPayments(ctx context.Context, merchantID string, f surgepay.PaymentFilter) ([]*surgepay.Payment, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*surgepay.Payment
+	for _, p := range s.payments {
+		switch {
+		case p.MerchantID != merchantID, f.Status != "" && p.Status != f.Status,
+			f.CustomerID != "" && p.CustomerID != f.CustomerID,
+			!f.CreatedGTE.IsZero() && p.Created.Before(f.CreatedGTE),
+			!f.CreatedBefore.IsZero() && !p.Created.Before(f.CreatedBefore),
+			f.StartingAfter != "" && p.ID >= f.StartingAfter:
+			continue
+		}
+		out = append(out, p.Clone())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	limit := f.Limit
+	if limit <= 0 {
+		limit = surgepay.ListLimitMax
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
 // Close does nothing.
 func (s *MemStore) Close() error { return nil }
 
