@@ -17,6 +17,10 @@
 # BENCH_ADMIN_PORT (19280). Everything listens on 127.0.0.1; the run is
 # bounded by DURATION (default 12s). Needs python3 for the summary line.
 #
+# BENCH_LOADTEST_FLAGS are more flags for `surgepay loadtest`, e.g.
+# "--max-iterations 9500000" for a run longer than its default cap of
+# 1,000,000 sales (200 s at 5,000/s).
+#
 # BENCH_SETTLE, when set (even to ""), runs `surgepay settle` continuously
 # beside the server on the same database, started 2 s after it, with the
 # flags it holds (e.g. BENCH_SETTLE="--max-rate 1000"; "" for the
@@ -107,7 +111,7 @@ if [[ -n $with_settle ]]; then
 fi
 "$bin" loadtest --url "http://127.0.0.1:$port" --api-key "$(<"$data/dev-api-key")" \
 	--scenario streamlined --rate "$rate" --duration "$duration" --quiet \
-	--server-pid $server --out "$dir/$label.json" >/dev/null 2>&1 || true
+	--server-pid $server --out "$dir/$label.json" ${BENCH_LOADTEST_FLAGS:-} >/dev/null 2>&1 || true
 curl -s "http://127.0.0.1:$admin/metrics" | grep -E '^surgepay_groupcommit_batch_size_(sum|count)' >"$dir/$label.metrics" || true
 
 if [[ -n $with_settle ]]; then
