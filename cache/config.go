@@ -262,20 +262,25 @@ func (c Config) withDefaults() Config {
 		entities[name] = e
 	}
 	for name, def := range d.Entities {
-		e := entities[name]
-		if e.Scope == "" {
-			e.Scope = def.Scope
-		}
-		if e.TTL == 0 {
-			e.TTL = def.TTL
-		}
-		if e.EntriesMax == 0 {
-			e.EntriesMax = def.EntriesMax
-		}
-		entities[name] = e
+		entities[name] = entities[name].WithDefaults(def)
 	}
 	c.Entities = entities
 	return c
+}
+
+// WithDefaults returns e with its zero fields taken from d (an entity's
+// entry in DefaultConfig).
+func (e EntityConfig) WithDefaults(d EntityConfig) EntityConfig {
+	if e.Scope == "" {
+		e.Scope = d.Scope
+	}
+	if e.TTL == 0 {
+		e.TTL = d.TTL
+	}
+	if e.EntriesMax == 0 {
+		e.EntriesMax = d.EntriesMax
+	}
+	return e
 }
 
 // Validate reports the first invalid field of c, named as in the config

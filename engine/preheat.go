@@ -94,11 +94,7 @@ func (e *Engine) preheatPaymentMethods(ctx context.Context) error {
 			if err := c.next(ctx, e.store, page); err != nil {
 				return err
 			}
-			if len(c.buf) == 0 {
-				heap.Pop(&h)
-			} else {
-				heap.Fix(&h, 0)
-			}
+			h.top()
 			continue
 		}
 		pm := c.buf[0]
@@ -116,11 +112,7 @@ func (e *Engine) preheatPaymentMethods(ctx context.Context) error {
 				return err
 			}
 		}
-		if len(c.buf) == 0 {
-			heap.Pop(&h)
-		} else {
-			heap.Fix(&h, 0)
-		}
+		h.top()
 	}
 	flush()
 	e.log.Info("preheated payment methods", "count", taken, "merchants", len(ms))
@@ -154,6 +146,16 @@ func (c *methodCursor) next(ctx context.Context, s surgepay.Store, page int) err
 
 // methodCursors is a heap of cursors by their next card, newest first.
 type methodCursors []*methodCursor
+
+// top restores the heap after its top cursor's buffer changed: out if
+// empty, else moved to its place.
+func (h *methodCursors) top() {
+	if len((*h)[0].buf) == 0 {
+		heap.Pop(h)
+	} else {
+		heap.Fix(h, 0)
+	}
+}
 
 func (h methodCursors) Len() int           { return len(h) }
 func (h methodCursors) Less(i, j int) bool { return h[i].buf[0].ID > h[j].buf[0].ID }

@@ -333,15 +333,7 @@ func (c *Config) fillCacheEntities() {
 	entities := make(map[string]cache.EntityConfig, len(c.Cache.Entities))
 	for name, e := range c.Cache.Entities {
 		if d, ok := defaults[name]; ok {
-			if e.Scope == "" {
-				e.Scope = d.Scope
-			}
-			if e.TTL == 0 {
-				e.TTL = d.TTL
-			}
-			if e.EntriesMax == 0 {
-				e.EntriesMax = d.EntriesMax
-			}
+			e = e.WithDefaults(d)
 		}
 		entities[name] = e
 	}

@@ -28,7 +28,12 @@ func watchConfig(ctx context.Context, a *app, current *atomic.Pointer[Config], l
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	path := current.Load().path
+	watchReloads(ctx, current.Load().path, hup, func(why string) { reloadConfig(a, current, log, why) })
+}
+
+// watchReloads calls reload on each signal from hup and whenever the file
+// at path changes (polled every configPollInterval), until ctx ends.
+func watchReloads(ctx context.Context, path string, hup <-chan os.Signal, reload func(why string)) {
 	mtime := modTime(path)
 	t := time.NewTicker(configPollInterval)
 	defer t.Stop()
@@ -37,11 +42,11 @@ func watchConfig(ctx context.Context, a *app, current *atomic.Pointer[Config], l
 		case <-ctx.Done():
 			return
 		case <-hup:
-			reloadConfig(a, current, log, "SIGHUP")
+			reload("SIGHUP")
 		case <-t.C:
 			if m := modTime(path); path != "" && !m.Equal(mtime) {
 				mtime = m
-				reloadConfig(a, current, log, "file changed")
+				reload("file changed")
 			}
 		}
 	}

@@ -326,22 +326,7 @@ func openConsumer(ctx context.Context, cfg Config, o *settleOptions, store surge
 // their analytics and webhooks switches; the rest of the configuration is
 // read at start.
 func watchSettleSettings(ctx context.Context, path string, hup <-chan os.Signal, settings *atomic.Pointer[engine.Settings], log *slog.Logger) {
-	mtime := modTime(path)
-	t := time.NewTicker(configPollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			reloadSettleSettings(path, settings, log, "SIGHUP")
-		case <-t.C:
-			if m := modTime(path); path != "" && !m.Equal(mtime) {
-				mtime = m
-				reloadSettleSettings(path, settings, log, "file changed")
-			}
-		}
-	}
+	watchReloads(ctx, path, hup, func(why string) { reloadSettleSettings(path, settings, log, why) })
 }
 
 // reloadSettleSettings reads the configuration at path again and stores

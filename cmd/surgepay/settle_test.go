@@ -164,11 +164,10 @@ func TestSettleCommandEmbedded(t *testing.T) {
 	}
 }
 
-// TestSettleCommandTamperedRecordLeft: a record that fails to open is
-// left at the stage and an --until-empty run says so with exit status 3,
-// on every run.
-func TestSettleCommandTamperedRecordLeft(t *testing.T) {
-	configPath, sales, p := settleSetup(t, 2, nil)
+// tamperFirstRecord replaces the staged record of sales[0] in the store of
+// configPath with a copy whose sealed bytes have one bit flipped.
+func tamperFirstRecord(t *testing.T, configPath string, sales []*stagetest.Staged) {
+	t.Helper()
 	cfg, err := LoadConfig(configPath, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +185,14 @@ func TestSettleCommandTamperedRecordLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSettleCommandTamperedRecordLeft: a record that fails to open is
+// left at the stage and an --until-empty run says so with exit status 3,
+// on every run.
+func TestSettleCommandTamperedRecordLeft(t *testing.T) {
+	configPath, sales, p := settleSetup(t, 2, nil)
+	tamperFirstRecord(t, configPath, sales)
 	jsonPath := filepath.Join(t.TempDir(), "report.json")
 	for i := range 2 {
 		var out, errb bytes.Buffer
@@ -233,23 +240,7 @@ func metricValue(t *testing.T, body, name string) float64 {
 // its reason.
 func TestSettleCommandMetrics(t *testing.T) {
 	configPath, sales, _ := settleSetup(t, 20, nil)
-	cfg, err := LoadConfig(configPath, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := openStore(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := *sales[0].Record // a card that captures: 17 captured, 2 declined
-	bad.ID = surgepay.NewID("stg")
-	bad.Sealed = append([]byte(nil), bad.Sealed...)
-	bad.Sealed[len(bad.Sealed)-20] ^= 1
-	err = store.Apply(context.Background(), &surgepay.Write{Staged: &bad, StagedAck: []string{sales[0].Record.ID}})
-	store.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tamperFirstRecord(t, configPath, sales) // a card that captures: 17 captured, 2 declined
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	jsonPath := filepath.Join(t.TempDir(), "report.json")

@@ -2,50 +2,12 @@ package jetstream_test
 
 import (
 	"context"
-	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/surgepay/surgepay/stage/jetstream"
+	"github.com/surgepay/surgepay/stage/stagetest"
 )
-
-// startNATSWith runs nats-server -js with extra arguments (auth) on a free
-// loopback port, stopped at cleanup, and returns its URL; without the
-// binary it skips, or fails under CI. (stagetest.StartNATS takes no server
-// arguments.)
-func startNATSWith(t *testing.T, args ...string) string {
-	t.Helper()
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but nats-server is not installed (apt-get install nats-server)")
-		}
-		t.Skip("nats-server not installed")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, append([]string{"-js", "-a", "127.0.0.1", "-p", port, "-sd", t.TempDir()}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return "nats://" + addr
-		} else if time.Now().After(deadline) {
-			t.Fatalf("nats-server did not listen on %s: %v", addr, err)
-		}
-	}
-}
 
 // TestOpenAuth: a server that requires a user and password, or a token,
 // takes records from a stage configured with them, and refuses a stage
@@ -66,7 +28,7 @@ func TestOpenAuth(t *testing.T) {
 			[]jetstream.Config{{}, {Token: "wrong-" + secret}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			url := startNATSWith(t, tc.server...)
+			url := stagetest.StartNATS(t, tc.server...).URL
 			good := tc.good
 			good.URL = url
 			s, err := jetstream.Open(context.Background(), good)

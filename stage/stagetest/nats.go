@@ -14,14 +14,15 @@ type NATSServer struct {
 	URL  string
 	addr string
 	dir  string
+	args []string // more server arguments (e.g. auth)
 	cmd  *exec.Cmd
 	t    testing.TB
 }
 
-// StartNATS starts `nats-server -js` on a free loopback port with its store
-// in a temporary folder, stopped at cleanup. Without the binary the test
-// is skipped, unless CI is set: then it fails.
-func StartNATS(t testing.TB) *NATSServer {
+// StartNATS starts `nats-server -js` with args on a free loopback port with
+// its store in a temporary folder, stopped at cleanup. Without the binary
+// the test is skipped, unless CI is set: then it fails.
+func StartNATS(t testing.TB, args ...string) *NATSServer {
 	t.Helper()
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
@@ -39,7 +40,7 @@ func StartNATS(t testing.TB) *NATSServer {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	s := &NATSServer{URL: "nats://" + addr, addr: addr, dir: t.TempDir(), t: t}
+	s := &NATSServer{URL: "nats://" + addr, addr: addr, dir: t.TempDir(), args: args, t: t}
 	s.start(bin)
 	t.Cleanup(s.Stop)
 	return s
@@ -48,7 +49,7 @@ func StartNATS(t testing.TB) *NATSServer {
 func (s *NATSServer) start(bin string) {
 	s.t.Helper()
 	_, port, _ := net.SplitHostPort(s.addr)
-	s.cmd = exec.Command(bin, "-js", "-a", "127.0.0.1", "-p", port, "-sd", s.dir)
+	s.cmd = exec.Command(bin, append([]string{"-js", "-a", "127.0.0.1", "-p", port, "-sd", s.dir}, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
