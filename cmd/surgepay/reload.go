@@ -5,12 +5,10 @@ import (
 	"encoding"
 	"log/slog"
 	"os"
-	"os/signal"
 	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -23,11 +21,9 @@ const configPollInterval = 2 * time.Second
 // that does not validate is refused and the running one stays. Settings
 // that need a restart (listen addresses, storage, keys) keep their running
 // values and are named in a warning and in /config's pending_restart.
-// current holds the effective configuration.
-func watchConfig(ctx context.Context, a *app, current *atomic.Pointer[Config], log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+// current holds the effective configuration; hup delivers SIGHUP (the
+// caller's signal.Notify, which spans the process's whole run).
+func watchConfig(ctx context.Context, a *app, current *atomic.Pointer[Config], hup <-chan os.Signal, log *slog.Logger) {
 	watchReloads(ctx, current.Load().path, hup, func(why string) { reloadConfig(a, current, log, why) })
 }
 

@@ -150,3 +150,55 @@ func TestReloadProcess(t *testing.T) {
 		t.Errorf("serve after SIGTERM: %v", err)
 	}
 }
+
+// TestServeSIGHUPWhileStarting: SIGHUPs sent while serve opens its
+// database and preheats (before its watcher runs) are reloads, not the
+// default action that ends the process: serve comes up and answers.
+func TestServeSIGHUPWhileStarting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds surgepay and runs it: not in -short")
+	}
+	bin := buildSurgepay(t)
+	dir := t.TempDir()
+	listen := freeAddr(t)
+	p := startProcess(t, "serve", bin, []string{"serve"}, map[string]string{
+		"SURGEPAY_DATA_DIR": dir, "SURGEPAY_LISTEN": listen, "SURGEPAY_ADMIN_LISTEN": "off"})
+	// The database file appears once serve is opening its store, after it
+	// took over SIGHUP; from then on, signal it until it answers.
+	db := filepath.Join(dir, "surgepay.db")
+	for deadline := time.Now().Add(startTimeout); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(db); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not create %s within %s", db, startTimeout)
+		}
+	}
+	stop := make(chan struct{})
+	sent := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { sent <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-p.done:
+				return
+			case <-time.After(2 * time.Millisecond):
+				if p.cmd.Process.Signal(syscall.SIGHUP) == nil {
+					n++
+				}
+			}
+		}
+	}()
+	err := waitHealthy("http://"+listen, startTimeout, p.doneErr())
+	close(stop)
+	n := <-sent
+	if err != nil {
+		t.Fatalf("serve after %d SIGHUPs while starting: %v", n, err)
+	}
+	if n == 0 {
+		t.Fatal("no SIGHUP was sent while serve started: the test proved nothing")
+	}
+}

@@ -10,11 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -394,6 +396,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // serve runs the API until ctx ends, then drains requests and flushes
 // pending writes.
 func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error {
+	// SIGHUP means reload, from the start (opening, preheat) to the end of
+	// the drain: never the default action, which ends the process. One
+	// that arrives before the watcher runs is reloaded when it starts.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	a, err := openApp(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -438,7 +446,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		}()
 	}
 	wg.Add(3)
-	go func() { defer wg.Done(); watchConfig(bg, a, &current, log) }()
+	go func() { defer wg.Done(); watchConfig(bg, a, &current, hup, log) }()
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
 	go func() { defer wg.Done(); purgeLoop(bg, a.eng, log) }()
 	a.startWebhooks(bg, &wg)
