@@ -344,12 +344,19 @@ func setCmd(c rueidis.Client, key, val string, ttl time.Duration, nx bool) rueid
 }
 
 // setAbsent writes many keys if absent, for Preheat, in pipelined batches.
-func (s *store) setAbsent(ctx context.Context, kvs []kv, ttl time.Duration) error {
+func (s *store) setAbsent(ctx context.Context, kvs []kv, ttl time.Duration, deadline time.Time) error {
 	for len(kvs) > 0 {
 		n := min(len(kvs), PreheatBatchMax)
 		batch := kvs[:n]
 		kvs = kvs[n:]
-		err := s.call(ctx, time.Now().Add(preheatBatchTimeout), func(ctx context.Context, c rueidis.Client) error {
+		d := time.Now().Add(preheatBatchTimeout)
+		if !deadline.IsZero() && deadline.Before(d) {
+			d = deadline
+		}
+		if !time.Now().Before(d) {
+			return fmt.Errorf("%d keys not written: past their deadline", len(batch)+len(kvs))
+		}
+		err := s.call(ctx, d, func(ctx context.Context, c rueidis.Client) error {
 			cmds := make(rueidis.Commands, 0, len(batch))
 			for _, e := range batch {
 				cmds = append(cmds, setCmd(c, e.key, e.val, ttl, true))

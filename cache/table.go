@@ -410,7 +410,8 @@ func (t *Table[V]) PreheatRead(ctx context.Context, items map[string]V, readAt t
 		}
 		kvs = append(kvs, kv{key: t.prefix + k, val: val})
 	}
-	if err := t.store.setAbsent(ctx, kvs, t.cfg.TTL); err != nil {
+	// Every write lands within WriteBackAgeMax of readAt, or not at all.
+	if err := t.store.setAbsent(ctx, kvs, t.cfg.TTL, readAt.Add(WriteBackAgeMax)); err != nil {
 		t.st.fallbacks.Add(1)
 		t.c.log.Warn("cache: preheat skipped: redis unavailable; the first requests read the store",
 			"entity", t.name, "scope", string(t.cfg.Scope), "keys", len(kvs), "err", err.Error())

@@ -15,16 +15,18 @@ import (
 // small, and a page smaller than this would cost more queries than rows.
 const preheatMethodsPageMin = 16
 
-// Preheated cards reach a shared cache within cache.WriteBackAgeMax of
-// their read (see cache.Table.PreheatRead): a card deleted meanwhile is
-// then still marked in Redis and stays out. A merchant's page of cards
-// read longer than preheatPageFresh ago is read again before more of it
-// is taken, and the cards taken are written every preheatFlushMax cards
-// or once the oldest is preheatFlushAge old.
+// In a shared scope, preheated cards reach Redis within
+// cache.WriteBackAgeMax of their read or not at all (see
+// cache.Table.PreheatRead): a card deleted meanwhile is then still marked
+// in Redis and stays out. A merchant's page of cards read longer than
+// preheatPageFresh ago is read again before more of it is taken, and the
+// cards taken are written before every store read, every preheatFlushMax
+// cards (one Redis batch) and once the oldest is preheatFlushAge old. In
+// process scope (nothing shared to race with) pages are not read again.
 const (
 	preheatPageFresh = cache.WriteBackAgeMax / 2
 	preheatFlushAge  = cache.WriteBackAgeMax / 4
-	preheatFlushMax  = 2_000
+	preheatFlushMax  = cache.PreheatBatchMax
 )
 
 // preheatMethodsMax returns how many payment methods the preheat loads:
@@ -46,8 +48,11 @@ func (e *Engine) preheatMethodsMax() int {
 // start (or on a new node) read no card from the store. Cards are taken
 // newest first by ID (IDs sort by creation time) across merchants: each
 // merchant's cards are read in pages of its primary key, newest first,
-// and merged. It reads at most the budget plus a page per merchant, in
-// one query per merchant and per further page.
+// and merged. In process scope it reads at most the budget plus a page
+// per merchant, in one query per merchant and per further page. In a
+// shared scope a page is read again when it has grown stale (see
+// preheatPageFresh): with many merchants, whose turns in the merge come
+// more than that apart, this can cost up to a query per card.
 //
 // Customers are not preheated: the payment path never reads them (a
 // payment names its card, and the card names its customer).
@@ -84,13 +89,15 @@ func (e *Engine) preheatPaymentMethods(ctx context.Context) error {
 		clear(batch)
 		oldest = time.Time{}
 	}
+	shared := e.methods.Scope() != cache.ScopeProcess
 	taken := 0
 	for taken < budget && len(h) > 0 {
 		c := h[0]
-		if time.Since(c.readAt) > preheatPageFresh && !c.reread {
+		if shared && time.Since(c.readAt) > preheatPageFresh && !c.reread {
 			// Read what is left of the page again, from the last card
 			// taken; once per card taken, so a slow store cannot loop.
 			c.before, c.reread = c.taken, true
+			flush() // what was taken is not held over the read
 			if err := c.next(ctx, e.store, page); err != nil {
 				return err
 			}
@@ -108,6 +115,7 @@ func (e *Engine) preheatPaymentMethods(ctx context.Context) error {
 			flush()
 		}
 		if len(c.buf) == 0 && !c.done {
+			flush()
 			if err := c.next(ctx, e.store, page); err != nil {
 				return err
 			}
@@ -115,7 +123,7 @@ func (e *Engine) preheatPaymentMethods(ctx context.Context) error {
 		h.top()
 	}
 	flush()
-	e.log.Info("preheated payment methods", "count", taken, "merchants", len(ms))
+	e.log.Info("preheat payment methods read", "count", taken, "merchants", len(ms))
 	return nil
 }
 

@@ -546,7 +546,13 @@ func (r *runner) tally(outs []outcome) (int, map[time.Duration][]*surgepay.Stage
 		default:
 			l := r.left[o.rec.ID]
 			if l == nil {
-				l = &leftRecord{payment: surgepay.PaymentKey{MerchantID: o.rec.MerchantID, ID: o.rec.PaymentID}}
+				l = &leftRecord{}
+				if o.reason != ReasonTampered && o.reason != ReasonWrongKey {
+					// The record opened: its payment is the one it names (a
+					// sealed record that did not open names an unverified
+					// one, which must not hide that payment from checkPending).
+					l.payment = surgepay.PaymentKey{MerchantID: o.rec.MerchantID, ID: o.rec.PaymentID}
+				}
 				r.left[o.rec.ID] = l
 			}
 			delay, soon := r.redelivery(o, l.times)

@@ -25,6 +25,7 @@ func (r *runner) checkPending(ctx context.Context) error {
 	ms, err := r.cfg.Store.ListMerchants(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
+			r.interrupted()
 			return nil
 		}
 		return fmt.Errorf("settle: pending check: %w", err)
@@ -37,6 +38,7 @@ func (r *runner) checkPending(ctx context.Context) error {
 			ps, more, err := r.cfg.Store.ListPayments(ctx, m.ID, f)
 			if err != nil {
 				if ctx.Err() != nil { // interrupted: the run ends; what was found is reported
+					r.interrupted()
 					break
 				}
 				return fmt.Errorf("settle: pending check of %s: %w", m.ID, err)
@@ -61,6 +63,13 @@ func (r *runner) checkPending(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	return nil
+}
+
+// interrupted marks the report's pending check as not done to the end.
+func (r *runner) interrupted() {
+	r.mu.Lock()
+	r.rep.PendingCheckInterrupted = true
+	r.mu.Unlock()
 }
 
 // capturePending reports whether p has a capture transaction still pending.

@@ -31,6 +31,9 @@ type Report struct {
 	// PendingWithoutRecord is the streamlined payments found with their
 	// capture pending and no record at the stage (Config.PendingCheckWindow).
 	PendingWithoutRecord int `json:"pending_without_record"`
+	// PendingCheckInterrupted: the run ended before that check was done;
+	// PendingWithoutRecord counts only what it had found.
+	PendingCheckInterrupted bool `json:"pending_check_interrupted,omitempty"`
 	// BacklogDepth is the records at the stage when the run ended.
 	BacklogDepth      int     `json:"backlog_depth"`
 	CapturesPerSecond float64 `json:"captures_per_second"`
@@ -108,6 +111,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 		}
 	}
 	p.printf("left for a later run %d; backlog at the end %d\n", rep.Left, rep.BacklogDepth)
+	if rep.PendingCheckInterrupted {
+		p.printf("the check for pending captures with no staged record was interrupted: run again\n")
+	}
 	if rep.PendingWithoutRecord > 0 {
 		p.printf("payments with a pending capture and no staged record %d (their IDs are in the log)\n", rep.PendingWithoutRecord)
 	}

@@ -459,6 +459,33 @@ func TestSettlePendingWithoutRecord(t *testing.T) {
 	}
 }
 
+// interruptingLister is a store whose ListMerchants ends the run's context,
+// as an operator's interrupt during the pending check would.
+type interruptingLister struct {
+	surgepay.Store
+	cancel context.CancelFunc
+}
+
+func (s interruptingLister) ListMerchants(ctx context.Context) ([]*surgepay.Merchant, error) {
+	s.cancel()
+	return nil, ctx.Err()
+}
+
+// TestSettlePendingCheckInterrupted: a run interrupted during the pending
+// check says so in its report rather than passing for a clean check.
+func TestSettlePendingCheckInterrupted(t *testing.T) {
+	e := newEnv(t)
+	e.sale(t, 1000, cardOK)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := e.config(nil)
+	cfg.Store, cfg.PendingCheckWindow = interruptingLister{Store: e.store, cancel: cancel}, time.Hour
+	rep, err := settle.Run(ctx, cfg)
+	if err != nil || rep.Captured != 1 || !rep.PendingCheckInterrupted {
+		t.Fatalf("Run = %v, report %+v; want 1 captured and the check marked interrupted", err, rep)
+	}
+}
+
 func TestSettleMismatchNotCaptured(t *testing.T) {
 	e := newEnv(t)
 	s := e.sale(t, 1000, cardOK)

@@ -39,7 +39,7 @@ const (
 	// (tampered, mismatch, wrong_key, key_reused: see the report and the
 	// log, by record ID); or it found streamlined payments whose capture
 	// is pending with no staged record (pending_without_record: the log
-	// names them by payment ID).
+	// names them by payment ID), or was interrupted during that check.
 	exitSettleLeft = 3
 )
 
@@ -221,6 +221,9 @@ func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // runSettle opens the store, the key and the stage, runs settlement with
 // prov and writes the reports.
 func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.Provider, log *slog.Logger, stdout, stderr io.Writer) int {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "surgepay settle: %v\n", err)
 		return exitSettleError
@@ -270,11 +273,9 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	// Its webhooks switch is reloaded the same way.
 	var settings atomic.Pointer[engine.Settings]
 	settings.Store(cfg.MerchantSettings())
-	// SIGHUP is caught from here until the reports are written (the
-	// deferred Stop): never the default action, which ends the process.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	// SIGHUP is caught from the start of runSettle until the reports are
+	// written (the deferred Stop): never the default action, which ends
+	// the process. One that came before the watcher runs is a reload.
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go watchSettleSettings(watchCtx, cfg.path, hup, &settings, log)
@@ -295,7 +296,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	if err != nil {
 		return fail(err)
 	}
-	if o.untilEmpty && (rep.Left > 0 || rep.PendingWithoutRecord > 0) {
+	if o.untilEmpty && (rep.Left > 0 || rep.PendingWithoutRecord > 0 || rep.PendingCheckInterrupted) {
 		log.Warn("settlement left records at the stage, or found captures pending with no record; see the report",
 			"left", rep.Left, "pending_without_record", rep.PendingWithoutRecord, "failures", rep.Failures)
 		return exitSettleLeft

@@ -90,7 +90,7 @@ func webhookStat(s webhook.Stats) telemetry.WebhookStat {
 // outboxWrites queues webhooks in the Writes of a process without an
 // engine: `surgepay settle`, whose capture results (capture,
 // capture_failed) write audit events. The merchant switch is read from
-// the configuration at start.
+// settings, which settle reloads on SIGHUP and file changes.
 type outboxWrites struct {
 	outbox *webhook.Outbox
 	// settings are the merchant settings in effect (settle reloads them).
