@@ -19,9 +19,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
-	"github.com/surgepay/surgepay/internal/testenv"
-	"github.com/surgepay/surgepay/provider/sim"
-	"github.com/surgepay/surgepay/vault"
+	"github.com/surgepay/surgepay/internal/enginetest"
 )
 
 // The tests in this file keep api/openapi.json in step with the router and
@@ -201,17 +199,9 @@ func TestOpenAPIRateLimited(t *testing.T) {
 	}
 	example := object(t, rl, "content", "application/json", "examples", "rate_limited", "value")
 
-	keys, err := vault.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Store: testenv.OpenSQLite(t), Provider: sim.New(sim.DefaultConfig()), Vault: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
 	limited := surgepay.DefaultMerchantSettings()
 	limited.RateLimit, limited.RateBurst = 50, 200
-	eng.SetSettings(&engine.Settings{Default: surgepay.DefaultMerchantSettings(),
+	eng := enginetest.SQLite(t, &engine.Settings{Default: surgepay.DefaultMerchantSettings(),
 		Merchants: map[string]surgepay.MerchantSettings{"mer_limited": limited}})
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	s := New(Config{Engine: eng, Now: func() time.Time { return now }})

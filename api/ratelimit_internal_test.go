@@ -9,9 +9,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
-	"github.com/surgepay/surgepay/internal/testenv"
-	"github.com/surgepay/surgepay/provider/sim"
-	"github.com/surgepay/surgepay/vault"
+	"github.com/surgepay/surgepay/internal/enginetest"
 )
 
 // TestLimitersBounded: the table never holds more than bucketsMax
@@ -70,17 +68,9 @@ func TestLimitersBounded(t *testing.T) {
 // TestRateLimitOffCostsNothing: a merchant without a rate limit makes no
 // bucket and allocates nothing.
 func TestRateLimitOffCostsNothing(t *testing.T) {
-	keys, err := vault.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Store: testenv.OpenSQLite(t), Provider: sim.New(sim.DefaultConfig()), Vault: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
 	limited := surgepay.DefaultMerchantSettings()
 	limited.RateLimit = 1
-	eng.SetSettings(&engine.Settings{Default: surgepay.DefaultMerchantSettings(),
+	eng := enginetest.SQLite(t, &engine.Settings{Default: surgepay.DefaultMerchantSettings(),
 		Merchants: map[string]surgepay.MerchantSettings{"mer_limited": limited}})
 	s := New(Config{Engine: eng})
 	allocs := testing.AllocsPerRun(100, func() {

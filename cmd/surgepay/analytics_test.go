@@ -8,9 +8,7 @@ import (
 	"testing"
 
 	"github.com/surgepay/surgepay/engine"
-	"github.com/surgepay/surgepay/internal/testenv"
-	"github.com/surgepay/surgepay/provider/sim"
-	"github.com/surgepay/surgepay/vault"
+	"github.com/surgepay/surgepay/internal/enginetest"
 )
 
 // TestAnalyticsSetting: a merchant's analytics switch inherits the
@@ -83,14 +81,5 @@ func loadConfigRefused(t *testing.T, cases []badConfig) {
 // simulator, running cfg's merchant settings, for reload tests.
 func settingsEngine(t *testing.T, cfg *Config) *engine.Engine {
 	t.Helper()
-	keys, err := vault.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Config{Store: testenv.OpenSQLite(t), Provider: sim.New(sim.DefaultConfig()), Vault: keys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng.SetSettings(cfg.MerchantSettings())
-	return eng
+	return enginetest.SQLite(t, cfg.MerchantSettings())
 }

@@ -85,14 +85,7 @@ func settleSetup(t *testing.T, n int, st surgepay.Stage) (configPath string, sal
 	if err := os.WriteFile(configPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(configPath, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := openStore(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openSettleStore(t, configPath)
 	defer store.Close()
 	pub, err := stage.LoadPublicKey(filepath.Join(dir, stage.PublicKeyFile))
 	if err != nil {
@@ -164,9 +157,9 @@ func TestSettleCommandEmbedded(t *testing.T) {
 	}
 }
 
-// tamperFirstRecord replaces the staged record of sales[0] in the store of
-// configPath with a copy whose sealed bytes have one bit flipped.
-func tamperFirstRecord(t *testing.T, configPath string, sales []*stagetest.Staged) {
+// openSettleStore opens the store of the config file at configPath, with
+// no environment; the caller closes it.
+func openSettleStore(t *testing.T, configPath string) surgepay.Store {
 	t.Helper()
 	cfg, err := LoadConfig(configPath, func(string) string { return "" })
 	if err != nil {
@@ -176,11 +169,19 @@ func tamperFirstRecord(t *testing.T, configPath string, sales []*stagetest.Stage
 	if err != nil {
 		t.Fatal(err)
 	}
+	return store
+}
+
+// tamperFirstRecord replaces the staged record of sales[0] in the store of
+// configPath with a copy whose sealed bytes have one bit flipped.
+func tamperFirstRecord(t *testing.T, configPath string, sales []*stagetest.Staged) {
+	t.Helper()
+	store := openSettleStore(t, configPath)
 	bad := *sales[0].Record
 	bad.ID = surgepay.NewID("stg")
 	bad.Sealed = append([]byte(nil), bad.Sealed...)
 	bad.Sealed[len(bad.Sealed)-20] ^= 1
-	err = store.Apply(context.Background(), &surgepay.Write{Staged: &bad, StagedAck: []string{sales[0].Record.ID}})
+	err := store.Apply(context.Background(), &surgepay.Write{Staged: &bad, StagedAck: []string{sales[0].Record.ID}})
 	store.Close()
 	if err != nil {
 		t.Fatal(err)
