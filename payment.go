@@ -111,6 +111,9 @@ type Pending struct {
 	CaptureLater bool
 	From         Status // the status before the operation.
 	TxID         string // the pending transaction.
+	// Processor is where the operation was sent, when a router chose it:
+	// reconciliation looks it up there. "" for the default provider.
+	Processor string
 }
 
 // Tax is the tax request and result of a payment.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Provider is a card network or processor connection. Every call carries a
@@ -96,6 +97,12 @@ type ProviderError struct {
 	Outcome string // NotPerformed or Unknown.
 	Op      string
 	Err     error
+	// Processor names the processor the call went to, when a router chose
+	// it: an unknown outcome must be looked up there and nowhere else.
+	Processor string
+	// RetryAfter, for NotPerformed, is how long the caller should wait
+	// before trying again (a processor's call budget is spent); 0: soon.
+	RetryAfter time.Duration
 }
 
 func (e *ProviderError) Error() string {
@@ -124,6 +131,46 @@ func IsUnknown(err error) bool {
 	return true
 }
 
+// LookupQuery describes an operation whose outcome is unknown, for
+// processors that cannot find an operation by its key alone (Stripe keeps
+// no index by idempotency key: its objects are found by id, or by the
+// metadata surgepay sets on them).
+type LookupQuery struct {
+	Key              string
+	Operation        string // TxAuthorization, TxCapture, TxVoid or TxRefund.
+	Processor        string // the processor it was sent to; "" the default.
+	MerchantID       string
+	AuthorizationRef string // for a capture, void or refund.
+	Amount           int64
+	Currency         string
+	Attempted        time.Time // when the operation was first sent.
+}
+
+// OperationLookuper is a Provider that resolves an unknown outcome better
+// from a LookupQuery than from the key alone. LookupOperation answers as
+// Lookup does: a result, NotPerformed, or still unknown.
+type OperationLookuper interface {
+	LookupOperation(ctx context.Context, q *LookupQuery) (*ProviderResult, error)
+}
+
+// LookupOperation looks q up at p, through OperationLookuper if p has it.
+func LookupOperation(ctx context.Context, p Provider, q *LookupQuery) (*ProviderResult, error) {
+	if l, ok := p.(OperationLookuper); ok {
+		return l.LookupOperation(ctx, q)
+	}
+	return p.Lookup(ctx, q.Key)
+}
+
+// ProcessorOf returns the processor named in an unknown or not-performed
+// provider error, or "".
+func ProcessorOf(err error) string {
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return pe.Processor
+	}
+	return ""
+}
+
 // Decline codes used by the simulator and mapped by connectors.
 const (
 	DeclineGeneric           = "generic_decline"
@@ -131,6 +178,10 @@ const (
 	DeclineExpiredCard       = "expired_card"
 	DeclineIncorrectCVC      = "incorrect_cvc"
 	DeclineProcessingError   = "processing_error"
+	// DeclineAuthenticationRequired: the issuer asked for 3-D Secure, which
+	// surgepay does not perform yet; the processor's attempt was cancelled
+	// and nothing was charged.
+	DeclineAuthenticationRequired = "authentication_required"
 )
 
 // ErrKeyReused is wrapped by a provider's NotPerformed error when an

@@ -33,6 +33,7 @@ type env struct {
 	keyB      string    // merchant B's API key
 	merchants [2]string // A's and B's IDs
 	http      *http.Client
+	keys      *vault.Keyring
 }
 
 type syncBuffer struct {
@@ -93,7 +94,7 @@ func newEnvWith(t testing.TB, store surgepay.Store, configure func(*engine.Confi
 	}
 	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Logger: log, Debug: true}))
 	t.Cleanup(srv.Close)
-	e := &env{t: t, url: srv.URL, store: store, sim: p, eng: eng, logs: logs, http: srv.Client()}
+	e := &env{t: t, url: srv.URL, store: store, sim: p, eng: eng, logs: logs, http: srv.Client(), keys: keys}
 	ctx := context.Background()
 	for i, k := range []*string{&e.keyA, &e.keyB} {
 		m, err := eng.CreateMerchant(ctx, "merchant")
@@ -106,6 +107,26 @@ func newEnvWith(t testing.TB, store surgepay.Store, configure func(*engine.Confi
 		}
 	}
 	return e
+}
+
+// restart is e after a restart of the server: a new engine and API on the
+// same store and keyring, with nothing in memory, calling provider p.
+func (e *env) restart(t *testing.T, p surgepay.Provider) *env {
+	t.Helper()
+	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	eng, err := engine.New(engine.Config{Store: e.store, Provider: p, Vault: e.keys, Logger: log,
+		Tax: func() surgepay.TaxTable { return tax.Sample() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Config{Engine: eng, Logger: log, Debug: true}))
+	t.Cleanup(srv.Close)
+	next := *e
+	next.t, next.url, next.eng, next.http, next.sim = t, srv.URL, eng, srv.Client(), nil
+	if s, ok := p.(*sim.Provider); ok {
+		next.sim = s
+	}
+	return &next
 }
 
 // response is an HTTP answer with its JSON decoded.

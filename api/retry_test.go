@@ -8,6 +8,7 @@ import (
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/testenv"
+	"github.com/surgepay/surgepay/provider/sim"
 )
 
 // lossyStore loses the next payment insert (lose) or update (loseUpdate)
@@ -105,4 +106,88 @@ func TestLostCommitIsNeverAcknowledged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countingProvider counts the calls that reach a provider.
+type countingProvider struct {
+	surgepay.Provider
+	calls atomic.Int64
+}
+
+func (c *countingProvider) Authorize(ctx context.Context, r *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
+	c.calls.Add(1)
+	return c.Provider.Authorize(ctx, r)
+}
+
+func (c *countingProvider) Capture(ctx context.Context, r *surgepay.CaptureRequest) (*surgepay.ProviderResult, error) {
+	c.calls.Add(1)
+	return c.Provider.Capture(ctx, r)
+}
+
+func (c *countingProvider) Void(ctx context.Context, r *surgepay.VoidRequest) (*surgepay.ProviderResult, error) {
+	c.calls.Add(1)
+	return c.Provider.Void(ctx, r)
+}
+
+func (c *countingProvider) Refund(ctx context.Context, r *surgepay.RefundRequest) (*surgepay.ProviderResult, error) {
+	c.calls.Add(1)
+	return c.Provider.Refund(ctx, r)
+}
+
+func (c *countingProvider) Lookup(ctx context.Context, key string) (*surgepay.ProviderResult, error) {
+	c.calls.Add(1)
+	return c.Provider.Lookup(ctx, key)
+}
+
+// TestCompletedRequestNeverReachesProviderAgain retries completed requests
+// after a restart (nothing in memory) against a provider that has
+// forgotten every key (a new simulator: as Stripe after 24 hours). Each is
+// replayed from the store, byte for byte, with no provider call. Before
+// the store was read first, each retry reached the provider: a processor
+// that had forgotten the key would have charged again.
+func TestCompletedRequestNeverReachesProviderAgain(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+		dcus, dpm := e.customerWithCard(e.keyA, "4000000000009995")
+		sale := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1500, "automatic"), "sale-1")
+		auth := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 3000, "manual"), "auth-1")
+		decl := e.do(e.keyA, "POST", "/v1/payments", paymentBody(dcus, dpm, 500, "automatic"), "decl-1")
+		id := auth.str("id")
+		capt := e.do(e.keyA, "POST", "/v1/payments/"+id+"/capture", `{"amount":2000}`, "cap-1")
+		refd := e.do(e.keyA, "POST", "/v1/payments/"+id+"/refunds", `{"amount":700}`, "ref-1")
+		if sale.Status != 200 || auth.Status != 200 || decl.Status != 402 || capt.Status != 200 || refd.Status != 200 {
+			t.Fatalf("first requests: %d %d %d %d %d", sale.Status, auth.Status, decl.Status, capt.Status, refd.Status)
+		}
+
+		forgetful := &countingProvider{Provider: sim.New(sim.DefaultConfig())}
+		e2 := e.restart(t, forgetful)
+		for _, rq := range []struct {
+			path, body, key string
+			first           *response
+		}{
+			{"/v1/payments", paymentBody(cus, pm, 1500, "automatic"), "sale-1", sale},
+			{"/v1/payments", paymentBody(cus, pm, 3000, "manual"), "auth-1", auth},
+			{"/v1/payments", paymentBody(dcus, dpm, 500, "automatic"), "decl-1", decl},
+			{"/v1/payments/" + id + "/capture", `{"amount":2000}`, "cap-1", capt},
+			{"/v1/payments/" + id + "/refunds", `{"amount":700}`, "ref-1", refd},
+		} {
+			r := e2.do(e2.keyA, "POST", rq.path, rq.body, rq.key)
+			if r.Status != rq.first.Status || string(r.Raw) != string(rq.first.Raw) {
+				t.Errorf("%s after restart: got %d %s, want the stored %d %s", rq.key, r.Status, r.Raw, rq.first.Status, rq.first.Raw)
+			}
+			if r.Header.Get("Idempotent-Replayed") != "true" {
+				t.Errorf("%s after restart: no Idempotent-Replayed header", rq.key)
+			}
+		}
+		if n := forgetful.calls.Load(); n != 0 {
+			t.Fatalf("provider calls after restart: got %d, want 0", n)
+		}
+		// A new key after the restart does reach the provider: the counter works.
+		if r := e2.do(e2.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1500, "automatic"), "sale-2"); r.Status != 200 {
+			t.Fatalf("new sale after restart: %d %s", r.Status, r.Raw)
+		}
+		if n := forgetful.calls.Load(); n != 1 {
+			t.Fatalf("provider calls for a new key: got %d, want 1", n)
+		}
+	})
 }

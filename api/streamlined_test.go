@@ -119,10 +119,11 @@ func TestStreamlinedSale(t *testing.T) {
 		if tx := captureTx(t, r); tx["status"] != "pending" {
 			t.Fatalf("capture transaction %v, want pending", tx)
 		}
-		// The SQL budget of a streamlined sale: no read, one write (with
-		// analytics off; on, the batch's analytics upsert is one more).
-		if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=1 select=0 ") {
-			t.Fatalf("Surgepay-Sql %q, want total=1 select=0", sql)
+		// The SQL budget of a streamlined sale: one write (with analytics
+		// off; on, the batch's analytics upsert is one more), and with an
+		// Idempotency-Key one read of the stored key before the provider.
+		if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=2 select=1 ") {
+			t.Fatalf("Surgepay-Sql %q, want total=2 select=1", sql)
 		}
 		id := r.str("id")
 		if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Captures != 0 {
@@ -175,8 +176,8 @@ func TestStreamlinedDetailedAuditCostsOneMoreStatement(t *testing.T) {
 	e.setAnalytics(e.merchants[0], "off") // with analytics on see TestSQLBudgetAnalytics
 	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
 	r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "automatic"), "sl-2")
-	if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=2 select=0 ") {
-		t.Fatalf("Surgepay-Sql %q, want total=2 select=0", sql)
+	if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=3 select=1 ") { // one read: the Idempotency-Key
+		t.Fatalf("Surgepay-Sql %q, want total=3 select=1", sql)
 	}
 	ev := e.must(200, e.keyA, "GET", "/v1/payments/"+r.str("id")+"/events", "")
 	if data, _ := ev.JSON["data"].([]any); len(data) != 2 {

@@ -52,15 +52,21 @@ func (c *Call) keyDigest() string {
 
 // idempotent runs fn under the call's idempotency key.
 //
-// The common path costs no SQL read: a key in flight on this node is refused
-// at once (409 idempotency_key_in_use); a key completed recently on this
-// node is answered from memory; otherwise fn runs and its write carries the
-// idempotency record, whose insert fails if the key was already used (on
-// another node, or before a restart). Then, and whenever fn fails with a
-// client error, the stored record is read and replayed (same request) or
-// refused (422 idempotency_key_reused). Provider calls use keys derived
-// from the payment and the idempotency key, so running fn again can never
-// repeat a charge, a capture or a refund at the network.
+// A key in flight on this node is refused at once (409
+// idempotency_key_in_use); a key completed recently on this node is
+// answered from memory; otherwise the store is read BEFORE fn, so that a
+// request completed on another node or before a restart is replayed
+// without reaching the provider again: a processor keeps its idempotency
+// keys for a while only (Stripe: 24 hours), after which a second call
+// would charge again, and every replay spends its call budget. That read
+// is the one SQL statement an Idempotency-Key adds to a request. Then fn
+// runs and its write carries the idempotency record, whose insert fails if
+// the key was used meanwhile (on another node). Then, and whenever fn
+// fails with a client error, the stored record is read and replayed (same
+// request) or refused (422 idempotency_key_reused). Provider calls use
+// keys derived from the payment and the idempotency key, so running fn
+// again within the provider's own retention never repeats a charge, a
+// capture or a refund at the network either.
 func (e *Engine) idempotent(ctx context.Context, call *Call, fn func() error) error {
 	if call.IdempotencyKey == "" {
 		return fn()
@@ -74,6 +80,14 @@ func (e *Engine) idempotent(ctx context.Context, call *Call, fn func() error) er
 	if rec, ok := e.idem.GetIfPresent(ctx, ck); ok {
 		return replayOf(rec, call)
 	}
+	rec, ferr := e.store.FindIdempotency(ctx, call.MerchantID, call.IdempotencyKey)
+	switch {
+	case ferr == nil:
+		e.remember(ctx, ck, rec)
+		return replayOf(rec, call)
+	case surgepay.ErrorCode(ferr) != surgepay.ENOTFOUND:
+		return ferr
+	}
 	err := fn()
 	if surgepay.ErrorReason(err) == "idempotency_key_exists" {
 		// The key was stored by an earlier request (before a restart, or on
@@ -84,7 +98,7 @@ func (e *Engine) idempotent(ctx context.Context, call *Call, fn func() error) er
 	if err == nil || call.RenderedBody != nil || !replayable(err) {
 		return err
 	}
-	rec, ferr := e.store.FindIdempotency(ctx, call.MerchantID, call.IdempotencyKey)
+	rec, ferr = e.store.FindIdempotency(ctx, call.MerchantID, call.IdempotencyKey)
 	if surgepay.ErrorCode(ferr) == surgepay.ENOTFOUND {
 		return err
 	} else if ferr != nil {

@@ -75,6 +75,7 @@ func (e *Engine) operate(ctx context.Context, call *Call, id string, plan func(*
 func (e *Engine) callProvider(ctx context.Context, p *surgepay.Payment, op operation) (*surgepay.ProviderResult, error) {
 	var res *surgepay.ProviderResult
 	var err error
+	sent := e.now()
 	switch op.typ {
 	case surgepay.TxCapture:
 		res, err = e.provider.Capture(ctx, &surgepay.CaptureRequest{IdempotencyKey: op.key,
@@ -86,7 +87,9 @@ func (e *Engine) callProvider(ctx context.Context, p *surgepay.Payment, op opera
 			AuthorizationRef: p.AuthorizationRef, Amount: op.amount, Currency: p.Currency})
 	}
 	if surgepay.IsUnknown(err) {
-		res, err = e.lookup(ctx, op.key)
+		res, err = e.lookup(ctx, &surgepay.LookupQuery{Key: op.key, Operation: op.typ, Processor: surgepay.ProcessorOf(err),
+			MerchantID: p.MerchantID, AuthorizationRef: p.AuthorizationRef, Amount: op.amount, Currency: p.Currency,
+			Attempted: sent})
 	}
 	return res, err
 }
@@ -174,7 +177,8 @@ func (e *Engine) applyOutcome(p *surgepay.Payment, op operation, res *surgepay.P
 	switch {
 	case perr != nil:
 		tx.Status = surgepay.TxPending
-		next.Pending = &surgepay.Pending{Type: op.typ, Amount: op.amount, IdempotencyKey: op.key, From: p.Status, TxID: tx.ID}
+		next.Pending = &surgepay.Pending{Type: op.typ, Amount: op.amount, IdempotencyKey: op.key, From: p.Status, TxID: tx.ID,
+			Processor: surgepay.ProcessorOf(perr)}
 		next.SetStatus(surgepay.StatusProcessing)
 	case res.Approved:
 		tx.Status, tx.ProviderRef = surgepay.TxSucceeded, res.Reference

@@ -174,9 +174,12 @@ func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment,
 		PaymentID: p.ID, Amount: p.AmountTotal(), Currency: p.Currency,
 		Card:    surgepay.ProviderCard{Number: surgepay.PAN(pan), ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, CVC: in.CVC},
 		Capture: capture && p.CaptureMethod == surgepay.CaptureAutomatic}
+	sent := e.now()
 	res, perr := e.provider.Authorize(ctx, req)
 	if surgepay.IsUnknown(perr) {
-		res, perr = e.lookup(ctx, req.IdempotencyKey)
+		res, perr = e.lookup(ctx, &surgepay.LookupQuery{Key: req.IdempotencyKey, Operation: surgepay.TxAuthorization,
+			Processor: surgepay.ProcessorOf(perr), MerchantID: req.MerchantID, Amount: req.Amount,
+			Currency: req.Currency, Attempted: sent})
 	}
 	return res, perr
 }
@@ -201,7 +204,7 @@ func (e *Engine) recordAuthorization(ctx context.Context, call *Call, p *surgepa
 		p.SetStatus(surgepay.StatusProcessing)
 		sale := p.CaptureMethod == surgepay.CaptureAutomatic
 		p.Pending = &surgepay.Pending{Type: surgepay.TxAuthorization, Amount: p.AmountTotal(), IdempotencyKey: key,
-			Capture: sale && !authOnly, CaptureLater: sale && authOnly, TxID: tx.ID}
+			Capture: sale && !authOnly, CaptureLater: sale && authOnly, TxID: tx.ID, Processor: surgepay.ProcessorOf(perr)}
 		p.Transactions = append(p.Transactions, tx)
 	case res.Approved:
 		tx.Status, tx.ProviderRef = surgepay.TxSucceeded, res.Reference
@@ -262,13 +265,21 @@ func providerFailure(perr error) error {
 }
 
 // lookup resolves an unknown outcome by asking the provider for the
-// operation under key, a bounded number of times.
-func (e *Engine) lookup(ctx context.Context, key string) (*surgepay.ProviderResult, error) {
+// operation q names, a bounded number of times. A result that is still
+// unknown keeps q.Processor, so the pending operation records where to
+// look later.
+func (e *Engine) lookup(ctx context.Context, q *surgepay.LookupQuery) (*surgepay.ProviderResult, error) {
 	var err error
 	backoff := 10 * time.Millisecond
+	defer func() {
+		var pe *surgepay.ProviderError
+		if err != nil && q.Processor != "" && errors.As(err, &pe) && pe.Processor == "" {
+			pe.Processor = q.Processor
+		}
+	}()
 	for i := 0; i < surgepay.ReconcileAttemptsMax; i++ {
 		var res *surgepay.ProviderResult
-		res, err = e.provider.Lookup(ctx, key)
+		res, err = surgepay.LookupOperation(ctx, e.provider, q)
 		if err == nil || surgepay.IsNotPerformed(err) {
 			return res, err
 		}

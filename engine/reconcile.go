@@ -48,7 +48,7 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 	if err != nil || p.Status != surgepay.StatusProcessing || p.Pending == nil {
 		return false, err
 	}
-	res, lerr := e.provider.Lookup(ctx, p.Pending.IdempotencyKey)
+	res, lerr := surgepay.LookupOperation(ctx, e.provider, pendingQuery(p))
 	if lerr != nil && !surgepay.IsNotPerformed(lerr) {
 		return false, nil // still unknown
 	}
@@ -67,6 +67,18 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 		return false, err
 	}
 	return true, nil
+}
+
+// pendingQuery describes p's pending operation for a lookup.
+func pendingQuery(p *surgepay.Payment) *surgepay.LookupQuery {
+	q := &surgepay.LookupQuery{Key: p.Pending.IdempotencyKey, Operation: p.Pending.Type, Processor: p.Pending.Processor,
+		MerchantID: p.MerchantID, AuthorizationRef: p.AuthorizationRef, Amount: p.Pending.Amount, Currency: p.Currency}
+	for i := range p.Transactions {
+		if p.Transactions[i].ID == p.Pending.TxID {
+			q.Attempted = p.Transactions[i].Created
+		}
+	}
+	return q
 }
 
 // completeSale captures an authorization the streamlined path sent as

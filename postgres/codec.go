@@ -33,6 +33,7 @@ type pendingJSON struct {
 	CaptureLater   bool   `json:"capture_later,omitempty"`
 	From           string `json:"from"`
 	TxID           string `json:"tx_id"`
+	Processor      string `json:"processor,omitempty"`
 }
 
 type taxJSON struct {
@@ -84,7 +85,7 @@ func encodePending(p *surgepay.Pending) []byte {
 		return jsonNull
 	}
 	return mustJSON(pendingJSON{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
-		Capture: p.Capture, CaptureLater: p.CaptureLater, From: string(p.From), TxID: p.TxID})
+		Capture: p.Capture, CaptureLater: p.CaptureLater, From: string(p.From), TxID: p.TxID, Processor: p.Processor})
 }
 
 func decodePending(b []byte) (*surgepay.Pending, error) {
@@ -93,7 +94,7 @@ func decodePending(b []byte) (*surgepay.Pending, error) {
 		return nil, err
 	}
 	return &surgepay.Pending{Type: in.Type, Amount: in.Amount, IdempotencyKey: in.IdempotencyKey,
-		Capture: in.Capture, CaptureLater: in.CaptureLater, From: surgepay.Status(in.From), TxID: in.TxID}, nil
+		Capture: in.Capture, CaptureLater: in.CaptureLater, From: surgepay.Status(in.From), TxID: in.TxID, Processor: in.Processor}, nil
 }
 
 func encodeTax(t *surgepay.Tax) []byte {

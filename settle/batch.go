@@ -326,13 +326,16 @@ func (r *runner) capture(ctx, work context.Context, ins *surgepay.CaptureInstruc
 		Amount: ins.Amount, Currency: ins.Currency}
 	for attempt := 0; ; attempt++ {
 		call, cancel := context.WithTimeout(work, r.cfg.CallTimeout)
+		sent := time.Now()
 		res, err := r.cfg.Provider.Capture(call, req)
 		cancel()
 		if err == nil {
 			return res, ""
 		}
 		if surgepay.IsUnknown(err) {
-			res, err = r.lookup(ctx, work, ins.IdempotencyKey)
+			res, err = r.lookup(ctx, work, &surgepay.LookupQuery{Key: ins.IdempotencyKey, Operation: surgepay.TxCapture,
+				Processor: surgepay.ProcessorOf(err), MerchantID: ins.MerchantID, AuthorizationRef: ins.AuthorizationRef,
+				Amount: ins.Amount, Currency: ins.Currency, Attempted: sent})
 			if err == nil {
 				return res, ""
 			}
@@ -354,7 +357,7 @@ func (r *runner) capture(ctx, work context.Context, ins *surgepay.CaptureInstruc
 
 // lookup resolves an unknown capture by its key, while ctx lasts. An
 // answer for another operation under the key is unknown.
-func (r *runner) lookup(ctx, work context.Context, key string) (*surgepay.ProviderResult, error) {
+func (r *runner) lookup(ctx, work context.Context, q *surgepay.LookupQuery) (*surgepay.ProviderResult, error) {
 	err := error(&surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Err: context.Cause(ctx)})
 	for try := 0; try < lookupTriesMax; try++ {
 		if ctx.Err() != nil || (try > 0 && !sleep(ctx, r.cfg.RetryBackoff<<(try-1))) {
@@ -362,7 +365,7 @@ func (r *runner) lookup(ctx, work context.Context, key string) (*surgepay.Provid
 		}
 		call, cancel := context.WithTimeout(work, r.cfg.CallTimeout)
 		var res *surgepay.ProviderResult
-		res, err = r.cfg.Provider.Lookup(call, key)
+		res, err = surgepay.LookupOperation(call, r.cfg.Provider, q)
 		cancel()
 		if err == nil {
 			if res.Operation != "" && res.Operation != surgepay.TxCapture {

@@ -49,6 +49,7 @@ type pendingJSON struct {
 	CaptureLater   bool            `json:"capture_later,omitempty"`
 	From           surgepay.Status `json:"from"`
 	TxID           string          `json:"tx_id"`
+	Processor      string          `json:"processor,omitempty"`
 }
 
 type taxJSON struct {
@@ -126,7 +127,7 @@ func pendingArg(p *surgepay.Pending) (any, error) {
 		return nil, nil
 	}
 	return jsonArg(false, pendingJSON{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
-		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID})
+		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID, Processor: p.Processor})
 }
 
 func pendingOf(s sql.NullString) (*surgepay.Pending, error) {
@@ -138,7 +139,7 @@ func pendingOf(s sql.NullString) (*surgepay.Pending, error) {
 		return nil, err
 	}
 	return &surgepay.Pending{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
-		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID}, nil
+		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID, Processor: p.Processor}, nil
 }
 
 func taxArg(t *surgepay.Tax) (any, error) {

@@ -271,7 +271,7 @@ func samplePayment(merchantID, customerID, paymentMethodID string) *surgepay.Pay
 				DeclineCode: "timeout", Message: "outcome unknown", Created: created.Add(time.Millisecond)},
 		},
 		Pending: &surgepay.Pending{Type: surgepay.TxCapture, Amount: 5_000, IdempotencyKey: id + "/capture",
-			Capture: true, CaptureLater: true, From: surgepay.StatusRequiresCapture, TxID: "tx_pending"},
+			Capture: true, CaptureLater: true, From: surgepay.StatusRequiresCapture, TxID: "tx_pending", Processor: "stripe_eu"},
 		Path:    "streamlined",
 		Version: 1,
 		Created: created,
