@@ -35,7 +35,10 @@ type AuthorizeRequest struct {
 	Amount         int64
 	Currency       string
 	Card           ProviderCard
-	Capture        bool
+	// Token, if set, is the processor's own payment method (Stripe: a pm_…
+	// collected by Stripe.js on the merchant's page) used instead of Card.
+	Token   string
+	Capture bool
 }
 
 // ProviderCard is card data for one provider call. The CVC is present only
