@@ -190,3 +190,15 @@ func containsAny(s string, subs ...string) bool {
 	}
 	return false
 }
+
+// serve runs srv on a loopback port for the test and returns its URL.
+func serve(t *testing.T, srv *http.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}

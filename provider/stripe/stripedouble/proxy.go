@@ -53,6 +53,7 @@ type Proxy struct {
 	Forwarded atomic.Int64 // requests that reached the double
 	mu        sync.Mutex
 	keys      map[string]*idemEntry
+	byMeta    map[string][]string // "key\x00value" → PaymentIntent ids
 }
 
 type idemEntry struct {
@@ -60,7 +61,6 @@ type idemEntry struct {
 	done   chan struct{}
 	status int
 	body   []byte
-	saved  bool
 }
 
 // NewProxy starts a proxy to target on a loopback port for the test.
@@ -80,79 +80,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.search(w, r)
 		return
 	}
-	key := r.Header.Get("Idempotency-Key")
-	if r.Method != "POST" || key == "" {
-		p.serve(w, r, body)
-		return
-	}
-	params := sha256.Sum256(append([]byte(r.URL.Path+"\x00"), body...))
-	p.mu.Lock()
-	e, ok := p.keys[key]
-	if ok {
-		p.mu.Unlock()
-		select {
-		case <-e.done:
-		default:
-			writeError(w, 409, "idempotency_error", "idempotency_key_in_use",
-				"There is currently another in-progress request using this Idempotent Key.")
-			return
-		}
-		if e.params != params {
-			writeError(w, 400, "idempotency_error", "idempotency_key_reused",
-				"Keys for idempotent requests can only be used with the same parameters they were first used with.")
-			return
-		}
-		if e.saved {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Idempotent-Replayed", "true")
-			w.WriteHeader(e.status)
-			w.Write(e.body)
-			return
-		}
-		p.mu.Lock() // not saved: run it again as a new request under the key
-	}
-	e = &idemEntry{params: params, done: make(chan struct{})}
-	p.keys[key] = e
-	p.mu.Unlock()
-	rec := &recorder{ResponseWriter: w}
-	p.serve(rec, r, body)
-	// Stripe saves a result once the request started executing: not for
-	// a 409, a 429 or a 5xx (the last may be retried), nor for what never
-	// reached the double.
-	e.status, e.body = rec.status, rec.buf.Bytes()
-	e.saved = rec.forwarded && rec.status != 0 && rec.status < 500 && rec.status != 409 && rec.status != 429
-	if !e.saved {
-		p.mu.Lock()
-		delete(p.keys, key)
-		p.mu.Unlock()
-	}
-	close(e.done)
-}
-
-// recorder keeps what a handler wrote, for the idempotency record.
-type recorder struct {
-	http.ResponseWriter
-	status    int
-	buf       bytes.Buffer
-	forwarded bool
-}
-
-func (r *recorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.WriteHeader(s) }
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = 200
-	}
-	r.buf.Write(b)
-	return r.ResponseWriter.Write(b)
-}
-
-// serve applies the fault and forwards.
-func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	f := Pass
 	if p.Faults != nil {
 		f = p.Faults(r)
 	}
-	switch f {
+	switch f { // faults before Stripe: the request never arrives
 	case DropBefore:
 		hangUp(w)
 		return
@@ -163,17 +95,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		writeError(w, 429, "invalid_request_error", "rate_limit", "Too many requests hit the API too quickly.")
 		return
 	}
-	resp, err := p.forward(r, body)
-	if rec, ok := w.(*recorder); ok {
-		rec.forwarded = err == nil
+	status, out, ok := p.execute(w, r, body)
+	if !ok {
+		return // answered by the idempotency layer (409, 400)
 	}
-	if err != nil {
-		writeError(w, 502, "api_error", "", "the double did not answer")
-		return
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	switch f {
+	switch f { // faults after Stripe: it happened, the answer is lost
 	case DropAfter:
 		hangUp(w)
 		return
@@ -184,20 +110,72 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		time.Sleep(p.Slow)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(resp.StatusCode)
+	w.WriteHeader(status)
 	w.Write(out)
 }
 
-func (p *Proxy) forward(r *http.Request, body []byte) (*http.Response, error) {
+// execute is "Stripe": the double behind Stripe's idempotency layer. A
+// POST with an Idempotency-Key replays its saved answer, is refused 409
+// while the first is in progress, and 400 idempotency_error with other
+// parameters. An answer is saved once the request executed (Stripe saves
+// even its own 500s then); a 409 or 429 is not. ok is false when the
+// layer answered w itself.
+func (p *Proxy) execute(w http.ResponseWriter, r *http.Request, body []byte) (status int, out []byte, ok bool) {
+	key := r.Header.Get("Idempotency-Key")
+	if r.Method != "POST" || key == "" {
+		status, out = p.forward(r, body)
+		return status, out, true
+	}
+	params := sha256.Sum256(append([]byte(r.URL.Path+"\x00"), body...))
+	p.mu.Lock()
+	if e, found := p.keys[key]; found {
+		p.mu.Unlock()
+		select {
+		case <-e.done:
+		default:
+			writeError(w, 409, "idempotency_error", "idempotency_key_in_use",
+				"There is currently another in-progress request using this Idempotent Key.")
+			return 0, nil, false
+		}
+		if e.params != params {
+			writeError(w, 400, "idempotency_error", "idempotency_key_reused",
+				"Keys for idempotent requests can only be used with the same parameters they were first used with.")
+			return 0, nil, false
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+		return e.status, e.body, true
+	}
+	e := &idemEntry{params: params, done: make(chan struct{})}
+	p.keys[key] = e
+	p.mu.Unlock()
+	e.status, e.body = p.forward(r, body)
+	if e.status == 409 || e.status == 429 || e.status == 0 {
+		p.mu.Lock()
+		delete(p.keys, key)
+		p.mu.Unlock()
+	}
+	close(e.done)
+	return e.status, e.body, true
+}
+
+// forward sends the request to the double; status 0 if it did not answer.
+func (p *Proxy) forward(r *http.Request, body []byte) (int, []byte) {
 	req, err := http.NewRequest(r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return 0, nil
 	}
 	for _, h := range []string{"Authorization", "Content-Type", "Stripe-Version"} {
 		req.Header.Set(h, r.Header.Get(h))
 	}
 	p.Forwarded.Add(1)
-	return http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	p.index(r, resp.StatusCode, out)
+	return resp.StatusCode, out
 }
 
 // hangUp closes the client's connection without an answer.
@@ -207,10 +185,6 @@ func hangUp(w http.ResponseWriter) {
 			c.Close()
 			return
 		}
-	}
-	if rec, ok := w.(*recorder); ok {
-		hangUp(rec.ResponseWriter)
-		return
 	}
 	panic(http.ErrAbortHandler)
 }
@@ -224,57 +198,69 @@ func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
 // searchQuery is the one search form the connector sends.
 var searchQuery = regexp.MustCompile(`^metadata\['([^']+)'\]:'((?:[^'\\]|\\.)*)'$`)
 
+// index records the PaymentIntents the double created, by each metadata
+// pair, from the answers that passed through (answered or not).
+func (p *Proxy) index(r *http.Request, status int, body []byte) {
+	if r.Method != "POST" || r.URL.Path != "/v1/payment_intents" {
+		return
+	}
+	type pi struct {
+		ID       string            `json:"id"`
+		Metadata map[string]string `json:"metadata"`
+	}
+	var v struct {
+		pi
+		Error struct {
+			PaymentIntent *pi `json:"payment_intent"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return
+	}
+	obj := v.pi
+	if obj.ID == "" && v.Error.PaymentIntent != nil {
+		obj = *v.Error.PaymentIntent
+	}
+	if obj.ID == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byMeta == nil {
+		p.byMeta = make(map[string][]string)
+	}
+	for k, val := range obj.Metadata {
+		p.byMeta[k+"\x00"+val] = append(p.byMeta[k+"\x00"+val], obj.ID)
+	}
+}
+
 // search answers Stripe's PaymentIntent search for metadata['k']:'v' from
-// the double's full list, which is current at once (Stripe's lags).
+// what the double created, read fresh; it is current at once (Stripe's
+// search lags its writes).
 func (p *Proxy) search(w http.ResponseWriter, r *http.Request) {
 	m := searchQuery.FindStringSubmatch(r.URL.Query().Get("query"))
 	if m == nil {
 		writeError(w, 400, "invalid_request_error", "", "unsupported search query")
 		return
 	}
-	k, v := m[1], regexp.MustCompile(`\\(.)`).ReplaceAllString(m[2], "$1")
-	var found []json.RawMessage
-	after := ""
-	for page := 0; page < 1000; page++ {
-		q := url.Values{"limit": {"100"}}
-		if after != "" {
-			q.Set("starting_after", after)
-		}
-		req, _ := http.NewRequest("GET", p.target+"/v1/payment_intents?"+q.Encode(), nil)
+	v := regexp.MustCompile(`\\(.)`).ReplaceAllString(m[2], "$1")
+	p.mu.Lock()
+	ids := append([]string(nil), p.byMeta[m[1]+"\x00"+v]...)
+	p.mu.Unlock()
+	found := []json.RawMessage{}
+	for _, id := range ids {
+		req, _ := http.NewRequest("GET", p.target+"/v1/payment_intents/"+url.PathEscape(id), nil)
 		req.Header.Set("Authorization", r.Header.Get("Authorization"))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			writeError(w, 502, "api_error", "", "the double did not answer")
 			return
 		}
-		var list struct {
-			Data    []json.RawMessage `json:"data"`
-			HasMore bool              `json:"has_more"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&list)
+		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if err != nil {
-			writeError(w, 502, "api_error", "", "the double answered badly")
-			return
+		if resp.StatusCode == 200 {
+			found = append(found, raw)
 		}
-		for _, raw := range list.Data {
-			var pi struct {
-				ID       string            `json:"id"`
-				Metadata map[string]string `json:"metadata"`
-			}
-			if json.Unmarshal(raw, &pi) == nil {
-				after = pi.ID
-				if pi.Metadata[k] == v {
-					found = append(found, raw)
-				}
-			}
-		}
-		if !list.HasMore || len(list.Data) == 0 {
-			break
-		}
-	}
-	if found == nil {
-		found = []json.RawMessage{}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"object": "search_result", "url": "/v1/payment_intents/search",
