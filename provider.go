@@ -37,8 +37,12 @@ type AuthorizeRequest struct {
 	Card           ProviderCard
 	// Token, if set, is the processor's own payment method (Stripe: a pm_…
 	// collected by Stripe.js on the merchant's page) used instead of Card.
-	Token   string
-	Capture bool
+	Token string
+	// Processor, if set, pins the authorization to that processor (a
+	// token is valid at its own processor only); a router then never
+	// fails over.
+	Processor string
+	Capture   bool
 }
 
 // ProviderCard is card data for one provider call. The CVC is present only

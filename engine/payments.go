@@ -260,7 +260,12 @@ func providerFailure(perr error) error {
 		return &surgepay.Error{Code: surgepay.EUNPROCESS, Reason: "idempotency_key_reused",
 			Message: "this Idempotency-Key was used with a different request"}
 	}
-	return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable", RetryAfter: 1,
+	retry := 1
+	var pe *surgepay.ProviderError
+	if errors.As(perr, &pe) && pe.RetryAfter > time.Second {
+		retry = int((pe.RetryAfter + time.Second - 1) / time.Second) // a spent call budget, an open breaker
+	}
+	return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable", RetryAfter: retry,
 		Message: "the card network did not process the request; it is safe to retry"}
 }
 

@@ -105,3 +105,14 @@ func providerOutcome(res *surgepay.ProviderResult, err error) string {
 	}
 	return surgepay.Unknown
 }
+
+var _ surgepay.OperationLookuper = (*Provider)(nil)
+
+// LookupOperation looks q up at the decorated provider, through its own
+// LookupOperation if it has one (a processor that needs more than the
+// key), and records it as a lookup.
+func (p *Provider) LookupOperation(ctx context.Context, q *surgepay.LookupQuery) (res *surgepay.ProviderResult, err error) {
+	ctx, done := p.start(ctx, "lookup")
+	defer func() { done(res, err) }()
+	return surgepay.LookupOperation(ctx, p.next, q)
+}

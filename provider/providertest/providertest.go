@@ -235,12 +235,15 @@ func (h *harness) lookup(key string) (*surgepay.ProviderResult, error) {
 }
 
 // lookupOp looks up an operation as the engine does: with what it knows
-// of it, for providers that need more than the key.
+// of it, for providers that need more than the key. Every operation the
+// suite looks up had its answer before the lookup, so it is told they
+// were sent long ago: a provider whose index of keys lags (Stripe's
+// search) may then answer "not performed" for a key never used.
 func (h *harness) lookupOp(op, key, ref string, amount int64) (*surgepay.ProviderResult, error) {
 	ctx, cancel := h.ctx()
 	defer cancel()
 	return surgepay.LookupOperation(ctx, h.p, &surgepay.LookupQuery{Key: key, Operation: op, AuthorizationRef: ref, Amount: amount,
-		MerchantID: "mer_providertest", Currency: "usd"})
+		MerchantID: "mer_providertest", Currency: "usd", Attempted: time.Now().Add(-time.Hour)})
 }
 
 // authorized returns an approved, uncaptured authorization of amount.

@@ -241,7 +241,10 @@ func authorizeResolved(t *testing.T, p *stripe.Provider, key string) (a struct {
 	for try := 0; try < 50; try++ {
 		sent := time.Now()
 		res, err := p.Authorize(t.Context(), req)
-		for look := 0; surgepay.IsUnknown(err) && look < 50; look++ {
+		for look := 0; surgepay.IsUnknown(err) && look < 100; look++ {
+			if look > 0 { // a search lags the call's timeout at least
+				time.Sleep(20 * time.Millisecond)
+			}
 			res, err = p.LookupOperation(t.Context(), &surgepay.LookupQuery{Key: key, Operation: surgepay.TxAuthorization, Attempted: sent})
 		}
 		if err == nil {

@@ -142,7 +142,7 @@ func New(cfg Config) (*Provider, error) {
 		rt = NewTransport(cfg.ConnsPerHostMax)
 	}
 	bc := &stripego.BackendConfig{
-		HTTPClient:        &http.Client{Transport: rt, Timeout: cfg.CallTimeout},
+		HTTPClient:        &http.Client{Transport: onceTransport{rt}, Timeout: cfg.CallTimeout},
 		MaxNetworkRetries: stripego.Int64(0), // retried here, knowing the outcome of each attempt
 		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
 		EnableTelemetry:   stripego.Bool(false),
@@ -173,6 +173,24 @@ func NewTransport(connsMax int) *http.Transport {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+}
+
+// onceTransport sends each request at most once. Go's transport resends
+// by itself a request that carries an Idempotency-Key when a kept-alive
+// connection closes before an answer; the connector would then see only
+// the second exchange, and a 429 there would read as "not performed"
+// though the first may have charged (TestFailoverFaultsNeverChargeTwice
+// in provider/route caught exactly that). Resending is the connector's
+// decision, made in call() with the outcome of every attempt known.
+type onceTransport struct{ next http.RoundTripper }
+
+func (t onceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.GetBody == nil {
+		return t.next.RoundTrip(r)
+	}
+	c := r.Clone(r.Context())
+	c.GetBody = nil // not replayable: the transport will not resend it
+	return t.next.RoundTrip(c)
 }
 
 // Authorize creates and confirms a PaymentIntent: capture_method manual,
@@ -390,7 +408,9 @@ func (p *Provider) lookupAuthorization(ctx context.Context, q *surgepay.LookupQu
 		}
 	}
 	if found == nil {
-		lag := p.cfg.SearchLag
+		// A request Stripe is still executing (its client gave up) is not
+		// searchable either: never less than a call's timeout.
+		lag := max(p.cfg.SearchLag, p.cfg.CallTimeout)
 		if (q.Attempted.IsZero() && lag >= time.Second) || time.Since(q.Attempted) < lag {
 			return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Processor: p.cfg.Name,
 				Err: errors.New("no payment intent found yet; Stripe's search lags its writes")}

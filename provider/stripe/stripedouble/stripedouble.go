@@ -18,6 +18,7 @@ package stripedouble
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -187,4 +188,21 @@ func Get(base, path string) (*http.Response, error) {
 	}
 	req.Header.Set("Authorization", "Bearer sk_test_double")
 	return http.DefaultClient.Do(req)
+}
+
+// GetJSON decodes a GET of path at a double into v, failing the test on
+// any error.
+func GetJSON(t testing.TB, base, path string, v any) {
+	t.Helper()
+	resp, err := Get(base, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
 }

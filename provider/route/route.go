@@ -1,0 +1,492 @@
+// Package route sends each merchant's payments to its processors: an
+// ordered list per merchant (optionally per currency or card brand), a
+// circuit breaker and a call budget per processor, and failover to the
+// next processor only when the first provably did nothing.
+//
+// A Router is a surgepay.Provider. It names the processor that performed
+// an authorization in its reference ("stripe_eu:pi_…"), so the capture,
+// void, refund and lookup of that payment go back to the same processor
+// whatever the merchant's routing says by then; references without a
+// known prefix belong to the default processor (payments made before
+// routing, and the default processor's own). An unknown outcome names its
+// processor in the *surgepay.ProviderError, which the engine keeps with
+// the pending operation.
+//
+// Failover never follows an unknown outcome: the first processor may
+// have charged, and a second would charge again. It follows a breaker
+// that is open, a budget that is spent, and a NotPerformed answer
+// (connection refused, 429, authentication failure) — never an
+// idempotency conflict. One window remains and is documented in
+// docs/processors.md: a node that crashes between a processor's answer
+// and its commit leaves the client's retry to be routed anew; if the
+// first processor is refusing by then, the retry may go to the next.
+//
+// Budgets and breakers are per process: N nodes spend N times a budget.
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"golang.org/x/time/rate"
+
+	"github.com/surgepay/surgepay"
+)
+
+// DefaultName is the processor that owns references with no prefix.
+const DefaultName = "default"
+
+// Bounds.
+const (
+	BudgetWaitMaxDefault  = 50 * time.Millisecond // how long a call may wait for its budget
+	BreakerFailuresMax    = 5                     // consecutive failures that open a breaker
+	BreakerOpenFor        = 5 * time.Second       // how long it stays open before one trial call
+	ProcessorsPerRouteMax = 8
+)
+
+// Processor is one processor account and its limits.
+type Processor struct {
+	Name     string
+	Provider surgepay.Provider
+	// CallsPerSecond is the account's call budget on this node (Stripe
+	// live mode: 100 operations per second per account by default, 25 in
+	// test mode); 0: unlimited. Burst is how many may go at once (0: the
+	// rate rounded up). Calls past the budget wait up to BudgetWait, then
+	// are refused as not performed, before any call.
+	CallsPerSecond float64
+	Burst          int
+	// InflightMax bounds concurrent calls to the processor; 0: unlimited.
+	InflightMax int
+	// BudgetWait is how long a call may wait for the budget or an
+	// in-flight slot. Default BudgetWaitMaxDefault.
+	BudgetWait time.Duration
+}
+
+// Rule routes the payments of one currency and/or card brand.
+type Rule struct {
+	Currency   string   // ISO 4217, lower case; "" any
+	Brand      string   // surgepay.Brand names; "" any
+	Processors []string // in order of preference
+}
+
+// Route is a merchant's routing: the first rule that matches, else
+// Processors.
+type Route struct {
+	Processors []string
+	Rules      []Rule
+}
+
+// processors picks the list for a payment.
+func (r Route) processors(currency, brand string) []string {
+	for _, rule := range r.Rules {
+		if (rule.Currency == "" || rule.Currency == currency) && (rule.Brand == "" || rule.Brand == brand) {
+			return rule.Processors
+		}
+	}
+	return r.Processors
+}
+
+// Observer learns of every processor call (metrics). Safe for concurrent
+// use.
+type Observer interface {
+	Call(processor, op, outcome string, d time.Duration)
+	Breaker(processor string, state string)
+	Refused(processor, reason string)
+	Failover(from, to string)
+}
+
+type proc struct {
+	Processor
+	limiter *rate.Limiter
+	slots   chan struct{}
+	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+}
+
+type table struct {
+	procs  map[string]*proc
+	routes func(merchantID string) Route
+}
+
+// Router is a surgepay.Provider over named processors. Safe for
+// concurrent use; Set replaces the processors and routes at once.
+type Router struct {
+	t   atomic.Pointer[table]
+	obs Observer
+	mu  sync.Mutex // serialises Set
+}
+
+var (
+	_ surgepay.Provider          = (*Router)(nil)
+	_ surgepay.OperationLookuper = (*Router)(nil)
+)
+
+// New returns a router; obs may be nil.
+func New(obs Observer) *Router { return &Router{obs: obs} }
+
+// Set installs processors (one must be DefaultName) and the merchants'
+// routes. A processor whose settings are unchanged keeps its breaker and
+// budget state.
+func (r *Router) Set(ps []Processor, routes func(merchantID string) Route) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.t.Load()
+	t := &table{procs: make(map[string]*proc, len(ps)), routes: routes}
+	for _, p := range ps {
+		if p.Name == "" || strings.Contains(p.Name, ":") || p.Provider == nil {
+			return fmt.Errorf("route: processor %q: a name without ':' and a provider are required", p.Name)
+		}
+		if _, dup := t.procs[p.Name]; dup {
+			return fmt.Errorf("route: processor %q twice", p.Name)
+		}
+		if old != nil {
+			if prev, ok := old.procs[p.Name]; ok && sameLimits(prev.Processor, p) {
+				prev.Provider = p.Provider
+				t.procs[p.Name] = prev
+				continue
+			}
+		}
+		t.procs[p.Name] = r.newProc(p)
+	}
+	if _, ok := t.procs[DefaultName]; !ok {
+		return errors.New("route: the default processor is required")
+	}
+	r.t.Store(t)
+	return nil
+}
+
+func sameLimits(a, b Processor) bool {
+	return a.CallsPerSecond == b.CallsPerSecond && a.Burst == b.Burst && a.InflightMax == b.InflightMax &&
+		a.BudgetWait == b.BudgetWait && a.Provider == b.Provider
+}
+
+func (r *Router) newProc(p Processor) *proc {
+	if p.BudgetWait <= 0 {
+		p.BudgetWait = BudgetWaitMaxDefault
+	}
+	out := &proc{Processor: p}
+	if p.CallsPerSecond > 0 {
+		burst := p.Burst
+		if burst <= 0 {
+			burst = int(p.CallsPerSecond + 0.999)
+		}
+		out.limiter = rate.NewLimiter(rate.Limit(p.CallsPerSecond), burst)
+	}
+	if p.InflightMax > 0 {
+		out.slots = make(chan struct{}, p.InflightMax)
+	}
+	out.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name: p.Name, MaxRequests: 1, Timeout: BreakerOpenFor,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= BreakerFailuresMax },
+		OnStateChange: func(name string, _, to gobreaker.State) {
+			if r.obs != nil {
+				r.obs.Breaker(name, to.String())
+			}
+		},
+	})
+	return out
+}
+
+// Processors returns the names of the installed processors.
+func (r *Router) Processors() []string {
+	t := r.t.Load()
+	out := make([]string, 0, len(t.procs))
+	for n := range t.procs {
+		out = append(out, n)
+	}
+	return out
+}
+
+// errBudget is the cause of a call refused for its budget; errRefused
+// wraps every refusal before a call (budget or breaker).
+var (
+	errBudget  = errors.New("the processor's call budget is spent")
+	errRefused = errors.New("refused before the call")
+)
+
+// acquire takes a budget token and an in-flight slot, waiting up to
+// BudgetWait; release returns the slot.
+func (p *proc) acquire(ctx context.Context) (release func(), retryAfter time.Duration, err error) {
+	if p.limiter != nil {
+		res := p.limiter.Reserve()
+		if d := res.Delay(); d > p.BudgetWait || !res.OK() {
+			res.Cancel()
+			return nil, max(d, time.Second), errBudget
+		} else if d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				res.Cancel()
+				return nil, time.Second, ctx.Err()
+			}
+		}
+	}
+	if p.slots == nil {
+		return func() {}, 0, nil
+	}
+	t := time.NewTimer(p.BudgetWait)
+	defer t.Stop()
+	select {
+	case p.slots <- struct{}{}:
+		return func() { <-p.slots }, 0, nil
+	case <-t.C:
+		return nil, time.Second, errBudget
+	case <-ctx.Done():
+		return nil, time.Second, ctx.Err()
+	}
+}
+
+// do runs one call at p under its breaker and budget. A refusal before
+// the call is a NotPerformed *surgepay.ProviderError naming p.
+func (r *Router) do(ctx context.Context, p *proc, op string, fn func(context.Context) (*surgepay.ProviderResult, error)) (*surgepay.ProviderResult, error) {
+	// A lookup is how an unknown outcome is learned: the breaker does not
+	// hold it back (its budget does), nor does its answer move the breaker.
+	done := func(error) {}
+	var err error
+	if op != "lookup" {
+		done, err = p.breaker.Allow()
+	}
+	if err != nil {
+		r.refused(p.Name, "breaker_open")
+		return nil, &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: op, Processor: p.Name,
+			Err: fmt.Errorf("processor %s: circuit breaker open (%w)", p.Name, errRefused), RetryAfter: BreakerOpenFor}
+	}
+	release, retryAfter, err := p.acquire(ctx)
+	if err != nil {
+		done(nil) // not the processor's fault
+		r.refused(p.Name, "budget")
+		return nil, &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: op, Processor: p.Name,
+			Err: fmt.Errorf("processor %s: %w (%w)", p.Name, err, errRefused), RetryAfter: retryAfter}
+	}
+	begin := time.Now()
+	res, err := fn(ctx)
+	release()
+	// A lookup's "not performed" is an answer (no such operation); so is a
+	// key reused. Everything else that is not a result counts against
+	// the processor's breaker.
+	healthy := err == nil || errors.Is(err, surgepay.ErrKeyReused) || (op == "lookup" && surgepay.IsNotPerformed(err))
+	if healthy {
+		done(nil)
+	} else {
+		done(err)
+	}
+	if r.obs != nil {
+		r.obs.Call(p.Name, op, outcome(res, err), time.Since(begin))
+	}
+	if err != nil {
+		var pe *surgepay.ProviderError
+		if errors.As(err, &pe) {
+			if pe.Processor == "" {
+				pe.Processor = p.Name
+			}
+		} else {
+			err = &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: op, Processor: p.Name, Err: err}
+		}
+	}
+	return res, err
+}
+
+func (r *Router) refused(name, reason string) {
+	if r.obs != nil {
+		r.obs.Refused(name, reason)
+	}
+}
+
+func outcome(res *surgepay.ProviderResult, err error) string {
+	switch {
+	case err == nil && res != nil && res.Approved:
+		return "approved"
+	case err == nil:
+		return "declined"
+	case surgepay.IsNotPerformed(err):
+		return surgepay.NotPerformed
+	}
+	return surgepay.Unknown
+}
+
+// Authorize sends req to the merchant's first processor that can take it:
+// the next one is tried only after a refusal before the call (breaker,
+// budget) or a NotPerformed answer. The result's Reference names the
+// processor.
+func (r *Router) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
+	t := r.t.Load()
+	names := []string{req.Processor}
+	if req.Processor == "" {
+		brand := ""
+		if len(req.Card.Number) > 0 {
+			brand = surgepay.Brand(string(req.Card.Number))
+		}
+		names = t.routes(req.MerchantID).processors(strings.ToLower(req.Currency), brand)
+	}
+	if len(names) == 0 {
+		names = []string{DefaultName}
+	}
+	var last error
+	for i, name := range names {
+		p, ok := t.procs[name]
+		if !ok {
+			last = &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: "authorize", Processor: name,
+				Err: fmt.Errorf("no processor named %q", name)}
+			continue
+		}
+		if i > 0 && r.obs != nil {
+			r.obs.Failover(names[i-1], name)
+		}
+		res, err := r.do(ctx, p, "authorize", func(ctx context.Context) (*surgepay.ProviderResult, error) {
+			return p.Provider.Authorize(ctx, req)
+		})
+		if err == nil {
+			res.Reference = qualify(name, res.Reference)
+			return res, nil
+		}
+		if !surgepay.IsNotPerformed(err) || errors.Is(err, surgepay.ErrKeyReused) {
+			return nil, err // unknown: only this processor may be asked again
+		}
+		last = err
+	}
+	return nil, last
+}
+
+// qualify prefixes a reference with its processor, except the default's.
+func qualify(name, ref string) string {
+	if name == DefaultName || ref == "" {
+		return ref
+	}
+	return name + ":" + ref
+}
+
+// resolve returns the processor of a reference and the reference as that
+// processor knows it.
+func (t *table) resolve(ref string) (*proc, string) {
+	if i := strings.IndexByte(ref, ':'); i > 0 {
+		if p, ok := t.procs[ref[:i]]; ok {
+			return p, ref[i+1:]
+		}
+	}
+	return t.procs[DefaultName], ref
+}
+
+// byRef runs an operation on an existing authorization at its processor.
+func (r *Router) byRef(ctx context.Context, op, ref string, fn func(context.Context, *proc, string) (*surgepay.ProviderResult, error)) (*surgepay.ProviderResult, error) {
+	p, bare := r.t.Load().resolve(ref)
+	res, err := r.do(ctx, p, op, func(ctx context.Context) (*surgepay.ProviderResult, error) { return fn(ctx, p, bare) })
+	if err == nil {
+		res.Reference = qualify(p.Name, res.Reference)
+	}
+	return res, err
+}
+
+// Capture captures at the authorization's processor.
+func (r *Router) Capture(ctx context.Context, req *surgepay.CaptureRequest) (*surgepay.ProviderResult, error) {
+	return r.byRef(ctx, "capture", req.AuthorizationRef, func(ctx context.Context, p *proc, ref string) (*surgepay.ProviderResult, error) {
+		c := *req
+		c.AuthorizationRef = ref
+		return p.Provider.Capture(ctx, &c)
+	})
+}
+
+// Void voids at the authorization's processor.
+func (r *Router) Void(ctx context.Context, req *surgepay.VoidRequest) (*surgepay.ProviderResult, error) {
+	return r.byRef(ctx, "void", req.AuthorizationRef, func(ctx context.Context, p *proc, ref string) (*surgepay.ProviderResult, error) {
+		c := *req
+		c.AuthorizationRef = ref
+		return p.Provider.Void(ctx, &c)
+	})
+}
+
+// Refund refunds at the authorization's processor.
+func (r *Router) Refund(ctx context.Context, req *surgepay.RefundRequest) (*surgepay.ProviderResult, error) {
+	return r.byRef(ctx, "refund", req.AuthorizationRef, func(ctx context.Context, p *proc, ref string) (*surgepay.ProviderResult, error) {
+		c := *req
+		c.AuthorizationRef = ref
+		return p.Provider.Refund(ctx, &c)
+	})
+}
+
+// Lookup looks a key up at the default processor; LookupOperation knows
+// where an operation went.
+func (r *Router) Lookup(ctx context.Context, key string) (*surgepay.ProviderResult, error) {
+	return r.LookupOperation(ctx, &surgepay.LookupQuery{Key: key})
+}
+
+// LookupOperation looks q up at the processor it went to: q.Processor,
+// else its authorization's, else the default.
+func (r *Router) LookupOperation(ctx context.Context, q *surgepay.LookupQuery) (*surgepay.ProviderResult, error) {
+	t := r.t.Load()
+	if q.Processor == "" && q.AuthorizationRef == "" && t.routes != nil && q.MerchantID != "" {
+		return r.lookupAnywhere(ctx, t, q)
+	}
+	p, bare := t.resolve(q.AuthorizationRef)
+	if q.Processor != "" {
+		named, ok := t.procs[q.Processor]
+		if !ok {
+			return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Processor: q.Processor,
+				Err: fmt.Errorf("no processor named %q is configured", q.Processor)}
+		}
+		p = named
+	}
+	c := *q
+	c.AuthorizationRef = bare
+	res, err := r.do(ctx, p, "lookup", func(ctx context.Context) (*surgepay.ProviderResult, error) {
+		return surgepay.LookupOperation(ctx, p.Provider, &c)
+	})
+	if errors.Is(err, errRefused) {
+		// A lookup the router did not send proves nothing: still unknown,
+		// never "not performed".
+		return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Processor: p.Name, Err: err}
+	}
+	if err == nil {
+		res.Reference = qualify(p.Name, res.Reference)
+	}
+	return res, err
+}
+
+// lookupAnywhere looks an authorization up at each processor of the
+// merchant's routes and the default, when nothing says where it went (a
+// pending operation stored before routing): the first result wins; not
+// performed only if every processor says so.
+func (r *Router) lookupAnywhere(ctx context.Context, t *table, q *surgepay.LookupQuery) (*surgepay.ProviderResult, error) {
+	seen := map[string]bool{}
+	var names []string
+	rt := t.routes(q.MerchantID)
+	for _, list := range append([][]string{rt.Processors, {DefaultName}}, rulesOf(rt)...) {
+		for _, n := range list {
+			if !seen[n] && t.procs[n] != nil {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	var unknown error
+	for _, n := range names {
+		c := *q
+		c.Processor = n
+		res, err := r.LookupOperation(ctx, &c)
+		if err == nil {
+			return res, nil
+		}
+		if !surgepay.IsNotPerformed(err) {
+			unknown = err
+		}
+	}
+	if unknown != nil {
+		return nil, unknown
+	}
+	return nil, &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: "lookup",
+		Err: errors.New("no processor of the merchant has an operation under this key")}
+}
+
+func rulesOf(rt Route) [][]string {
+	out := make([][]string, len(rt.Rules))
+	for i, rule := range rt.Rules {
+		out[i] = rule.Processors
+	}
+	return out
+}

@@ -1,0 +1,341 @@
+package route_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/provider/providertest"
+	"github.com/surgepay/surgepay/provider/route"
+	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/provider/stripe"
+	"github.com/surgepay/surgepay/provider/stripe/stripedouble"
+)
+
+func card(n string) surgepay.ProviderCard {
+	return surgepay.ProviderCard{Number: surgepay.PAN(n), ExpMonth: 12, ExpYear: 2034, CVC: "123"}
+}
+
+func authReq(key string) *surgepay.AuthorizeRequest {
+	return &surgepay.AuthorizeRequest{IdempotencyKey: key, MerchantID: "mer_1", PaymentID: "pay_" + key,
+		Amount: 1000, Currency: "usd", Card: card("4242424242424242")}
+}
+
+func fixed(names ...string) func(string) route.Route {
+	return func(string) route.Route { return route.Route{Processors: names} }
+}
+
+// refusing is a Stripe connector pointed at a closed loopback port: every
+// call is refused before anything is sent (not performed).
+func refusing(t *testing.T) surgepay.Provider {
+	p, err := stripe.New(stripe.Config{SecretKey: "sk_test_x", BaseURL: "http://127.0.0.1:1", Name: "down"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestConformance: a router over the simulator is a conformant provider
+// (references carry the processor's name and go back to it).
+func TestConformance(t *testing.T) {
+	r := route.New(nil)
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: sim.New(sim.DefaultConfig())},
+		{Name: "sim_b", Provider: sim.New(sim.DefaultConfig())}}, fixed("sim_b")); err != nil {
+		t.Fatal(err)
+	}
+	providertest.Run(t, func(*testing.T) surgepay.Provider { return r })
+}
+
+func TestFailoverWhenRefused(t *testing.T) {
+	b := sim.New(sim.DefaultConfig())
+	r := route.New(nil)
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: sim.New(sim.DefaultConfig())},
+		{Name: "down", Provider: refusing(t)}, {Name: "b", Provider: b}}, fixed("down", "b")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Authorize(t.Context(), authReq("k1"))
+	if err != nil || !res.Approved || !strings.HasPrefix(res.Reference, "b:") {
+		t.Fatalf("got %+v, %v; want approved at b", res, err)
+	}
+	// The capture goes back to b, named by the reference.
+	c, err := r.Capture(t.Context(), &surgepay.CaptureRequest{IdempotencyKey: "k1/cap", AuthorizationRef: res.Reference, Amount: 1000, Currency: "usd"})
+	if err != nil || !c.Approved {
+		t.Fatalf("capture: %+v, %v", c, err)
+	}
+	if fx := b.Effects("pay_k1"); fx.Captures != 1 {
+		t.Fatalf("b's effects %+v, want the capture there", fx)
+	}
+}
+
+// TestNoFailoverWhenUnknown: a processor that may have charged is never
+// followed by another.
+func TestNoFailoverWhenUnknown(t *testing.T) {
+	proxy := stripedouble.NewProxy(t, stripedouble.StartLocalstripe(t))
+	proxy.Faults = func(r *http.Request) stripedouble.Fault {
+		if r.Method == "POST" && r.URL.Path == "/v1/payment_intents" {
+			return stripedouble.DropAfter
+		}
+		return stripedouble.Pass
+	}
+	a, err := stripe.New(stripe.Config{SecretKey: "sk_test_x", BaseURL: proxy.URL, RetriesMax: -1, Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := sim.New(sim.DefaultConfig())
+	r := route.New(nil)
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: b}, {Name: "a", Provider: a}}, fixed("a", route.DefaultName)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Authorize(t.Context(), authReq("k-unknown"))
+	if !surgepay.IsUnknown(err) || surgepay.ProcessorOf(err) != "a" {
+		t.Fatalf("got %v (processor %q), want unknown at a", err, surgepay.ProcessorOf(err))
+	}
+	if fx := b.Effects("pay_k-unknown"); fx.Authorizations != 0 {
+		t.Fatalf("the default processor authorized after an unknown outcome: %+v", fx)
+	}
+	// The lookup goes to a, which finds the authorization it made.
+	res, err := r.LookupOperation(t.Context(), &surgepay.LookupQuery{Key: "k-unknown", Operation: surgepay.TxAuthorization,
+		Processor: "a", Attempted: time.Now().Add(-time.Hour)})
+	if err != nil || !res.Approved || !strings.HasPrefix(res.Reference, "a:pi_") {
+		t.Fatalf("lookup: %+v, %v; want approved a:pi_…", res, err)
+	}
+}
+
+// TestBudget: past its call budget a processor is not called; the payment
+// goes to the next one, or, with none, is refused with a Retry-After.
+func TestBudget(t *testing.T) {
+	a, b := sim.New(sim.DefaultConfig()), sim.New(sim.DefaultConfig())
+	var refused atomic.Int64
+	obs := &observer{refused: &refused}
+	r := route.New(obs)
+	procs := []route.Processor{{Name: route.DefaultName, Provider: b},
+		{Name: "a", Provider: a, CallsPerSecond: 0.001, Burst: 2, BudgetWait: time.Millisecond}}
+	if err := r.Set(procs, fixed("a")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if res, err := r.Authorize(t.Context(), authReq(fmt.Sprint("b", i))); err != nil || !strings.HasPrefix(res.Reference, "a:") {
+			t.Fatalf("call %d within the budget: %+v, %v", i, res, err)
+		}
+	}
+	_, err := r.Authorize(t.Context(), authReq("b2"))
+	var pe *surgepay.ProviderError
+	if !surgepay.IsNotPerformed(err) || !errors.As(err, &pe) || pe.RetryAfter < time.Second {
+		t.Fatalf("past the budget: got %v, want not performed with a Retry-After", err)
+	}
+	if fx := a.Effects("pay_b2"); fx.Authorizations != 0 || refused.Load() != 1 {
+		t.Fatalf("a was called past its budget (%+v), refusals %d", fx, refused.Load())
+	}
+	// With a second processor in the route, the payment goes there.
+	if err := r.Set(procs, fixed("a", route.DefaultName)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Authorize(t.Context(), authReq("b3"))
+	if err != nil || !res.Approved || strings.Contains(res.Reference, ":") {
+		t.Fatalf("failover past the budget: %+v, %v; want approved at the default", res, err)
+	}
+	// A lookup the budget refuses is unknown, never "not performed".
+	_, err = r.LookupOperation(t.Context(), &surgepay.LookupQuery{Key: "b0", Operation: surgepay.TxAuthorization, Processor: "a"})
+	if !surgepay.IsUnknown(err) {
+		t.Fatalf("lookup refused by the budget: got %v, want unknown", err)
+	}
+}
+
+// TestBreakerOpensAndFailsOver: after BreakerFailuresMax refused calls
+// the breaker opens and the processor is no longer called at all.
+func TestBreakerOpensAndFailsOver(t *testing.T) {
+	var calls atomic.Int64
+	down := &counting{Provider: refusing(t), calls: &calls}
+	b := sim.New(sim.DefaultConfig())
+	var opened atomic.Bool
+	r := route.New(&observer{opened: &opened})
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: b}, {Name: "down", Provider: down}},
+		fixed("down", route.DefaultName)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		res, err := r.Authorize(t.Context(), authReq(fmt.Sprint("br", i)))
+		if err != nil || !res.Approved {
+			t.Fatalf("payment %d: %+v, %v", i, res, err)
+		}
+	}
+	if n := calls.Load(); n != route.BreakerFailuresMax || !opened.Load() {
+		t.Fatalf("calls to the refusing processor: got %d (breaker opened %v), want %d then open", n, opened.Load(), route.BreakerFailuresMax)
+	}
+}
+
+// TestFailoverFaultsNeverChargeTwice sends authorizations to a Stripe
+// double behind a fault-injecting proxy (drops, 500s, timeouts, 429s,
+// each before or after the request arrives), failing over to the
+// simulator, and resolves each unknown outcome at the processor named in
+// the error. Afterwards no key holds money at both, nor twice at one.
+func TestFailoverFaultsNeverChargeTwice(t *testing.T) {
+	ls := stripedouble.StartLocalstripe(t)
+	proxy := stripedouble.NewProxy(t, ls)
+	proxy.Slow = 300 * time.Millisecond
+	var injected atomic.Int64
+	faults := []stripedouble.Fault{stripedouble.DropBefore, stripedouble.DropAfter, stripedouble.Error500Before,
+		stripedouble.Error500After, stripedouble.SlowAfter, stripedouble.RateLimited}
+	proxy.Faults = func(r *http.Request) stripedouble.Fault {
+		if r.Method != "POST" || rand.IntN(2) == 0 {
+			return stripedouble.Pass
+		}
+		injected.Add(1)
+		return faults[rand.IntN(len(faults))]
+	}
+	// SearchLag covers localstripe still executing a request whose client
+	// gave up: a lookup before then must stay unknown (with 1 ns it said
+	// "not performed" and the retry failed over: charged twice).
+	a, err := stripe.New(stripe.Config{SecretKey: "sk_test_x", BaseURL: proxy.URL, CallTimeout: 150 * time.Millisecond,
+		RetriesMax: 1, SearchLag: 2 * time.Second, Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := sim.New(sim.DefaultConfig())
+	r := route.New(nil)
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: b}, {Name: "a", Provider: a}}, fixed("a", route.DefaultName)); err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]*surgepay.ProviderResult{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				key := fmt.Sprint("ff/", i)
+				res := resolve(t, r, key)
+				mu.Lock()
+				results[key] = res
+				mu.Unlock()
+			}
+		})
+	}
+	// Bounded in count: while a's breaker is open no fault is injected.
+	for i := 0; injected.Load() < 1000 && i < 5000; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	live := map[string]int{}
+	for _, pi := range liveKeys(t, ls) {
+		live[pi]++
+	}
+	for key, res := range results {
+		atB, _ := b.Lookup(t.Context(), key)
+		bHolds := atB != nil && atB.Approved
+		switch {
+		case live[key] > 1:
+			t.Errorf("%s: %d live payment intents at a", key, live[key])
+		case live[key] == 1 && bHolds:
+			v, _ := trace.Load(key)
+			t.Errorf("%s: charged at a and at the simulator: %q", key, *v.(*[]string))
+		case res != nil && res.Approved && strings.HasPrefix(res.Reference, "a:") && live[key] != 1:
+			t.Errorf("%s: answered approved at a, a holds %d", key, live[key])
+		case res != nil && res.Approved && !strings.HasPrefix(res.Reference, "a:") && !bHolds:
+			t.Errorf("%s: answered approved at the simulator, which holds nothing", key)
+		}
+	}
+	t.Logf("%d faults over %d authorizations", injected.Load(), len(results))
+}
+
+// resolve authorizes key until it has a final result, as the engine, its
+// reconciler and a retrying client do together.
+func resolve(t *testing.T, r *route.Router, key string) *surgepay.ProviderResult {
+	for try := 0; try < 50; try++ {
+		sent := time.Now()
+		res, err := r.Authorize(t.Context(), authReq(key))
+		note(key, fmt.Sprintf("authorize %v %v", res, err))
+		for look := 0; surgepay.IsUnknown(err) && look < 100; look++ {
+			if look > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			res, err = r.LookupOperation(t.Context(), &surgepay.LookupQuery{Key: key, Operation: surgepay.TxAuthorization,
+				Processor: surgepay.ProcessorOf(err), Attempted: sent})
+			note(key, fmt.Sprintf("lookup %v %v", res, err))
+		}
+		if err == nil {
+			return res
+		}
+		if surgepay.IsUnknown(err) {
+			t.Errorf("%s: unknown after lookups: %v", key, err)
+			return nil
+		}
+	}
+	return nil
+}
+
+func liveKeys(t *testing.T, base string) []string {
+	t.Helper()
+	var out []string
+	after := ""
+	for {
+		path := "/v1/payment_intents?limit=100"
+		if after != "" {
+			path += "&starting_after=" + after
+		}
+		list := struct {
+			Data []struct {
+				ID       string            `json:"id"`
+				Status   string            `json:"status"`
+				Metadata map[string]string `json:"metadata"`
+			} `json:"data"`
+			HasMore bool `json:"has_more"`
+		}{}
+		stripedouble.GetJSON(t, base, path, &list)
+		for _, pi := range list.Data {
+			after = pi.ID
+			if pi.Status == "requires_capture" || pi.Status == "succeeded" {
+				out = append(out, pi.Metadata[stripe.MetadataKey])
+			}
+		}
+		if !list.HasMore || len(list.Data) == 0 {
+			return out
+		}
+	}
+}
+
+type counting struct {
+	surgepay.Provider
+	calls *atomic.Int64
+}
+
+func (c *counting) Authorize(ctx context.Context, r *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
+	c.calls.Add(1)
+	return c.Provider.Authorize(ctx, r)
+}
+
+type observer struct {
+	refused *atomic.Int64
+	opened  *atomic.Bool
+}
+
+func (o *observer) Call(string, string, string, time.Duration) {}
+func (o *observer) Failover(string, string)                    {}
+func (o *observer) Refused(string, string) {
+	if o.refused != nil {
+		o.refused.Add(1)
+	}
+}
+func (o *observer) Breaker(_ string, state string) {
+	if o.opened != nil && state == "open" {
+		o.opened.Store(true)
+	}
+}
+
+// trace records what happened to each key, to explain a failure.
+var trace sync.Map
+
+func note(key, what string) {
+	v, _ := trace.LoadOrStore(key, &[]string{})
+	l := v.(*[]string)
+	*l = append(*l, what)
+}
