@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/groupcommit"
+	"github.com/surgepay/surgepay/internal/cli"
 	"github.com/surgepay/surgepay/postgres"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/sqlite"
@@ -55,11 +55,12 @@ func (a *app) Close() {
 	}
 }
 
-func configFlags(name string, args []string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "TOML config file (default: $SURGEPAY_CONFIG)")
-	return fs, path
+// configFlags returns the command line of `surgepay name` with its
+// --config flag.
+func configFlags(name, usage string) (*cli.Command, *string) {
+	c := cli.New(name, usage)
+	path := c.Flags.String("config", "", "TOML config `FILE` (default: $SURGEPAY_CONFIG)")
+	return c, path
 }
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
@@ -372,10 +373,19 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+const serveUsage = `Usage: surgepay serve [--config FILE]
+
+Runs the payments API (listen, default 127.0.0.1:8080) and the admin
+listener (admin_listen, default 127.0.0.1:9090: metrics, dashboard, pprof)
+until interrupted. The first start creates the data folder, a development
+merchant and an API key (printed, and written to DATA_DIR/dev-api-key).
+Configuration: README.md, etc/surgepay.toml.
+`
+
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, path := configFlags("serve", args, stderr)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	c, path := configFlags("serve", serveUsage)
+	if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return code
 	}
 	cfg, err := LoadConfig(*path, envOS)
 	if err != nil {
@@ -494,15 +504,11 @@ func purgeLoop(ctx context.Context, eng *engine.Engine, log *slog.Logger) {
 	}
 }
 
-// commandConfig parses a command's flags (--config), loads and validates
-// the configuration and makes its data folder. A code of 0 or more is the
+// commandConfig loads and validates the configuration of a command whose
+// flags are parsed, and makes its data folder. A code of 0 or more is the
 // exit code of a failure, already reported on stderr; -1 means go on.
-func commandConfig(name string, args []string, stderr io.Writer) (Config, int) {
-	fs, path := configFlags(name, args, stderr)
-	if err := fs.Parse(args); err != nil {
-		return Config{}, 2
-	}
-	cfg, err := LoadConfig(*path, envOS)
+func commandConfig(path string, stderr io.Writer) (Config, int) {
+	cfg, err := LoadConfig(path, envOS)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return Config{}, 2
@@ -514,8 +520,18 @@ func commandConfig(name string, args []string, stderr io.Writer) (Config, int) {
 	return cfg, -1
 }
 
+const migrateUsage = `Usage: surgepay migrate [--config FILE]
+
+Applies the database migrations of the configured store (SQLite in the data
+folder, or PostgreSQL) and exits. serve applies them too.
+`
+
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, code := commandConfig("migrate", args, stderr)
+	c, path := configFlags("migrate", migrateUsage)
+	if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return code
+	}
+	cfg, code := commandConfig(*path, stderr)
 	if code >= 0 {
 		return code
 	}
@@ -529,19 +545,52 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
+const keysUsage = `Usage:
+  surgepay keys create [--merchant ID]    make a new API key
+  surgepay keys rotate                    add a new card-vault key and make it primary
+  surgepay keys settlement --out DIR      make the settlement key pair
+
+Run 'surgepay help keys COMMAND' for a command's flags.
+`
+
+const keysCreateUsage = `Usage: surgepay keys create [--merchant ID] [--config FILE]
+
+Makes a new API key for a merchant (default: the first one, made by the
+first serve) and prints it once.
+`
+
+const keysRotateUsage = `Usage: surgepay keys rotate [--config FILE]
+
+Adds a new card-vault key to the keyring file and makes it primary. Cards
+saved under older keys still decrypt; restart the servers to encrypt new
+cards under the new key (docs/vault.md).
+`
+
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "settlement" {
 		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
 	}
-	if len(args) == 0 || (args[0] != "create" && args[0] != "rotate") {
-		fmt.Fprintln(stderr, "usage: surgepay keys create [--merchant ID] | surgepay keys rotate | surgepay keys settlement --out DIR")
-		return 2
+	switch {
+	case len(args) == 0:
+		cli.Fail(stderr, "keys", "missing command: create, rotate or settlement")
+		return cli.ExitUsage
+	case cli.IsHelp(args[0]):
+		fmt.Fprint(stdout, keysUsage)
+		return cli.ExitOK
+	case args[0] != "create" && args[0] != "rotate":
+		cli.Fail(stderr, "keys", "unknown command %q: create, rotate or settlement", args[0])
+		return cli.ExitUsage
 	}
 	sub := args[0]
-	fs, path := configFlags("keys "+sub, args[1:], stderr)
-	merchant := fs.String("merchant", "", "merchant ID (default: the first merchant)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	c, path := configFlags("keys "+sub, keysCreateUsage)
+	var merchant *string
+	if sub == "create" {
+		merchant = c.Flags.String("merchant", "", "merchant `ID` (default: the first merchant)")
+	} else {
+		c.Usage = keysRotateUsage
+	}
+	if code, ok := c.Parse(args[1:], stdout, stderr); !ok {
+		return code
 	}
 	cfg, err := LoadConfig(*path, envOS)
 	if err != nil {
@@ -594,13 +643,40 @@ func rotateVault(cfg Config, stdout, stderr io.Writer) int {
 	return 0
 }
 
+const taxUsage = `Usage:
+  surgepay tax import FILE                validate a tax-rate CSV and install it in the data folder
+
+Run 'surgepay help tax import' for its flags.
+`
+
+const taxImportUsage = `Usage: surgepay tax import FILE [--config FILE]
+
+Validates the tax-rate CSV FILE (every bad line is named) and installs it as
+DATA_DIR/tax-rates.csv; restart the servers to use it (docs/tax.md).
+`
+
 func cmdTax(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) < 2 || args[0] != "import" {
-		fmt.Fprintln(stderr, "usage: surgepay tax import FILE [--config FILE]")
-		return 2
+	switch {
+	case len(args) == 0:
+		cli.Fail(stderr, "tax", "missing command: import")
+		return cli.ExitUsage
+	case cli.IsHelp(args[0]):
+		fmt.Fprint(stdout, taxUsage)
+		return cli.ExitOK
+	case args[0] != "import":
+		cli.Fail(stderr, "tax", "unknown command %q: import", args[0])
+		return cli.ExitUsage
 	}
-	file := args[1]
-	cfg, code := commandConfig("tax import", args[2:], stderr)
+	c, path := configFlags("tax import", taxImportUsage)
+	files, code, ok := c.ParseInterleaved(args[1:], stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(files) != 1 {
+		return c.Fail(stderr, "want one FILE, got %d arguments", len(files))
+	}
+	file := files[0]
+	cfg, code := commandConfig(*path, stderr)
 	if code >= 0 {
 		return code
 	}
