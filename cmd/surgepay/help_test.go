@@ -8,7 +8,11 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
+
+// runTimeout bounds a command run by runIn.
+const runTimeout = 30 * time.Second
 
 // commandNames are every command and subcommand, as typed after surgepay
 // ("" is surgepay itself).
@@ -21,14 +25,16 @@ var commandNames = []string{
 
 // runIn runs the command line args in an empty temporary working folder
 // and returns its exit code, stdout and stderr, and the names in the
-// folder afterwards.
+// folder afterwards. A command that should have stopped at once but runs
+// (a server) is cancelled after runTimeout.
 func runIn(t *testing.T, args ...string) (code int, stdout, stderr string, created []string) {
 	t.Helper()
 	dir := t.TempDir()
 	t.Chdir(dir)
-	t.Setenv("SURGEPAY_CONFIG", "")
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
 	var out, errb bytes.Buffer
-	code = run(context.Background(), args, &out, &errb)
+	code = run(ctx, args, &out, &errb)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +49,7 @@ func runIn(t *testing.T, args ...string) (code int, stdout, stderr string, creat
 // stdout, nothing on stderr, exit 0 and create nothing (`tax import
 // --help` used to import a file named --help, exit 1 and create data/).
 func TestHelp(t *testing.T) {
+	isolateEnv(t)
 	for _, name := range commandNames {
 		words := strings.Fields(name)
 		for _, args := range [][]string{
@@ -73,6 +80,7 @@ func TestHelp(t *testing.T) {
 // (loadtest: its documented ExitUsage, 1), one line on stderr that names
 // the help to read, nothing on stdout and no file created.
 func TestHelpHintOnUnknownFlag(t *testing.T) {
+	isolateEnv(t)
 	for _, name := range commandNames {
 		args := append(strings.Fields(name), "--no-such-flag")
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
@@ -97,6 +105,7 @@ func TestHelpHintOnUnknownFlag(t *testing.T) {
 
 // TestHelpMissingArgument: a missing argument is a usage error too.
 func TestHelpMissingArgument(t *testing.T) {
+	isolateEnv(t)
 	for _, args := range [][]string{{}, {"keys"}, {"tax"}, {"tax", "import"}, {"keys", "settlement"}, {"help", "nope"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, _, stderr, created := runIn(t, args...)
@@ -108,6 +117,7 @@ func TestHelpMissingArgument(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	isolateEnv(t)
 	for _, arg := range []string{"version", "--version"} {
 		code, stdout, stderr, _ := runIn(t, arg)
 		if code != 0 || stderr != "" {

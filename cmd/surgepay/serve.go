@@ -377,8 +377,9 @@ const serveUsage = `Usage: surgepay serve [--config FILE]
 
 Runs the payments API (listen, default 127.0.0.1:8080) and the admin
 listener (admin_listen, default 127.0.0.1:9090: metrics, dashboard, pprof)
-until interrupted. The first start creates the data folder, a development
-merchant and an API key (printed, and written to DATA_DIR/dev-api-key).
+until interrupted. It checks that it can listen on both before it creates
+anything. The first start creates the data folder, a development merchant
+and an API key (printed, and written to DATA_DIR/dev-api-key).
 Configuration: README.md, etc/surgepay.toml.
 `
 
@@ -398,9 +399,48 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if err := serve(ctx, cfg, log, stdout); err != nil {
 		log.Error("serve", "err", err.Error())
+		// The log line is for machines; this one is for the operator.
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// listenError is a listener serve could not open, with the settings that
+// choose its address.
+type listenError struct {
+	addr     string
+	env, key string // the environment variable and the config file setting
+	err      error
+}
+
+func (e *listenError) Error() string {
+	what := fmt.Sprintf("cannot listen on %s: %v", e.addr, e.err)
+	if errors.Is(e.err, syscall.EADDRINUSE) {
+		what = e.addr + " is already in use"
+	}
+	return fmt.Sprintf("%s; set %s or %s in the config file", what, e.env, e.key)
+}
+
+func (e *listenError) Unwrap() error { return e.err }
+
+// listen opens the API listener and, unless admin_listen is off, the
+// admin listener (aln nil), or neither.
+func listen(cfg Config) (ln, aln net.Listener, err error) {
+	ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, &listenError{addr: cfg.Listen, env: "SURGEPAY_LISTEN", key: "listen", err: err}
+	}
+	if cfg.AdminListen == "" {
+		return ln, nil, nil
+	}
+	aln, err = net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return nil, nil, &listenError{addr: cfg.AdminListen, env: "SURGEPAY_ADMIN_LISTEN",
+			key: `admin_listen (or "off")`, err: err}
+	}
+	return ln, aln, nil
 }
 
 // serve runs the API until ctx ends, then drains requests and flushes
@@ -412,6 +452,18 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// Listen first: a port in use must not leave a data folder, a
+	// merchant and an API key behind.
+	ln, aln, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ln.Close() // after Serve, already closed
+		if aln != nil {
+			aln.Close()
+		}
+	}()
 	a, err := openApp(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -429,22 +481,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
 	var wg sync.WaitGroup
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	var ready atomic.Bool
 	var current atomic.Pointer[Config] // the effective configuration, replaced by reloads
 	current.Store(&cfg)
-	if cfg.AdminListen != "" {
-		aln, err := net.Listen("tcp", cfg.AdminListen)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("admin listener: %w (set admin_listen to another port, or \"off\")", err)
-		}
+	if aln != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
