@@ -10,8 +10,16 @@ run:
 build:
 	$(GO) build -o surgepay ./cmd/surgepay
 
+# gotestsum runs the same go test (with -json) and ends with a summary: the
+# packages that ran, each skipped test with its reason (a missing
+# PostgreSQL, Redis, NATS or Chromium), and the closing
+# "DONE N tests, M skipped, ..." line that CI reads. Under CI=true the
+# tests fail instead of skipping when a dependency is missing.
+GOTESTSUM ?= $(GO) run gotest.tools/gotestsum@v1.13.0
+
 test:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GOTESTSUM) --format pkgname --format-hide-empty-pkg \
+		--raw-command -- $(GO) test -json -race -count=1 -timeout 30m ./...
 
 race: test
 

@@ -41,14 +41,16 @@ func getConfig(url string, rate float64, d time.Duration) Config {
 }
 
 // TestCorrectedLatencySeesStall: a server that stalls for 1s every 5s must
-// show a corrected p99 near 1s, while the median service time stays small.
-// A closed-loop injector that measured only service time, or waited for
-// responses before sending, would report far less.
+// show a corrected p99 of most of the stall, many times the median service
+// time. A closed-loop injector that measured only service time, or waited
+// for responses before sending, would report far less. The bounds are the
+// injected stall and ratios within the run, never this machine's speed.
 func TestCorrectedLatencySeesStall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for 6s")
 	}
-	srv := stallServer(t, 5*time.Second, time.Second)
+	const stall = time.Second
+	srv := stallServer(t, 5*time.Second, stall)
 	res, err := Run(context.Background(), getConfig(srv.URL, 100, 6*time.Second), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -56,11 +58,11 @@ func TestCorrectedLatencySeesStall(t *testing.T) {
 	c, s := res.Latency.Corrected, res.Latency.Service
 	t.Logf("corrected p50=%.1fms p99=%.1fms max=%.1fms; service p50=%.1fms p99=%.1fms; late=%d",
 		c.P50, c.P99, c.Max, s.P50, s.P99, res.Summary.LateStarts)
-	if c.P99 < 700 || c.P99 > 1300 {
-		t.Errorf("corrected p99 = %.1fms, want 700..1300ms", c.P99)
+	if stallMs := float64(stall.Milliseconds()); c.P99 < 0.7*stallMs {
+		t.Errorf("corrected p99 = %.1fms, want at least 70%% of the %.0fms stall", c.P99, stallMs)
 	}
-	if s.P50 > 100 {
-		t.Errorf("service p50 = %.1fms, want < 100ms", s.P50)
+	if c.P99 < 5*s.P50 {
+		t.Errorf("corrected p99 = %.1fms, service p50 = %.1fms: want the stall to dominate (5x at least)", c.P99, s.P50)
 	}
 	if res.Summary.Errors != 0 || res.Summary.Dropped != 0 {
 		t.Errorf("errors = %d, dropped = %d, want 0, 0", res.Summary.Errors, res.Summary.Dropped)
@@ -99,8 +101,10 @@ func TestRateTimesDuration(t *testing.T) {
 			if res.Summary.Requests != res.Summary.Iterations || res.Summary.Errors != 0 {
 				t.Errorf("requests = %d, errors = %d, want %d, 0", res.Summary.Requests, res.Summary.Errors, res.Summary.Iterations)
 			}
-			if math.Abs(res.Summary.AchievedRate-200) > tc.slack*200 {
-				t.Errorf("achieved rate = %.1f, want 200", res.Summary.AchievedRate)
+			// Achieved is iterations over the elapsed time, which a busy
+			// machine stretches; the pacer must never run ahead of the plan.
+			if res.Summary.AchievedRate > 200*(1+tc.slack) {
+				t.Errorf("achieved rate = %.1f, want at most the planned 200", res.Summary.AchievedRate)
 			}
 		})
 	}
@@ -109,7 +113,10 @@ func TestRateTimesDuration(t *testing.T) {
 // TestCorrectedFromIntendedStart: an iteration that starts 300ms after its
 // intended time (the CPU was busy, the pacer was late) is charged those
 // 300ms in corrected latency but not in service time, and counts as late.
-// Its second request is measured from the end of its first.
+// Its second request is measured from the end of its first, so the lag is
+// charged once: corrected minus service totals 300ms plus the moment
+// between the two requests, not twice 300ms. No bound is this machine's
+// speed.
 func TestCorrectedFromIntendedStart(t *testing.T) {
 	srv := okServer(t)
 	rec := newRecorder(time.Now(), DefaultLateThreshold, 1)
@@ -123,14 +130,13 @@ func TestCorrectedFromIntendedStart(t *testing.T) {
 	if c.TotalCount() != 2 {
 		t.Fatalf("recorded %d requests, want 2", c.TotalCount())
 	}
-	if got := usToMs(c.Max()); got < 300 || got > 1000 {
-		t.Errorf("corrected max = %.1fms, want 300ms plus service time", got)
+	lag := 300.0
+	if got := usToMs(c.Max()); got < lag {
+		t.Errorf("corrected max = %.1fms, want the %.0fms lag plus service time", got, lag)
 	}
-	if got := usToMs(c.Min()); got > 100 {
-		t.Errorf("corrected min = %.1fms, want the second request measured from the first's end", got)
-	}
-	if got := usToMs(s.Max()); got > 100 {
-		t.Errorf("service max = %.1fms, want small", got)
+	// Each histogram holds two values: its mean times two is their sum.
+	if charged := 2 * (c.Mean() - s.Mean()) / 1000; charged < 0.95*lag || charged >= 2*lag {
+		t.Errorf("corrected minus service = %.1fms, want the %.0fms lag charged once", charged, lag)
 	}
 	if rec.late != 1 {
 		t.Errorf("late starts = %d, want 1", rec.late)

@@ -1,8 +1,6 @@
 package loadtest
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -87,26 +85,29 @@ func ParseTolerance(s string) (float64, error) {
 	return v, nil
 }
 
+const compareUsage = `Usage: surgepay loadtest compare BASE.json NEW.json [--tolerance 10%]
+
+Compares two load-test results metric by metric; exits 3 if any got worse
+by more than the tolerance.
+`
+
 // mainCompare runs "compare base.json new.json [--tolerance 10%]".
 func mainCompare(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("loadtest compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	tolText := fs.String("tolerance", "10%", "allowed change before a metric counts as a regression")
-	files, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
+	c := newCommand("compare", compareUsage)
+	tolText := c.Flags.String("tolerance", "10%", "allowed change before a metric counts as a regression")
+	files, code, ok := c.ParseInterleaved(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if err == nil && len(files) != 2 {
-		err = errors.New("usage: compare base.json new.json [--tolerance 10%]")
+	if len(files) != 2 {
+		return c.Fail(stderr, "want two result files, BASE and NEW; got %d", len(files))
 	}
-	var tol float64
-	if err == nil {
-		tol, err = ParseTolerance(*tolText)
+	tol, err := ParseTolerance(*tolText)
+	if err != nil {
+		return c.Fail(stderr, "%v", err)
 	}
-	var base, cur *Result
-	if err == nil {
-		base, err = ReadResult(files[0])
-	}
+	var cur *Result
+	base, err := ReadResult(files[0])
 	if err == nil {
 		cur, err = ReadResult(files[1])
 	}
@@ -160,20 +161,4 @@ func formatChange(c float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%+.1f%%", 100*c)
-}
-
-// parseInterleaved parses flags that may follow positional arguments and
-// returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
 }

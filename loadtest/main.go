@@ -3,7 +3,6 @@ package loadtest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 
+	"github.com/surgepay/surgepay/internal/cli"
 	"github.com/surgepay/surgepay/loadtest/report"
 )
 
@@ -20,6 +20,7 @@ import (
 // and "loadtest" words) and returns the process exit code; see the package
 // documentation for the codes.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	name := "" // or "run", as typed: usage errors name it
 	if len(args) > 0 {
 		switch args[0] {
 		case "compare":
@@ -29,23 +30,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case "table":
 			return mainTable(args[1:], stdout, stderr)
 		case "run":
-			args = args[1:]
+			name, args = "run", args[1:]
 		}
 	}
-	cfg, cli, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "loadtest: %v\n", err)
-		return ExitUsage
+	cfg, co, code, ok := parseFlags(name, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	opts := Options{Log: stderr, Live: isTerminal(stderr)}
-	if cli.quiet {
+	if co.quiet {
 		opts.Log = nil
 	}
-	if cli.cpuProfile != "" {
-		stop, err := startCPUProfile(cli.cpuProfile)
+	if co.cpuProfile != "" {
+		stop, err := startCPUProfile(co.cpuProfile)
 		if err != nil {
 			fmt.Fprintf(stderr, "loadtest: %v\n", err)
 			return ExitUsage
@@ -60,7 +57,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, w := range res.Warnings {
 		fmt.Fprintf(stderr, "WARNING: %s\n", w)
 	}
-	if err := writeOutputs(res, cli); err != nil {
+	if err := writeOutputs(res, co); err != nil {
 		fmt.Fprintf(stderr, "loadtest: %v\n", err)
 		return ExitUsage
 	}
@@ -102,42 +99,55 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, " ") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
-// parseFlags parses the run flags into a validated Config.
-func parseFlags(args []string, stderr io.Writer) (Config, cliOptions, error) {
-	cfg := DefaultConfig()
-	var cli cliOptions
+// newCommand returns the command line of `surgepay loadtest name`, whose
+// usage errors exit ExitUsage, the harness's documented code.
+func newCommand(name, usage string) *cli.Command {
+	c := cli.New(strings.TrimSpace("loadtest "+name), usage)
+	c.ExitUsage = ExitUsage
+	return c
+}
+
+// parseFlags parses the run flags into a validated Config. ok is false when
+// the command must stop with code: ExitOK after --help, ExitUsage after a
+// usage error reported on stderr.
+func parseFlags(name string, args []string, stdout, stderr io.Writer) (cfg Config, co cliOptions, code int, ok bool) {
+	cfg = DefaultConfig()
 	var scenarioName, scenarioFile, slo string
 	var thresholds listFlag
-	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(fs, stderr) }
-	defineFlags(fs, &cfg, &cli)
+	c := newCommand(name, runUsage)
+	fs := c.Flags
+	defineFlags(fs, &cfg, &co)
 	fs.StringVar(&cfg.APIKey, "api-key", os.Getenv("SURGEPAY_API_KEY"), "API key sent as a bearer token (default $SURGEPAY_API_KEY)")
 	fs.StringVar(&scenarioName, "scenario", "checkout", "scenario: "+scenarioNames())
 	fs.StringVar(&scenarioFile, "scenario-file", "", "TOML file with a weighted scenario mix ([[scenario]] name, weight); overrides --scenario")
 	fs.StringVar(&slo, "slo", DefaultSLO, "stress SLO, comma-separated global terms")
 	fs.Var(&thresholds, "threshold", "`[target:]metric<value`, repeatable; breaching one exits 2")
-	if err := fs.Parse(args); err != nil {
-		return cfg, cli, err
+	if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return cfg, co, code, false
 	}
-	if fs.NArg() > 0 {
-		return cfg, cli, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if err := cfg.fromFlags(scenarioName, scenarioFile, slo, thresholds); err != nil {
+		return cfg, co, c.Fail(stderr, "%v", err), false
 	}
+	return cfg, co, ExitOK, true
+}
+
+// fromFlags sets the mix, the SLO and the thresholds and validates cfg.
+func (cfg *Config) fromFlags(scenarioName, scenarioFile, slo string, thresholds []string) error {
 	var err error
 	if cfg.Mix, err = readMix(scenarioName, scenarioFile); err != nil {
-		return cfg, cli, err
+		return err
 	}
 	if cfg.SLO, err = ParseSLO(slo); err != nil {
-		return cfg, cli, err
+		return err
 	}
 	for _, text := range thresholds {
 		t, err := ParseThreshold(text)
 		if err != nil {
-			return cfg, cli, err
+			return err
 		}
 		cfg.Thresholds = append(cfg.Thresholds, t)
 	}
-	return cfg, cli, cfg.Validate()
+	return cfg.Validate()
 }
 
 func defineFlags(fs *flag.FlagSet, cfg *Config, cli *cliOptions) {
@@ -184,19 +194,18 @@ func readMix(name, file string) ([]MixEntry, error) {
 	return ParseMix(f)
 }
 
-func usage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprint(w, `usage: surgepay loadtest [flags]
+const runUsage = `Usage: surgepay loadtest [flags]
+       surgepay loadtest run [flags]   (the same)
        surgepay loadtest compare base.json new.json [--tolerance 10%]
        surgepay loadtest merge a.json b.json... --out merged.json
        surgepay loadtest table [--header] [--label NAME] a.json...
 
-exit codes: 0 ok, 1 usage or set-up error, 2 thresholds breached or
-iterations dropped, 3 compare regression, 4 interrupted.
+Runs a load test against the API (docs/loadtest.md). Run 'surgepay help
+loadtest compare' (merge, table) for those commands' flags.
 
-flags:
-`)
-	fs.PrintDefaults()
-}
+Exit codes: 0 ok, 1 usage or set-up error, 2 thresholds breached or
+iterations dropped, 3 compare regression, 4 interrupted.
+`
 
 // writeOutputs writes the JSON result and the HTML report.
 func writeOutputs(res *Result, cli cliOptions) error {

@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -201,19 +200,24 @@ func maxSummary(a, b LatencySummary) LatencySummary {
 	}
 }
 
+const mergeUsage = `Usage: surgepay loadtest merge a.json b.json... --out merged.json [--html report.html]
+
+Merges the results of injectors that ran at the same time into one result.
+`
+
 // mainMerge runs "merge a.json b.json... --out merged.json".
 func mainMerge(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("loadtest merge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("out", "", "write the merged JSON result here (required)")
-	html := fs.String("html", "", "also write an HTML report")
-	files, err := parseInterleaved(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
+	c := newCommand("merge", mergeUsage)
+	out := c.Flags.String("out", "", "write the merged JSON result to `FILE` (required)")
+	html := c.Flags.String("html", "", "also write an HTML report to `FILE`")
+	files, code, ok := c.ParseInterleaved(args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if err == nil && (len(files) < 1 || *out == "") {
-		err = errors.New("usage: merge a.json b.json... --out merged.json")
+	if len(files) < 1 || *out == "" {
+		return c.Fail(stderr, "want one result file or more and --out FILE")
 	}
+	var err error
 	var results []*Result
 	for _, f := range files {
 		if err != nil {

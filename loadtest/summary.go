@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -100,16 +99,20 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+const tableUsage = `Usage: surgepay loadtest table [--header] [--label NAME] a.json...
+
+Prints one Markdown table row per load-test result (for bench/RESULTS.md).
+`
+
 // mainTable runs "table [--header] a.json...": one Markdown table row per
 // result, for appending to bench/RESULTS.md.
 func mainTable(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("loadtest table", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	header := fs.Bool("header", false, "print the table header first")
-	label := fs.String("label", "", "label for the rows (default: the file name)")
-	files, err := parseInterleaved(fs, args)
-	if err != nil {
-		return ExitUsage
+	c := newCommand("table", tableUsage)
+	header := c.Flags.Bool("header", false, "print the table header first")
+	label := c.Flags.String("label", "", "label for the rows (default: the file name)")
+	files, code, ok := c.ParseInterleaved(args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if *header {
 		fmt.Fprintln(stdout, "| run | profile | scenarios | capacity/s | achieved/s | p50 ms | p99 ms | errors | dropped | injector CPU % | server CPU % | server RSS MiB |")

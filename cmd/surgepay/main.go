@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/surgepay/surgepay/internal/cli"
 )
 
 const usage = `surgepay — a self-hosted payment transaction engine
@@ -25,9 +27,14 @@ Usage:
   surgepay simulator [flags]              run the card-network simulator as an HTTP server
   surgepay loadtest [flags]               run a load test (see docs/loadtest.md)
   surgepay loadtest compare BASE NEW      compare two load-test results
+  surgepay version                        print the version, VCS commit and Go version
+  surgepay help [COMMAND]                 print this, or a command's usage and flags
+
+Every command takes -h or --help. A usage error exits 2 (loadtest: 1, see
+docs/loadtest.md) with one line on stderr.
 
 Configuration: --config FILE or SURGEPAY_CONFIG, then SURGEPAY_* environment
-variables (see README.md). 
+variables (see README.md).
 `
 
 func main() {
@@ -38,8 +45,8 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+		cli.Fail(stderr, "", "no command")
+		return cli.ExitUsage
 	}
 	switch args[0] {
 	case "serve":
@@ -58,10 +65,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdSimulator(ctx, args[1:], stdout, stderr)
 	case "loadtest":
 		return cmdLoadtest(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	case "version", "-version", "--version":
+		return cmdVersion(args[1:], stdout, stderr)
+	case "help":
+		if len(args) > 1 && !cli.IsHelp(args[1]) {
+			// `surgepay help keys create` is `surgepay keys create --help`.
+			return run(ctx, append(append([]string{}, args[1:]...), "--help"), stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
-		return 0
+		return cli.ExitOK
+	case "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return cli.ExitOK
 	}
-	fmt.Fprintf(stderr, "surgepay: unknown command %q\n\n%s", args[0], usage)
-	return 2
+	cli.Fail(stderr, "", "unknown command %q", args[0])
+	return cli.ExitUsage
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/groupcommit"
+	"github.com/surgepay/surgepay/internal/cli"
 	"github.com/surgepay/surgepay/postgres"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/sqlite"
@@ -55,11 +55,12 @@ func (a *app) Close() {
 	}
 }
 
-func configFlags(name string, args []string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "TOML config file (default: $SURGEPAY_CONFIG)")
-	return fs, path
+// configFlags returns the command line of `surgepay name` with its
+// --config flag.
+func configFlags(name, usage string) (*cli.Command, *string) {
+	c := cli.New(name, usage)
+	path := c.Flags.String("config", "", "TOML config `FILE` (default: $SURGEPAY_CONFIG)")
+	return c, path
 }
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
@@ -372,10 +373,20 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
+const serveUsage = `Usage: surgepay serve [--config FILE]
+
+Runs the payments API (listen, default 127.0.0.1:8080) and the admin
+listener (admin_listen, default 127.0.0.1:9090: metrics, dashboard, pprof)
+until interrupted. It checks that it can listen on both before it creates
+anything. The first start creates the data folder, a development merchant
+and an API key (printed, and written to DATA_DIR/dev-api-key).
+Configuration: README.md, etc/surgepay.toml.
+`
+
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, path := configFlags("serve", args, stderr)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	c, path := configFlags("serve", serveUsage)
+	if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return code
 	}
 	cfg, err := LoadConfig(*path, envOS)
 	if err != nil {
@@ -388,9 +399,48 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if err := serve(ctx, cfg, log, stdout); err != nil {
 		log.Error("serve", "err", err.Error())
+		// The log line is for machines; this one is for the operator.
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// listenError is a listener serve could not open, with the settings that
+// choose its address.
+type listenError struct {
+	addr     string
+	env, key string // the environment variable and the config file setting
+	err      error
+}
+
+func (e *listenError) Error() string {
+	what := fmt.Sprintf("cannot listen on %s: %v", e.addr, e.err)
+	if errors.Is(e.err, syscall.EADDRINUSE) {
+		what = e.addr + " is already in use"
+	}
+	return fmt.Sprintf("%s; set %s or %s in the config file", what, e.env, e.key)
+}
+
+func (e *listenError) Unwrap() error { return e.err }
+
+// listen opens the API listener and, unless admin_listen is off, the
+// admin listener (aln nil), or neither.
+func listen(cfg Config) (ln, aln net.Listener, err error) {
+	ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, &listenError{addr: cfg.Listen, env: "SURGEPAY_LISTEN", key: "listen", err: err}
+	}
+	if cfg.AdminListen == "" {
+		return ln, nil, nil
+	}
+	aln, err = net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return nil, nil, &listenError{addr: cfg.AdminListen, env: "SURGEPAY_ADMIN_LISTEN",
+			key: `admin_listen (or "off")`, err: err}
+	}
+	return ln, aln, nil
 }
 
 // serve runs the API until ctx ends, then drains requests and flushes
@@ -402,6 +452,18 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// Listen first: a port in use must not leave a data folder, a
+	// merchant and an API key behind.
+	ln, aln, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ln.Close() // after Serve, already closed
+		if aln != nil {
+			aln.Close()
+		}
+	}()
 	a, err := openApp(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -419,22 +481,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
 	var wg sync.WaitGroup
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	var ready atomic.Bool
 	var current atomic.Pointer[Config] // the effective configuration, replaced by reloads
 	current.Store(&cfg)
-	if cfg.AdminListen != "" {
-		aln, err := net.Listen("tcp", cfg.AdminListen)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("admin listener: %w (set admin_listen to another port, or \"off\")", err)
-		}
+	if aln != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -494,15 +547,11 @@ func purgeLoop(ctx context.Context, eng *engine.Engine, log *slog.Logger) {
 	}
 }
 
-// commandConfig parses a command's flags (--config), loads and validates
-// the configuration and makes its data folder. A code of 0 or more is the
+// commandConfig loads and validates the configuration of a command whose
+// flags are parsed, and makes its data folder. A code of 0 or more is the
 // exit code of a failure, already reported on stderr; -1 means go on.
-func commandConfig(name string, args []string, stderr io.Writer) (Config, int) {
-	fs, path := configFlags(name, args, stderr)
-	if err := fs.Parse(args); err != nil {
-		return Config{}, 2
-	}
-	cfg, err := LoadConfig(*path, envOS)
+func commandConfig(path string, stderr io.Writer) (Config, int) {
+	cfg, err := LoadConfig(path, envOS)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return Config{}, 2
@@ -514,8 +563,18 @@ func commandConfig(name string, args []string, stderr io.Writer) (Config, int) {
 	return cfg, -1
 }
 
+const migrateUsage = `Usage: surgepay migrate [--config FILE]
+
+Applies the database migrations of the configured store (SQLite in the data
+folder, or PostgreSQL) and exits. serve applies them too.
+`
+
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, code := commandConfig("migrate", args, stderr)
+	c, path := configFlags("migrate", migrateUsage)
+	if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return code
+	}
+	cfg, code := commandConfig(*path, stderr)
 	if code >= 0 {
 		return code
 	}
@@ -529,19 +588,52 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
+const keysUsage = `Usage:
+  surgepay keys create [--merchant ID]    make a new API key
+  surgepay keys rotate                    add a new card-vault key and make it primary
+  surgepay keys settlement --out DIR      make the settlement key pair
+
+Run 'surgepay help keys COMMAND' for a command's flags.
+`
+
+const keysCreateUsage = `Usage: surgepay keys create [--merchant ID] [--config FILE]
+
+Makes a new API key for a merchant (default: the first one, made by the
+first serve) and prints it once.
+`
+
+const keysRotateUsage = `Usage: surgepay keys rotate [--config FILE]
+
+Adds a new card-vault key to the keyring file and makes it primary. Cards
+saved under older keys still decrypt; restart the servers to encrypt new
+cards under the new key (docs/vault.md).
+`
+
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "settlement" {
 		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
 	}
-	if len(args) == 0 || (args[0] != "create" && args[0] != "rotate") {
-		fmt.Fprintln(stderr, "usage: surgepay keys create [--merchant ID] | surgepay keys rotate | surgepay keys settlement --out DIR")
-		return 2
+	switch {
+	case len(args) == 0:
+		cli.Fail(stderr, "keys", "missing command: create, rotate or settlement")
+		return cli.ExitUsage
+	case cli.IsHelp(args[0]):
+		fmt.Fprint(stdout, keysUsage)
+		return cli.ExitOK
+	case args[0] != "create" && args[0] != "rotate":
+		cli.Fail(stderr, "keys", "unknown command %q: create, rotate or settlement", args[0])
+		return cli.ExitUsage
 	}
 	sub := args[0]
-	fs, path := configFlags("keys "+sub, args[1:], stderr)
-	merchant := fs.String("merchant", "", "merchant ID (default: the first merchant)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	c, path := configFlags("keys "+sub, keysCreateUsage)
+	var merchant *string
+	if sub == "create" {
+		merchant = c.Flags.String("merchant", "", "merchant `ID` (default: the first merchant)")
+	} else {
+		c.Usage = keysRotateUsage
+	}
+	if code, ok := c.Parse(args[1:], stdout, stderr); !ok {
+		return code
 	}
 	cfg, err := LoadConfig(*path, envOS)
 	if err != nil {
@@ -594,13 +686,40 @@ func rotateVault(cfg Config, stdout, stderr io.Writer) int {
 	return 0
 }
 
+const taxUsage = `Usage:
+  surgepay tax import FILE                validate a tax-rate CSV and install it in the data folder
+
+Run 'surgepay help tax import' for its flags.
+`
+
+const taxImportUsage = `Usage: surgepay tax import FILE [--config FILE]
+
+Validates the tax-rate CSV FILE (every bad line is named) and installs it as
+DATA_DIR/tax-rates.csv; restart the servers to use it (docs/tax.md).
+`
+
 func cmdTax(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) < 2 || args[0] != "import" {
-		fmt.Fprintln(stderr, "usage: surgepay tax import FILE [--config FILE]")
-		return 2
+	switch {
+	case len(args) == 0:
+		cli.Fail(stderr, "tax", "missing command: import")
+		return cli.ExitUsage
+	case cli.IsHelp(args[0]):
+		fmt.Fprint(stdout, taxUsage)
+		return cli.ExitOK
+	case args[0] != "import":
+		cli.Fail(stderr, "tax", "unknown command %q: import", args[0])
+		return cli.ExitUsage
 	}
-	file := args[1]
-	cfg, code := commandConfig("tax import", args[2:], stderr)
+	c, path := configFlags("tax import", taxImportUsage)
+	files, code, ok := c.ParseInterleaved(args[1:], stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(files) != 1 {
+		return c.Fail(stderr, "want one FILE, got %d arguments", len(files))
+	}
+	file := files[0]
+	cfg, code := commandConfig(*path, stderr)
 	if code >= 0 {
 		return code
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/internal/cli"
 	"github.com/surgepay/surgepay/settle"
 	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/stage"
@@ -83,10 +84,21 @@ const pendingCheckDefault = 72 * time.Hour
 // wait on it (PostgreSQL): no interval.
 const batchIntervalEmbedded = 250 * time.Millisecond
 
-func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
-	fs := flag.NewFlagSet("settle", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o := &settleOptions{}
+const settleUsage = `Usage: surgepay settle [--until-empty] [--max-rate N] [--batch-interval D] [--ack-wait D]
+                       [--orphan-grace D] [--pending-check-window D] [--metrics-listen ADDR] [flags]
+
+Captures the staged streamlined sales in batches and writes a report
+(docs/streamlined.md). Exit codes: 0 done, 1 error, 2 usage, 3 records left
+at the stage (--until-empty; see the report).
+`
+
+// settleFlags parses the flags of `surgepay settle`. ok is false when the
+// command must stop with code: 0 after --help, exitSettleUsage after a
+// usage error reported on stderr.
+func settleFlags(args []string, stdout, stderr io.Writer) (o *settleOptions, code int, ok bool) {
+	c := cli.New("settle", settleUsage)
+	fs := c.Flags
+	o = &settleOptions{}
 	fs.StringVar(&o.configPath, "config", "", "TOML config file (default: $SURGEPAY_CONFIG)")
 	fs.BoolVar(&o.untilEmpty, "until-empty", false, "stop once the stage is drained (default: run until interrupted)")
 	fs.StringVar(&o.reportJSON, "report-json", "", "write the JSON report to `FILE`")
@@ -117,38 +129,43 @@ func settleFlags(args []string, stderr io.Writer) (*settleOptions, error) {
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve Prometheus /metrics on `ADDR` (host:port, e.g. 127.0.0.1:9464; default: off):\n"+
 		"backlog, oldest age, last batch size, captures per second, totals. Bind it to loopback or a\n"+
 		"private network")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+	if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return nil, code, false
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	if err := o.check(); err != nil {
+		return nil, c.Fail(stderr, "%v", err), false
 	}
 	fs.Visit(func(f *flag.Flag) { o.batchIntervalSet = o.batchIntervalSet || f.Name == "batch-interval" })
+	return o, exitSettleOK, true
+}
+
+// check returns an error naming the first flag out of its range.
+func (o *settleOptions) check() error {
 	if o.pendingCheck < 0 || o.pendingCheck > settle.PendingCheckWindowMax {
-		return nil, fmt.Errorf("--pending-check-window %s must be 0 to %s", o.pendingCheck, settle.PendingCheckWindowMax)
+		return fmt.Errorf("--pending-check-window %s must be 0 to %s", o.pendingCheck, settle.PendingCheckWindowMax)
 	}
 	if o.batchInterval < 0 || o.batchInterval > settle.BatchIntervalMax {
-		return nil, fmt.Errorf("--batch-interval %s must be 0 to %s", o.batchInterval, settle.BatchIntervalMax)
+		return fmt.Errorf("--batch-interval %s must be 0 to %s", o.batchInterval, settle.BatchIntervalMax)
 	}
 	if o.stage != "" && o.stage != "embedded" && o.stage != "jetstream" {
-		return nil, fmt.Errorf("--stage %q must be embedded or jetstream", o.stage)
+		return fmt.Errorf("--stage %q must be embedded or jetstream", o.stage)
 	}
 	if o.batchSize < 1 || o.batchSize > settle.BatchSizeMaxLimit {
-		return nil, fmt.Errorf("--batch-size %d must be 1 to %d", o.batchSize, settle.BatchSizeMaxLimit)
+		return fmt.Errorf("--batch-size %d must be 1 to %d", o.batchSize, settle.BatchSizeMaxLimit)
 	}
 	if o.maxRate < 0 || o.maxRate > settle.RateMaxLimit {
-		return nil, fmt.Errorf("--max-rate %g must be 0 (no cap) to %d captures per second", o.maxRate, settle.RateMaxLimit)
+		return fmt.Errorf("--max-rate %g must be 0 (no cap) to %d captures per second", o.maxRate, settle.RateMaxLimit)
 	}
 	if o.workers < 1 || o.workers > settle.WorkersMax {
-		return nil, fmt.Errorf("--workers %d must be 1 to %d", o.workers, settle.WorkersMax)
+		return fmt.Errorf("--workers %d must be 1 to %d", o.workers, settle.WorkersMax)
 	}
 	if err := settle.CheckOrphanGrace(o.orphanGrace); err != nil {
-		return nil, fmt.Errorf("--orphan-grace %w", err)
+		return fmt.Errorf("--orphan-grace %w", err)
 	}
 	if err := checkListenAddr(o.metricsListen); o.metricsListen != "" && err != nil {
-		return nil, fmt.Errorf("--metrics-listen %w", err)
+		return fmt.Errorf("--metrics-listen %w", err)
 	}
-	return o, nil
+	return nil
 }
 
 // checkListenAddr returns an error, meant to follow the setting's name, if
@@ -182,12 +199,9 @@ func (o *settleOptions) fill(cfg Config) {
 
 // cmdSettle runs `surgepay settle`: the batch settlement processor.
 func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, err := settleFlags(args, stderr)
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(stderr, "surgepay settle: %v\n", err)
-		}
-		return exitSettleUsage
+	o, code, ok := settleFlags(args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	cfg, err := LoadConfig(o.configPath, envOS)
 	if err != nil {
@@ -430,19 +444,24 @@ func writeSettleReports(rep *settle.Report, o *settleOptions, stdout io.Writer) 
 	return err
 }
 
+const keysSettlementUsage = `Usage: surgepay keys settlement --out DIR
+
+Makes a settlement key pair in DIR: settlement.pub for the API hosts (they
+seal staged captures to it) and settlement.key for the settlement processor
+only (docs/streamlined.md).
+`
+
 // cmdKeysSettlement runs `surgepay keys settlement --out DIR`: a new
 // settlement key pair. The public key goes to API hosts; the private key
 // only to the settlement processor.
 func cmdKeysSettlement(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("keys settlement", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("out", "", "`DIR` for settlement.pub and settlement.key (required)")
-	if err := fs.Parse(args); err != nil {
-		return exitSettleUsage
+	c := cli.New("keys settlement", keysSettlementUsage)
+	out := c.Flags.String("out", "", "`DIR` for settlement.pub and settlement.key (required)")
+	if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return code
 	}
-	if *out == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: surgepay keys settlement --out DIR")
-		return exitSettleUsage
+	if *out == "" {
+		return c.Fail(stderr, "--out DIR is required")
 	}
 	id, err := stage.WriteKeyFiles(*out)
 	if err != nil {

@@ -447,9 +447,9 @@ func TestSettleBatchIntervalDefault(t *testing.T) {
 		{[]string{"--batch-interval", "0s"}, "embedded", 0},
 		{[]string{"--batch-interval", "1s"}, "jetstream", time.Second},
 	} {
-		o, err := settleFlags(c.args, io.Discard)
-		if err != nil {
-			t.Fatal(err)
+		o, code, ok := settleFlags(c.args, io.Discard, io.Discard)
+		if !ok {
+			t.Fatalf("%v: exit %d", c.args, code)
 		}
 		var cfg Config
 		cfg.Stage.Kind = c.stage

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/internal/cli"
 )
 
 // traceRequestTimeout bounds one request of `surgepay trace`.
@@ -27,37 +27,34 @@ var traceScenarios = map[string]string{
 	"refund":    "a purchase on a saved card, then a partial refund",
 }
 
-const traceUsage = `usage: surgepay trace --scenario checkout|returning|refund --url URL --api-key KEY
+const traceUsage = `Usage: surgepay trace --scenario checkout|returning|refund --url URL --api-key KEY
 
 Runs one payment flow against a server started with debug = true and prints,
 per request: route, status, time, SQL statements by kind, store time, cache
 hits and misses, provider time and trace ID (from the Surgepay-* debug
 headers). Like dbitrace: know what each request costs before load-testing it.
-
 `
 
 // cmdTrace runs `surgepay trace`.
 func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, traceUsage)
-		fs.PrintDefaults()
-	}
+	c := cli.New("trace", traceUsage)
+	fs := c.Flags
 	scenario := fs.String("scenario", "checkout", "flow to run: checkout, returning or refund")
 	url := fs.String("url", "http://127.0.0.1:8080", "the API's base URL")
 	key := fs.String("api-key", "", "API key (default: $SURGEPAY_API_KEY)")
 	card := fs.String("card", "4242424242424242", "card number (a simulator test card)")
 	amount := fs.Int64("amount", 2000, "amount in minor units")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return code
 	}
 	if *key == "" {
 		*key = envOS("SURGEPAY_API_KEY")
 	}
-	if _, ok := traceScenarios[*scenario]; !ok || *key == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return 2
+	if _, ok := traceScenarios[*scenario]; !ok {
+		return c.Fail(stderr, "unknown --scenario %q: checkout, returning or refund", *scenario)
+	}
+	if *key == "" {
+		return c.Fail(stderr, "--api-key or SURGEPAY_API_KEY is required")
 	}
 	t := &tracer{base: strings.TrimRight(*url, "/"), key: *key, client: &http.Client{Timeout: traceRequestTimeout},
 		card: *card, amount: *amount, run: surgepay.NewID("trace")}

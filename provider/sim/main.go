@@ -2,14 +2,14 @@ package sim
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/surgepay/surgepay/internal/cli"
 )
 
 // Server limits for Main.
@@ -29,14 +29,22 @@ const (
 	ExitUsage = 2 // bad flags or configuration.
 )
 
+const mainUsage = `Usage: surgepay simulator [--listen ADDR] [flags]
+
+Runs the card-network simulator as an HTTP server (no authentication: keep
+it on loopback or a private network) until interrupted; point serve and
+settle at it with provider.kind = "sim-http" and provider.url. Test cards
+and amounts that trigger each outcome: docs/simulator.md.
+`
+
 // Main is the body of `surgepay simulator [flags]`: it serves NewHandler on
 // --listen until ctx is cancelled, then shuts down gracefully. Calls
 // still sleeping through their latency end NotPerformed (they did nothing)
 // rather than hold up the shutdown. It prints the address it listens on to
 // stdout and problems to stderr, and returns an exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("surgepay simulator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := cli.New("simulator", mainUsage)
+	fs := c.Flags
 	cfg := DefaultConfig()
 	listen := fs.String("listen", "127.0.0.1:8181", "`address` to serve the simulator's HTTP API on (no authentication: keep it private)")
 	fs.TextVar(&cfg.Latency, "latency", cfg.Latency, "latency of every call: 0, fixed:D, uniform:D-D or lognormal:mean=D,p99=D")
@@ -49,19 +57,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.UnknownDropsConnection, "unknown-drops-connection", false, "answer unknown outcomes by closing the connection instead of status 504")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "random seed for faults and latencies; 0 picks one")
 	fs.IntVar(&cfg.RecordsMax, "records-max", RecordsMaxDefault, "operations kept for idempotency and lookup; the oldest are evicted beyond it")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "simulator: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+	if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return code
 	}
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "simulator: %v\n", err)
-		return ExitUsage
+		return c.Fail(stderr, "%v", err)
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
