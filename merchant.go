@@ -66,6 +66,25 @@ type MerchantSettings struct {
 	// least 1 (see Burst). At most MerchantRateBurstMax; ignored while
 	// RateLimit is 0.
 	RateBurst int `toml:"rate_burst" json:"rate_burst"`
+	// Processors is the merchant's processors in order of preference,
+	// named as in the configuration's [processors.NAME] sections;
+	// "default" is the [provider] section. An authorization goes to the
+	// first that can take it and fails over to the next only when the
+	// first provably did nothing (docs/processors.md). Empty (default):
+	// the default processor alone.
+	Processors []string `toml:"processors" json:"processors,omitempty"`
+	// Routes, checked in order, send the payments of one currency and/or
+	// card brand to their own processors; a payment no route matches uses
+	// Processors.
+	Routes []ProcessorRoute `toml:"routes" json:"routes,omitempty"`
+}
+
+// ProcessorRoute sends one currency's and/or card brand's payments to
+// Processors, in order. An empty Currency or Brand matches any.
+type ProcessorRoute struct {
+	Currency   string   `toml:"currency" json:"currency,omitempty"`
+	Brand      string   `toml:"brand" json:"brand,omitempty"`
+	Processors []string `toml:"processors" json:"processors"`
 }
 
 // Bounds of the per-merchant request rate limit.

@@ -99,6 +99,11 @@ type Config struct {
 	pendingRestart []string
 	Postgres       PostgresConfig `toml:"postgres"`
 	Provider       ProviderConfig `toml:"provider"`
+	// Processors are the merchants' payment processors by name
+	// ([processors.stripe_eu]); merchants.*.processors routes to them.
+	// See docs/processors.md. Default none: every payment goes to
+	// [provider].
+	Processors map[string]ProcessorConfig `toml:"processors"`
 	// Cache is the scoped cache: per entity a scope (process, server,
 	// global, off), a TTL and a memory bound; Redis for the shared scopes.
 	// See docs/cache.md.
@@ -283,6 +288,12 @@ func (c *Config) MerchantSettings() *engine.Settings {
 		if s.RateBurst == 0 && !c.rateWritten[id+".rate_burst"] {
 			s.RateBurst = from.RateBurst
 		}
+		if s.Processors == nil {
+			s.Processors = from.Processors
+		}
+		if s.Routes == nil {
+			s.Routes = from.Routes
+		}
 		return s
 	}
 	out := &engine.Settings{Default: inherit("default", c.Merchants["default"], surgepay.DefaultMerchantSettings()),
@@ -316,6 +327,7 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 	if err := cfg.applyEnv(env); err != nil {
 		return cfg, err
 	}
+	cfg.processorEnv(env)
 	if err := cfg.Telemetry.ApplyEnv(env); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
@@ -513,6 +525,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("provider.kind", "%q must be \"sim\" or \"sim-http\"", c.Provider.Kind)
 	}
+	c.validateProcessors(bad)
 	set := c.MerchantSettings()
 	if err := set.Default.Validate("merchants.default"); err != nil {
 		bad("merchants.default", "%s", err.(*surgepay.Error).Message)

@@ -20,6 +20,7 @@ Usage:
   surgepay keys create [--merchant ID]    make a new API key (for the first merchant by default)
   surgepay keys rotate                    add a new card-vault key and make it primary
   surgepay keys settlement --out DIR      make the settlement key pair (public: API hosts; private: settle only)
+  surgepay processors seal --name NAME    seal a processor's secret key (stdin) for [processors.NAME]
   surgepay settle [--until-empty]         capture staged streamlined sales in batches (docs/streamlined.md)
   surgepay trace --scenario checkout      run one flow and show where each request's time goes
   surgepay tax import FILE                validate a tax-rate CSV and install it in the data folder
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdSimulator(ctx, args[1:], stdout, stderr)
 	case "loadtest":
 		return cmdLoadtest(ctx, args[1:], stdout, stderr)
+	case "processors":
+		return cmdProcessors(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return cmdVersion(args[1:], stdout, stderr)
 	case "help":

@@ -60,7 +60,8 @@ func modTime(path string) time.Time {
 }
 
 // reloadConfig reads the configuration again and applies its reloadable
-// part, the merchant settings. current then holds the running
+// part, the merchant settings and, when serve started with some, the
+// [processors] (adding the first needs a restart). current then holds the running
 // configuration with the new merchant settings: what is in effect, not
 // what the file says. The settings that differ from the running ones but
 // are read only at start are kept in pendingRestart and logged by name
@@ -73,10 +74,17 @@ func reloadConfig(a *app, current *atomic.Pointer[Config], log *slog.Logger, why
 		log.Error("configuration reload refused; the running configuration stays", "why", why, "err", err.Error())
 		return
 	}
+	if err := a.reloadProcessors(cfg); err != nil {
+		log.Error("configuration reload refused; the running configuration stays", "why", why, "err", err.Error())
+		return
+	}
 	a.eng.SetSettings(cfg.MerchantSettings())
 	eff := *old
 	eff.Merchants, eff.rateWritten = cfg.Merchants, cfg.rateWritten
-	eff.pendingRestart = restartFields(old, &cfg)
+	if a.router != nil { // processors reload too once some ran at start
+		eff.Processors = cfg.Processors
+	}
+	eff.pendingRestart = restartFields(&eff, &cfg)
 	current.Store(&eff)
 	log.Info("configuration reloaded", "why", why)
 	if len(eff.pendingRestart) > 0 {

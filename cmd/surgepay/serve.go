@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +29,7 @@ import (
 	"github.com/surgepay/surgepay/groupcommit"
 	"github.com/surgepay/surgepay/internal/cli"
 	"github.com/surgepay/surgepay/postgres"
+	"github.com/surgepay/surgepay/provider/route"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/stage"
@@ -38,15 +41,20 @@ import (
 
 // app is the wired engine and its dependencies.
 type app struct {
-	cfg    Config
-	log    *slog.Logger
-	store  surgepay.Store
-	keys   *vault.Keyring
-	tax    surgepay.TaxTable
-	eng    *engine.Engine
-	tel    *telemetry.Telemetry
-	hooks  *appWebhooks // nil if the store has no webhooks
-	closer []func()
+	cfg   Config
+	log   *slog.Logger
+	store surgepay.Store
+	keys  *vault.Keyring
+	tax   surgepay.TaxTable
+	eng   *engine.Engine
+	tel   *telemetry.Telemetry
+	hooks *appWebhooks // nil if the store has no webhooks
+	// router and processors are set when [processors] are configured;
+	// def is then the [provider] section, the router's "default".
+	router     *route.Router
+	processors *processorSet
+	def        surgepay.Provider
+	closer     []func()
 }
 
 func (a *app) Close() {
@@ -112,6 +120,9 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	prov = a.tel.WrapProvider(prov)
+	if prov, err = a.openProcessors(cfg, prov); err != nil {
+		return nil, err
+	}
 	sealer, st, err := a.openStage(ctx)
 	if err != nil {
 		return nil, err
@@ -290,6 +301,41 @@ func sqliteMmapSize(mib int) int64 {
 		return -1
 	}
 	return int64(mib) << 20
+}
+
+// openProcessors puts the configured [processors] in front of def, the
+// [provider] section; without any, def is the provider alone. Routes are
+// read from the engine's merchant settings at each payment, so a reload
+// of the settings reroutes at once.
+func (a *app) openProcessors(cfg Config, def surgepay.Provider) (surgepay.Provider, error) {
+	if len(cfg.Processors) == 0 {
+		return def, nil
+	}
+	obs, err := a.tel.ProcessorMetrics(append(slices.Sorted(maps.Keys(cfg.Processors)), route.DefaultName))
+	if err != nil {
+		return nil, err
+	}
+	routes := func(merchantID string) route.Route { return routesOf(a.eng.SettingsFor)(merchantID) }
+	a.router, a.processors, err = openRouter(cfg, a.keys, def, a.tel.WrapProvider, obs, routes, false)
+	if err != nil {
+		return nil, err
+	}
+	a.def = def
+	return a.router, nil
+}
+
+// reloadProcessors rebuilds the processors from cfg (a connector whose
+// section did not change is kept, with its connections, breaker and
+// budget). It reports whether they were applied.
+func (a *app) reloadProcessors(cfg Config) error {
+	if a.router == nil {
+		return nil
+	}
+	procs, err := a.processors.processors(cfg, a.keys, a.def, a.tel.WrapProvider)
+	if err != nil {
+		return err
+	}
+	return a.router.Set(procs, routesOf(a.eng.SettingsFor))
 }
 
 func openProvider(cfg Config) (surgepay.Provider, error) {

@@ -22,11 +22,13 @@ import (
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
+	"github.com/surgepay/surgepay/provider/route"
 	"github.com/surgepay/surgepay/settle"
 	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/stage"
 	"github.com/surgepay/surgepay/stage/jetstream"
 	"github.com/surgepay/surgepay/telemetry"
+	"github.com/surgepay/surgepay/vault"
 )
 
 // Exit codes of `surgepay settle`.
@@ -217,14 +219,14 @@ func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "surgepay settle: --ack-wait %v\n", err)
 		return exitSettleUsage
 	}
-	if cfg.Provider.Kind == "sim" {
+	if cfg.Provider.Kind == "sim" && len(cfg.Processors) == 0 {
 		fmt.Fprintln(stderr, "surgepay settle: provider.kind = \"sim\" is a simulator inside this process, which knows none of "+
 			"the authorizations made by `surgepay serve`. Run `surgepay simulator` and set provider.kind = \"sim-http\" "+
 			"(SURGEPAY_PROVIDER=sim-http SURGEPAY_PROVIDER_URL=...) for both.")
 		return exitSettleUsage
 	}
 	log := newLogger(cfg, stderr)
-	prov, err := openProvider(cfg)
+	prov, err := openSettleProvider(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay settle: %v\n", err)
 		return exitSettleError
@@ -477,4 +479,39 @@ func cmdKeysSettlement(ctx context.Context, args []string, stdout, stderr io.Wri
 		id, filepath.Join(*out, stage.PublicKeyFile), stage.EnvPublicKey, base64.StdEncoding.EncodeToString(pub),
 		filepath.Join(*out, stage.PrivateKeyFile))
 	return exitSettleOK
+}
+
+// openSettleProvider is [provider], behind the [processors] when some are
+// configured: a staged capture goes to the processor its authorization
+// names, within the processor's settle budget. A sealed secret needs the
+// card vault's keyring (SURGEPAY_KEYRING or keyring_file); give settle
+// its processors' keys by env instead to keep the keyring off the
+// settlement host.
+func openSettleProvider(cfg Config) (surgepay.Provider, error) {
+	if len(cfg.Processors) == 0 {
+		return openProvider(cfg)
+	}
+	var def surgepay.Provider = unknownToSettle{}
+	if cfg.Provider.Kind != "sim" {
+		p, err := openProvider(cfg)
+		if err != nil {
+			return nil, err
+		}
+		def = p
+	}
+	var keys *vault.Keyring
+	if cfg.needsKeyring() {
+		var err error
+		if v := os.Getenv(vault.EnvVar); v != "" {
+			keys, err = vault.FromEnv(v)
+		} else {
+			keys, err = vault.Load(cfg.KeyringFile)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("a processor's secret_key is sealed and the keyring cannot be read: %w", err)
+		}
+	}
+	noWrap := func(p surgepay.Provider) surgepay.Provider { return p }
+	r, _, err := openRouter(cfg, keys, def, noWrap, nil, func(string) route.Route { return route.Route{} }, true)
+	return r, err
 }

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/internal/cli"
+	"github.com/surgepay/surgepay/provider/route"
+	"github.com/surgepay/surgepay/provider/stripe"
+	"github.com/surgepay/surgepay/vault"
+)
+
+// ProcessorConfig is one [processors.NAME] section: a processor account.
+type ProcessorConfig struct {
+	// Kind is "stripe" (the only real processor so far).
+	Kind string `toml:"kind"`
+	// SecretKey is the account's secret or restricted key. Write it
+	// sealed under the card vault's keyring ("sealed:…", from `surgepay
+	// processors seal`), or give it by env
+	// SURGEPAY_PROCESSOR_<NAME>_SECRET_KEY; a plain key in the file is
+	// accepted with a warning. Never printed: /config shows [redacted].
+	SecretKey cache.Secret `toml:"secret_key"`
+	// BaseURL is the processor's API address; "" is Stripe's own. Point it
+	// at a local double (stripe-mock, localstripe) for tests and staging.
+	BaseURL string `toml:"base_url"`
+	// Timeout bounds one call. Default 30s.
+	Timeout Duration `toml:"timeout"`
+	// ConnsMax bounds pooled connections, so concurrent calls. Default 64.
+	ConnsMax int `toml:"conns_max"`
+	// RetriesMax is how many times a call without an answer is sent again
+	// under the same idempotency key. Default 2; -1 none.
+	RetriesMax int `toml:"retries_max"`
+	// SearchLag: an authorization not found by search this long after it
+	// was sent is taken as never made. Default 15m.
+	SearchLag Duration `toml:"search_lag"`
+	// CallsPerSecond is this node's call budget at the account (Stripe:
+	// 100/s per account in live mode, 25/s in test mode; divide by the
+	// nodes sharing the account, and leave settle its share). 0 (default):
+	// unlimited. Burst: calls at once, default the rate rounded up.
+	CallsPerSecond float64 `toml:"calls_per_second"`
+	Burst          int     `toml:"burst"`
+	// InflightMax bounds concurrent calls; 0 (default): ConnsMax.
+	InflightMax int `toml:"inflight_max"`
+	// BudgetWait is how long a call may wait for its budget before it is
+	// refused (and the payment goes to the next processor, or gets 503
+	// with Retry-After). Default 50ms.
+	BudgetWait Duration `toml:"budget_wait"`
+	// SettleCallsPerSecond is `surgepay settle`'s own budget at the
+	// account, beside the API nodes' calls_per_second: set the two so
+	// that they add up to the account's limit, and settle spends only
+	// what the API leaves. 0 (default): calls_per_second.
+	SettleCallsPerSecond float64 `toml:"settle_calls_per_second"`
+}
+
+// processorName is what a [processors.NAME] may be called.
+var processorName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// sealedPrefix marks a secret sealed under the vault keyring.
+const sealedPrefix = "sealed:"
+
+// validateProcessors checks the processors and every merchant's routes.
+func (c *Config) validateProcessors(bad func(field, format string, args ...any)) {
+	for name, p := range c.Processors {
+		f := "processors." + name
+		if !processorName.MatchString(name) || name == route.DefaultName {
+			bad(f, "a processor's name is 1-32 of a-z, 0-9 and _, starting with a letter, and not %q", route.DefaultName)
+		}
+		if p.Kind != "stripe" {
+			bad(f+".kind", "%q must be \"stripe\"", p.Kind)
+		}
+		if p.SecretKey == "" {
+			bad(f+".secret_key", "is required (or env SURGEPAY_PROCESSOR_%s_SECRET_KEY)", strings.ToUpper(name))
+		}
+		if p.BaseURL != "" && !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://") {
+			bad(f+".base_url", "must be an http(s) URL")
+		}
+		if p.CallsPerSecond < 0 || p.SettleCallsPerSecond < 0 || p.Burst < 0 || p.InflightMax < 0 || p.ConnsMax < 0 || p.RetriesMax < -1 ||
+			p.RetriesMax > stripe.RetriesMaxMax {
+			bad(f, "calls_per_second, burst, inflight_max and conns_max must not be negative; retries_max is -1 to %d", stripe.RetriesMaxMax)
+		}
+	}
+	known := func(n string) bool { _, ok := c.Processors[n]; return ok || n == route.DefaultName }
+	check := func(field string, names []string) {
+		if len(names) > route.ProcessorsPerRouteMax {
+			bad(field, "at most %d processors", route.ProcessorsPerRouteMax)
+		}
+		for _, n := range names {
+			if !known(n) {
+				bad(field, "names %q, which is no [processors.%s] section (nor \"default\")", n, n)
+			}
+		}
+	}
+	for id, m := range c.Merchants {
+		check("merchants."+id+".processors", m.Processors)
+		for i, r := range m.Routes {
+			f := fmt.Sprintf("merchants.%s.routes[%d]", id, i)
+			check(f+".processors", r.Processors)
+			if len(r.Processors) == 0 {
+				bad(f+".processors", "is required")
+			}
+			if r.Currency != "" && !validCurrency(r.Currency) {
+				bad(f+".currency", "%q is not a supported ISO 4217 currency", r.Currency)
+			}
+		}
+	}
+}
+
+// processorEnv applies SURGEPAY_PROCESSOR_<NAME>_SECRET_KEY.
+func (c *Config) processorEnv(env func(string) string) {
+	for name, p := range c.Processors {
+		if v := env("SURGEPAY_PROCESSOR_" + strings.ToUpper(name) + "_SECRET_KEY"); v != "" {
+			p.SecretKey = cache.Secret(v)
+			c.Processors[name] = p
+		}
+	}
+}
+
+// unsealSecret returns a processor's secret key in the clear: sealed ones
+// are opened with the keyring (the processor's name is bound to it).
+func unsealSecret(keys *vault.Keyring, name string, s cache.Secret) (string, error) {
+	v := string(s)
+	if !strings.HasPrefix(v, sealedPrefix) {
+		return v, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(v, sealedPrefix))
+	if err != nil {
+		return "", fmt.Errorf("processors.%s.secret_key: not a sealed secret", name)
+	}
+	plain, err := keys.Decrypt(b, []byte("processor/"+name))
+	if err != nil {
+		return "", fmt.Errorf("processors.%s.secret_key: cannot be opened with this keyring (sealed for another processor name or keyring?)", name)
+	}
+	return string(plain), nil
+}
+
+// sealSecret seals a processor's secret key for the configuration file.
+func sealSecret(keys *vault.Keyring, name, secret string) (string, error) {
+	b, err := keys.Encrypt([]byte(secret), []byte("processor/"+name))
+	if err != nil {
+		return "", err
+	}
+	return sealedPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// processorSet builds the router's processors from the configuration,
+// reusing a connector whose configuration did not change (its pooled
+// connections), and the merchants' routes.
+type processorSet struct {
+	built     map[string]builtProcessor
+	forSettle bool
+}
+
+type builtProcessor struct {
+	cfg ProcessorConfig
+	p   surgepay.Provider
+}
+
+func (ps *processorSet) processors(cfg Config, keys *vault.Keyring, def surgepay.Provider, wrap func(surgepay.Provider) surgepay.Provider) ([]route.Processor, error) {
+	out := []route.Processor{{Name: route.DefaultName, Provider: def}}
+	next := make(map[string]builtProcessor, len(cfg.Processors))
+	names := make([]string, 0, len(cfg.Processors))
+	for n := range cfg.Processors {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		pc := cfg.Processors[name]
+		b, ok := ps.built[name]
+		if !ok || b.cfg != pc {
+			secret, err := unsealSecret(keys, name, pc.SecretKey)
+			if err != nil {
+				return nil, err
+			}
+			conn, err := stripe.New(stripe.Config{SecretKey: secret, BaseURL: pc.BaseURL, CallTimeout: pc.Timeout.Duration,
+				ConnsPerHostMax: pc.ConnsMax, RetriesMax: pc.RetriesMax, SearchLag: pc.SearchLag.Duration, Name: name})
+			if err != nil {
+				return nil, fmt.Errorf("processors.%s: %w", name, err)
+			}
+			b = builtProcessor{cfg: pc, p: wrap(conn)}
+		}
+		next[name] = b
+		inflight := pc.InflightMax
+		if inflight == 0 {
+			inflight = pc.ConnsMax
+		}
+		rate := pc.CallsPerSecond
+		if ps.forSettle && pc.SettleCallsPerSecond > 0 {
+			rate = pc.SettleCallsPerSecond
+		}
+		out = append(out, route.Processor{Name: name, Provider: b.p, CallsPerSecond: rate, Burst: pc.Burst,
+			InflightMax: inflight, BudgetWait: pc.BudgetWait.Duration})
+	}
+	ps.built = next
+	return out, nil
+}
+
+// routesOf returns the merchants' routes from their settings.
+func routesOf(settingsFor func(string) surgepay.MerchantSettings) func(string) route.Route {
+	return func(merchantID string) route.Route {
+		s := settingsFor(merchantID)
+		r := route.Route{Processors: s.Processors}
+		for _, pr := range s.Routes {
+			r.Rules = append(r.Rules, route.Rule{Currency: strings.ToLower(pr.Currency), Brand: pr.Brand, Processors: pr.Processors})
+		}
+		return r
+	}
+}
+
+// stdin is what `surgepay processors seal` reads (a test replaces it).
+var stdin io.Reader = os.Stdin
+
+// cmdProcessors is `surgepay processors seal --name NAME`: it reads a
+// processor's secret key from standard input and prints it sealed under
+// the card vault's keyring, for secret_key in [processors.NAME].
+func cmdProcessors(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		cli.Fail(stderr, "processors", "missing command: seal")
+		return cli.ExitUsage
+	case cli.IsHelp(args[0]):
+		fmt.Fprint(stdout, processorsUsage)
+		return cli.ExitOK
+	case args[0] != "seal":
+		cli.Fail(stderr, "processors", "unknown command %q: seal", args[0])
+		return cli.ExitUsage
+	}
+	c, path := configFlags("processors seal", processorsUsage)
+	name := c.Flags.String("name", "", "the processor's `NAME`, as in [processors.NAME] (required)")
+	if code, ok := c.Parse(args[1:], stdout, stderr); !ok {
+		return code
+	}
+	if !processorName.MatchString(*name) || *name == route.DefaultName {
+		return c.Fail(stderr, "--name must be a processor's name: 1-32 of a-z, 0-9 and _, not %q", route.DefaultName)
+	}
+	cfg, err := LoadConfig(*path, envOS)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return cli.ExitUsage
+	}
+	secret, err := bufio.NewReader(stdin).ReadString('\n')
+	if secret = strings.TrimSpace(secret); secret == "" {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = errors.New("no secret key on standard input")
+		}
+		fmt.Fprintf(stderr, "surgepay processors seal: %v\n", err)
+		return 1
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		fmt.Fprintf(stderr, "surgepay: data folder %s: %v\n", cfg.DataDir, err)
+		return 1
+	}
+	keys, err := openKeyring(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 1
+	}
+	sealed, err := sealSecret(keys, *name, secret)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "secret_key = %q\n", sealed)
+	return cli.ExitOK
+}
+
+const processorsUsage = `Usage: surgepay processors seal --name NAME [--config FILE]
+
+Reads a processor's secret key (sk_… or rk_…) from standard input and
+prints the line to put in its [processors.NAME] section: the key sealed
+under the card vault's keyring (AES-256-GCM, bound to NAME), so that the
+file never holds it in the clear. The keyring is the one serve uses
+(keyring_file, or SURGEPAY_KEYRING); rotating it keeps old seals
+readable; seal again before retiring the key that sealed one.
+
+  echo "$STRIPE_SECRET_KEY" | surgepay processors seal --name stripe_eu
+
+See docs/processors.md.
+`
+
+func validCurrency(code string) bool {
+	_, err := surgepay.ValidateCurrency("currency", code)
+	return err == nil
+}
+
+// SettleCallsPerSecond is in ProcessorConfig: see settleBudget.
+
+// openRouter puts the configured processors in front of def (the
+// [provider] section, as "default"): each connector is wrapped by wrap
+// (telemetry), the router reports to obs. forSettle gives each processor
+// its settle budget instead of the API's.
+func openRouter(cfg Config, keys *vault.Keyring, def surgepay.Provider, wrap func(surgepay.Provider) surgepay.Provider,
+	obs route.Observer, routes func(string) route.Route, forSettle bool) (*route.Router, *processorSet, error) {
+	ps := &processorSet{forSettle: forSettle}
+	procs, err := ps.processors(cfg, keys, def, wrap)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := route.New(obs)
+	if err := r.Set(procs, routes); err != nil {
+		return nil, nil, err
+	}
+	return r, ps, nil
+}
+
+// needsKeyring reports whether a processor's secret is sealed.
+func (c *Config) needsKeyring() bool {
+	for _, p := range c.Processors {
+		if strings.HasPrefix(string(p.SecretKey), sealedPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// unknownToSettle is settle's default processor when [provider] is the
+// in-process simulator: it knows no authorization serve made, so every
+// call is refused as not performed (the record stays staged) rather than
+// declined by a simulator that never saw it.
+type unknownToSettle struct{}
+
+func (unknownToSettle) refuse(op string) error {
+	return &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: op,
+		Err: errors.New("provider.kind = \"sim\" runs inside serve; settle cannot reach it (use sim-http)")}
+}
+func (u unknownToSettle) Authorize(context.Context, *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
+	return nil, u.refuse("authorize")
+}
+func (u unknownToSettle) Capture(context.Context, *surgepay.CaptureRequest) (*surgepay.ProviderResult, error) {
+	return nil, u.refuse("capture")
+}
+func (u unknownToSettle) Void(context.Context, *surgepay.VoidRequest) (*surgepay.ProviderResult, error) {
+	return nil, u.refuse("void")
+}
+func (u unknownToSettle) Refund(context.Context, *surgepay.RefundRequest) (*surgepay.ProviderResult, error) {
+	return nil, u.refuse("refund")
+}
+func (u unknownToSettle) Lookup(context.Context, string) (*surgepay.ProviderResult, error) {
+	return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Err: u.refuse("lookup")}
+}
