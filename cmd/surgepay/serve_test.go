@@ -128,6 +128,7 @@ func testConfig(t testing.TB, dir string, env map[string]string) Config {
 type server struct {
 	t      testing.TB
 	url    string
+	admin  string      // the admin listener's address, "" if off
 	out    *syncBuffer // serve's stdout
 	logs   *syncBuffer
 	cancel context.CancelFunc
@@ -141,7 +142,7 @@ type server struct {
 func startServe(t testing.TB, cfg Config) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{t: t, url: "http://" + cfg.Listen, out: &syncBuffer{}, logs: &syncBuffer{}, cancel: cancel,
+	s := &server{t: t, url: "http://" + cfg.Listen, admin: cfg.AdminListen, out: &syncBuffer{}, logs: &syncBuffer{}, cancel: cancel,
 		done: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	go func() { s.done <- serve(ctx, cfg, log, s.out) }()

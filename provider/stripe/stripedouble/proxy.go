@@ -76,13 +76,17 @@ var searchPath = regexp.MustCompile(`^/v1/payment_intents/search$`)
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	if r.Method == "GET" && searchPath.MatchString(r.URL.Path) {
-		p.search(w, r)
-		return
-	}
 	f := Pass
 	if p.Faults != nil {
 		f = p.Faults(r)
+	}
+	if r.Method == "GET" && searchPath.MatchString(r.URL.Path) {
+		if f == DropBefore {
+			hangUp(w)
+			return
+		}
+		p.search(w, r)
+		return
 	}
 	switch f { // faults before Stripe: the request never arrives
 	case DropBefore:

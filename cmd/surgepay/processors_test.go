@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/provider/stripe/stripedouble"
+)
+
+// stripeSecret is the test's processor secret: it must appear in no log,
+// no answer and no /config.
+const stripeSecret = "sk_test_surgepay_walkthrough_secret"
+
+// stripeServe runs serve with the default merchant routed to a Stripe
+// double (localstripe behind the fault proxy), its secret key sealed by
+// `surgepay processors seal`.
+func stripeServe(t *testing.T, extra string) (*server, *stripedouble.Proxy, string, string) {
+	t.Helper()
+	isolateEnv(t)
+	ls := stripedouble.StartLocalstripe(t)
+	proxy := stripedouble.NewProxy(t, ls)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "surgepay.toml")
+	base := fmt.Sprintf("data_dir = %q\nlisten = %q\nadmin_listen = %q\nlog_level = \"warn\"\nreconcile_interval = \"100ms\"\n",
+		filepath.Join(dir, "data"), freeAddr(t), freeAddr(t))
+	if err := os.WriteFile(file, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdin = strings.NewReader(stripeSecret + "\n")
+	t.Cleanup(func() { stdin = os.Stdin })
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"processors", "seal", "--name", "stripe_test", "--config", file}, &out, &errb); code != 0 {
+		t.Fatalf("processors seal: exit %d: %s", code, errb.String())
+	}
+	sealed := strings.TrimSpace(out.String())
+	if !strings.HasPrefix(sealed, `secret_key = "sealed:`) || strings.Contains(sealed, stripeSecret) {
+		t.Fatalf("processors seal printed %q, want a sealed secret_key line", sealed)
+	}
+	conf := base + fmt.Sprintf("\n[processors.stripe_test]\nkind = \"stripe\"\n%s\nbase_url = %q\ntimeout = \"2s\"\nsearch_lag = \"1ms\"\n%s\n"+
+		"[merchants.default]\nprocessors = [\"stripe_test\"]\n", sealed, proxy.URL, extra)
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(file, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, cfg)
+	return s, proxy, ls, readDevKey(t, cfg.DataDir)
+}
+
+// TestServeStripe takes the walk-through's payments through the Stripe
+// connector to localstripe: authorize with tax, partial capture, partial
+// and full refunds, a sale, a decline, 3-D Secure declined; localstripe's
+// own state matches; the secret key appears nowhere.
+func TestServeStripe(t *testing.T) {
+	s, _, ls, key := stripeServe(t, "")
+	c := newClient(s.url, key)
+	var cus, pm object
+	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada Lovelace", "email": "ada@example.com"}, 200, &cus)
+	c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+		"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030, "cvc": "123"}}, 200, &pm)
+	// localstripe needs a CVC with every card it tokenizes (Stripe does
+	// not), so each payment here carries one.
+	req := map[string]any{"amount": 2000, "currency": "usd", "customer": cus.ID, "payment_method": pm.ID, "cvc": "123",
+		"capture_method": "manual", "tax": map[string]any{"country": "US", "region": "CA", "postal_code": "94105"}}
+	var p struct {
+		payment
+		Transactions []struct {
+			Type        string `json:"type"`
+			ProviderRef string `json:"provider_reference"`
+		} `json:"transactions"`
+	}
+	first := c.must(t, "POST", "/v1/payments", "order-stripe-1", req, 200, &p)
+	if p.Status != "requires_capture" || len(p.Transactions) != 1 || !strings.HasPrefix(p.Transactions[0].ProviderRef, "stripe_test:pi_") {
+		t.Fatalf("authorization: %s; want requires_capture at stripe_test:pi_…", first.body)
+	}
+	pi := strings.TrimPrefix(p.Transactions[0].ProviderRef, "stripe_test:")
+	total := p.AmountTotal
+	if got := piField(t, ls, pi); got.Amount != total || got.Status != "requires_capture" || got.Metadata["surgepay_merchant"] == "" {
+		t.Fatalf("localstripe's payment intent: %+v, want %d requires_capture with surgepay metadata", got, total)
+	}
+	again := c.must(t, "POST", "/v1/payments", "order-stripe-1", req, 200, nil)
+	if !bytes.Equal(again.body, first.body) {
+		t.Fatalf("replay differs:\n%s\n%s", again.body, first.body)
+	}
+	c.must(t, "POST", "/v1/payments/"+p.ID+"/capture", "", map[string]any{"amount": total - 100}, 200, &p)
+	if p.Status != "succeeded" || p.AmountCaptured != total-100 || piField(t, ls, pi).Status != "succeeded" {
+		t.Fatalf("partial capture: %s captured %d, localstripe %s", p.Status, p.AmountCaptured, piField(t, ls, pi).Status)
+	}
+	c.must(t, "POST", "/v1/payments/"+p.ID+"/refunds", "", map[string]any{"amount": 500}, 200, &p)
+	c.must(t, "POST", "/v1/payments/"+p.ID+"/refunds", "", nil, 200, &p)
+	if p.Status != "refunded" || p.AmountRefunded != total-100 {
+		t.Fatalf("after refunds: %s refunded %d, want refunded %d", p.Status, p.AmountRefunded, total-100)
+	}
+	var refunds struct {
+		Data []struct {
+			Amount   int64             `json:"amount"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"data"`
+	}
+	stripedouble.GetJSON(t, ls, "/v1/refunds?payment_intent="+pi, &refunds)
+	var sum int64
+	for _, r := range refunds.Data {
+		if r.Metadata["surgepay_key"] != "" {
+			sum += r.Amount
+		}
+	}
+	if sum != total-100 {
+		t.Fatalf("localstripe holds refunds of %d made by surgepay, want %d", sum, total-100)
+	}
+
+	t.Run("Sale", func(t *testing.T) {
+		var sale payment
+		c.must(t, "POST", "/v1/payments", "", map[string]any{"amount": 700, "currency": "usd", "payment_method": pm.ID, "cvc": "123"}, 200, &sale)
+		if sale.Status != "succeeded" || sale.AmountCaptured != 700 {
+			t.Fatalf("sale: %+v", sale)
+		}
+	})
+	t.Run("ErrDeclined", func(t *testing.T) {
+		for _, tt := range []struct{ number, code string }{
+			{"4000000000000341", "generic_decline"},         // localstripe's charge decline
+			{"4000002500003155", "authentication_required"}, // 3-D Secure: cancelled, nothing charged
+		} {
+			var pm2 object
+			c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+				"card": map[string]any{"number": tt.number, "exp_month": 12, "exp_year": 2030, "cvc": "123"}}, 200, &pm2)
+			var e struct {
+				Error struct {
+					DeclineCode string `json:"decline_code"`
+				} `json:"error"`
+			}
+			c.must(t, "POST", "/v1/payments", "", map[string]any{"amount": 500, "currency": "usd", "payment_method": pm2.ID, "cvc": "123"}, 402, &e)
+			if e.Error.DeclineCode != tt.code {
+				t.Errorf("card %s: decline_code %q, want %q", tt.number, e.Error.DeclineCode, tt.code)
+			}
+		}
+	})
+	t.Run("SecretNowhere", func(t *testing.T) {
+		resp, err := http.Get("http://" + s.cfgAdmin(t) + "/config")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Contains(body, []byte("stripe_test")) {
+			t.Fatalf("/config does not show the processor: %s", body)
+		}
+		for what, text := range map[string]string{"/config": string(body), "logs": s.logs.String(), "stdout": s.out.String()} {
+			if strings.Contains(text, stripeSecret) || strings.Contains(text, "walkthrough_secret") {
+				t.Errorf("%s holds the processor's secret key", what)
+			}
+			if strings.Contains(text, "4242424242424242") {
+				t.Errorf("%s holds a card number", what)
+			}
+		}
+	})
+}
+
+// TestServeStripeReconciles: an authorization whose answer is lost (the
+// connection drops after localstripe made it, no retry) is stored in
+// processing and then resolved by the reconciler through the connector's
+// search: the client's retry replays, nothing is charged twice.
+func TestServeStripeReconciles(t *testing.T) {
+	s, proxy, ls, key := stripeServe(t, "retries_max = -1")
+	// The answer to the authorization is lost, and so are the searches
+	// the request itself makes (surgepay.ReconcileAttemptsMax): the
+	// payment is stored in processing, for the reconciler.
+	var drop atomic.Bool
+	var searchDrops atomic.Int64
+	proxy.Faults = func(r *http.Request) stripedouble.Fault {
+		if r.Method == "POST" && r.URL.Path == "/v1/payment_intents" && drop.CompareAndSwap(true, false) {
+			searchDrops.Store(surgepay.ReconcileAttemptsMax)
+			return stripedouble.DropAfter
+		}
+		if r.Method == "GET" && strings.HasSuffix(r.URL.Path, "/search") && searchDrops.Add(-1) >= 0 {
+			return stripedouble.DropBefore
+		}
+		return stripedouble.Pass
+	}
+	c := newClient(s.url, key)
+	var cus, pm object
+	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada"}, 200, &cus)
+	c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+		"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030, "cvc": "123"}}, 200, &pm)
+	drop.Store(true)
+	req := map[string]any{"amount": 1500, "currency": "usd", "payment_method": pm.ID, "cvc": "123", "capture_method": "manual"}
+	var p payment
+	c.must(t, "POST", "/v1/payments", "order-lost", req, 200, &p)
+	if p.Status != "processing" {
+		t.Fatalf("an authorization whose answer was lost: status %s, want processing", p.Status)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for p.Status == "processing" && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		c.must(t, "GET", "/v1/payments/"+p.ID, "", nil, 200, &p)
+	}
+	if p.Status != "requires_capture" {
+		t.Fatalf("after reconciliation: status %s, want requires_capture", p.Status)
+	}
+	var list struct {
+		Data []struct {
+			Status   string            `json:"status"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"data"`
+	}
+	stripedouble.GetJSON(t, ls, "/v1/payment_intents?limit=100", &list)
+	live := 0
+	for _, pi := range list.Data {
+		if pi.Status == "requires_capture" && pi.Metadata["surgepay_merchant"] != "" {
+			live++
+		}
+	}
+	if live != 1 {
+		t.Fatalf("localstripe holds %d authorizations, want 1", live)
+	}
+	c.must(t, "POST", "/v1/payments/"+p.ID+"/capture", "", nil, 200, &p)
+	if p.Status != "succeeded" || p.AmountCaptured != 1500 {
+		t.Fatalf("capture after reconciliation: %+v", p)
+	}
+}
+
+type piState struct {
+	Amount   int64             `json:"amount"`
+	Status   string            `json:"status"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+func piField(t *testing.T, base, id string) piState {
+	t.Helper()
+	var pi piState
+	stripedouble.GetJSON(t, base, "/v1/payment_intents/"+id, &pi)
+	return pi
+}
+
+// cfgAdmin is the admin listener's address, from the config serve runs.
+func (s *server) cfgAdmin(t *testing.T) string {
+	t.Helper()
+	if s.admin == "" {
+		t.Fatal("the server has no admin listener")
+	}
+	return s.admin
+}
