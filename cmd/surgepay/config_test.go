@@ -474,6 +474,8 @@ func TestExampleConfig(t *testing.T) {
 		// Uncomment the "# key = value" lines: the settings without a fixed
 		// default are there as examples.
 		uncommented := regexp.MustCompile(`(?m)^# ?([a-z_]+ = )`).ReplaceAll(text, []byte("$1"))
+		// and the example tables: "# [processors.stripe_eu]".
+		uncommented = regexp.MustCompile(`(?m)^# (\[[a-z_.]+\])$`).ReplaceAll(uncommented, []byte("$1"))
 		var c Config
 		md, err := toml.Decode(string(uncommented), &c)
 		if err != nil {
