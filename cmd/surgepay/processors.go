@@ -199,7 +199,7 @@ func (ps *processorSet) processors(cfg Config, keys *vault.Keyring, def surgepay
 			rate = pc.SettleCallsPerSecond
 		}
 		out = append(out, route.Processor{Name: name, Provider: b.p, CallsPerSecond: rate, Burst: pc.Burst,
-			InflightMax: inflight, BudgetWait: pc.BudgetWait.Duration})
+			InflightMax: inflight, BudgetWait: pc.BudgetWait.Duration, AuthorizeCalls: stripe.AuthorizeCalls})
 	}
 	ps.built = next
 	return out, nil

@@ -66,6 +66,11 @@ type Processor struct {
 	// BudgetWait is how long a call may wait for the budget or an
 	// in-flight slot. Default BudgetWaitMaxDefault.
 	BudgetWait time.Duration
+	// AuthorizeCalls, if set, says how many of the processor's API
+	// operations an authorization costs against the budget (Stripe: two
+	// with card data, a PaymentMethod and a PaymentIntent; one with a
+	// token). nil: one.
+	AuthorizeCalls func(*surgepay.AuthorizeRequest) int
 }
 
 // Rule routes the payments of one currency and/or card brand.
@@ -162,7 +167,7 @@ func (r *Router) Set(ps []Processor, routes func(merchantID string) Route) error
 
 func sameLimits(a, b Processor) bool {
 	return a.CallsPerSecond == b.CallsPerSecond && a.Burst == b.Burst && a.InflightMax == b.InflightMax &&
-		a.BudgetWait == b.BudgetWait && a.Provider == b.Provider
+		a.BudgetWait == b.BudgetWait && a.Provider == b.Provider && (a.AuthorizeCalls == nil) == (b.AuthorizeCalls == nil)
 }
 
 func (r *Router) newProc(p Processor) *proc {
@@ -209,11 +214,11 @@ var (
 	errRefused = errors.New("refused before the call")
 )
 
-// acquire takes a budget token and an in-flight slot, waiting up to
+// acquire takes n budget tokens and an in-flight slot, waiting up to
 // BudgetWait; release returns the slot.
-func (p *proc) acquire(ctx context.Context) (release func(), retryAfter time.Duration, err error) {
+func (p *proc) acquire(ctx context.Context, n int) (release func(), retryAfter time.Duration, err error) {
 	if p.limiter != nil {
-		res := p.limiter.Reserve()
+		res := p.limiter.ReserveN(time.Now(), min(n, p.limiter.Burst())) // a call dearer than the burst takes it whole
 		if d := res.Delay(); d > p.BudgetWait || !res.OK() {
 			res.Cancel()
 			return nil, max(d, time.Second), errBudget
@@ -246,6 +251,11 @@ func (p *proc) acquire(ctx context.Context) (release func(), retryAfter time.Dur
 // do runs one call at p under its breaker and budget. A refusal before
 // the call is a NotPerformed *surgepay.ProviderError naming p.
 func (r *Router) do(ctx context.Context, p *proc, op string, fn func(context.Context) (*surgepay.ProviderResult, error)) (*surgepay.ProviderResult, error) {
+	return r.doN(ctx, p, op, 1, fn)
+}
+
+// doN is do for a call that costs n of the processor's operations.
+func (r *Router) doN(ctx context.Context, p *proc, op string, n int, fn func(context.Context) (*surgepay.ProviderResult, error)) (*surgepay.ProviderResult, error) {
 	// A lookup is how an unknown outcome is learned: the breaker does not
 	// hold it back (its budget does), nor does its answer move the breaker.
 	done := func(error) {}
@@ -258,7 +268,7 @@ func (r *Router) do(ctx context.Context, p *proc, op string, fn func(context.Con
 		return nil, &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: op, Processor: p.Name,
 			Err: fmt.Errorf("processor %s: circuit breaker open (%w)", p.Name, errRefused), RetryAfter: BreakerOpenFor}
 	}
-	release, retryAfter, err := p.acquire(ctx)
+	release, retryAfter, err := p.acquire(ctx, n)
 	if err != nil {
 		done(nil) // not the processor's fault
 		r.refused(p.Name, "budget")
@@ -339,7 +349,11 @@ func (r *Router) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest) 
 		if i > 0 && r.obs != nil {
 			r.obs.Failover(names[i-1], name)
 		}
-		res, err := r.do(ctx, p, "authorize", func(ctx context.Context) (*surgepay.ProviderResult, error) {
+		cost := 1
+		if p.AuthorizeCalls != nil {
+			cost = max(p.AuthorizeCalls(req), 1)
+		}
+		res, err := r.doN(ctx, p, "authorize", cost, func(ctx context.Context) (*surgepay.ProviderResult, error) {
 			return p.Provider.Authorize(ctx, req)
 		})
 		if err == nil {

@@ -149,6 +149,24 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+// TestBudgetCountsOperations: an authorization that costs the processor
+// two API operations (Stripe with card data) spends two of its budget.
+func TestBudgetCountsOperations(t *testing.T) {
+	r := route.New(nil)
+	two := func(*surgepay.AuthorizeRequest) int { return 2 }
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: sim.New(sim.DefaultConfig())},
+		{Name: "a", Provider: sim.New(sim.DefaultConfig()), CallsPerSecond: 0.001, Burst: 4, BudgetWait: time.Millisecond,
+			AuthorizeCalls: two}}, fixed("a")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		_, err := r.Authorize(t.Context(), authReq(fmt.Sprint("c", i)))
+		if want := i < 2; (err == nil) != want {
+			t.Fatalf("authorization %d with a budget of 4 operations at 2 each: got %v, want allowed %v", i, err, want)
+		}
+	}
+}
+
 // TestBreakerOpensAndFailsOver: after BreakerFailuresMax refused calls
 // the breaker opens and the processor is no longer called at all.
 func TestBreakerOpensAndFailsOver(t *testing.T) {

@@ -193,6 +193,16 @@ func (t onceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(c)
 }
 
+// AuthorizeCalls is how many Stripe API operations Authorize makes for
+// req, for a call budget: two with card data (PaymentMethod, then
+// PaymentIntent), one with a token.
+func AuthorizeCalls(req *surgepay.AuthorizeRequest) int {
+	if req.Token != "" {
+		return 1
+	}
+	return 2
+}
+
 // Authorize creates and confirms a PaymentIntent: capture_method manual,
 // or automatic for a sale (req.Capture).
 func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
