@@ -1,6 +1,7 @@
 package surgepay
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"time"
@@ -171,6 +172,29 @@ type PaymentMethod struct {
 	ExpYear     int
 	Fingerprint string
 	HolderName  string
-	SealedPAN   []byte
+	SealedPAN   []byte // the card number in the vault; nil for a processor token
 	Created     time.Time
+	// Processor and ProcessorToken, for a payment method that is a
+	// processor's own token (a Stripe pm_… collected by Stripe.js on the
+	// merchant's page): surgepay never saw the card number. Its payments
+	// go to Processor and nowhere else. Both empty for a card in the vault.
+	Processor      string
+	ProcessorToken string
+}
+
+// TokenCard is what a processor tells of the card behind one of its
+// tokens.
+type TokenCard struct {
+	Brand       string
+	Last4       string
+	ExpMonth    int
+	ExpYear     int
+	Fingerprint string // the processor's own, the same for the same card
+}
+
+// TokenDescriber is a Provider that can describe the card behind a token
+// of processor (a router) or of its own (a connector, which ignores
+// processor). A token it does not know is an EINVALID error.
+type TokenDescriber interface {
+	DescribeToken(ctx context.Context, processor, token string) (*TokenCard, error)
 }

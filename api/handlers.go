@@ -106,11 +106,19 @@ func (s *Server) createPaymentMethod(w http.ResponseWriter, r *http.Request, cal
 	if req.Type != "" && req.Type != "card" {
 		return surgepay.Invalid("type", "invalid_value", "type must be card")
 	}
-	if req.Card == nil {
-		return surgepay.Invalid("card", "missing", "card is required")
+	if req.Card != nil && req.ProcessorToken != nil {
+		return surgepay.Invalid("processor_token", "invalid_value", "give card or processor_token, not both")
 	}
-	in := &engine.CardInput{CustomerID: req.Customer, Card: surgepay.CardInput{Number: surgepay.PAN(req.Card.Number),
-		ExpMonth: req.Card.ExpMonth, ExpYear: req.Card.ExpYear, CVC: surgepay.CVC(req.Card.CVC)}}
+	if req.Card == nil && req.ProcessorToken == nil {
+		return surgepay.Invalid("card", "missing", "card (or processor_token) is required")
+	}
+	in := &engine.CardInput{CustomerID: req.Customer}
+	if req.Card != nil {
+		in.Card = surgepay.CardInput{Number: surgepay.PAN(req.Card.Number),
+			ExpMonth: req.Card.ExpMonth, ExpYear: req.Card.ExpYear, CVC: surgepay.CVC(req.Card.CVC)}
+	} else {
+		in.Token = &engine.TokenInput{Processor: req.ProcessorToken.Processor, Token: req.ProcessorToken.Token}
+	}
 	if req.BillingDetails != nil {
 		in.Card.Name = req.BillingDetails.Name
 	}

@@ -41,13 +41,16 @@ type paymentMethodJSON struct {
 	Customer       string      `json:"customer"`
 	Card           cardJSON    `json:"card"`
 	BillingDetails billingJSON `json:"billing_details"`
-	Created        int64       `json:"created"`
+	// Processor is the processor a token belongs to; absent for a card in
+	// the vault. The token itself is never returned.
+	Processor string `json:"processor,omitempty"`
+	Created   int64  `json:"created"`
 }
 
 func paymentMethodOf(pm *surgepay.PaymentMethod) paymentMethodJSON {
 	return paymentMethodJSON{ID: pm.ID, Object: "payment_method", Type: "card", Customer: pm.CustomerID,
 		Card:           cardJSON{Brand: pm.Brand, Last4: pm.Last4, ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, Fingerprint: pm.Fingerprint},
-		BillingDetails: billingJSON{Name: pm.HolderName}, Created: pm.Created.Unix()}
+		BillingDetails: billingJSON{Name: pm.HolderName}, Processor: pm.Processor, Created: pm.Created.Unix()}
 }
 
 type taxJSON struct {
@@ -166,10 +169,17 @@ type cardRequest struct {
 }
 
 type paymentMethodRequest struct {
-	Customer       string       `json:"customer"`
-	Type           string       `json:"type"`
-	Card           *cardRequest `json:"card"`
-	BillingDetails *billingJSON `json:"billing_details"`
+	Customer       string                 `json:"customer"`
+	Type           string                 `json:"type"`
+	Card           *cardRequest           `json:"card"`
+	ProcessorToken *processorTokenRequest `json:"processor_token"`
+	BillingDetails *billingJSON           `json:"billing_details"`
+}
+
+// processorTokenRequest is a processor's own payment method token.
+type processorTokenRequest struct {
+	Processor string `json:"processor"`
+	Token     string `json:"token"`
 }
 
 type taxRequest struct {

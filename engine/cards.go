@@ -2,15 +2,29 @@ package engine
 
 import (
 	"context"
+	"regexp"
 
 	"github.com/surgepay/surgepay"
 )
 
-// CardInput is a request to save a card for a customer.
+// CardInput is a request to save a card for a customer: a card number for
+// the vault, or (Token set) a processor's own token for it.
 type CardInput struct {
 	CustomerID string
 	Card       surgepay.CardInput
+	Token      *TokenInput
 }
+
+// TokenInput names a processor's payment method token (a Stripe pm_…
+// collected by Stripe.js on the merchant's page).
+type TokenInput struct {
+	Processor string
+	Token     string
+}
+
+// tokenPattern is what a processor token may look like: a lower-case
+// prefix, an underscore and letters, digits or underscores (pm_1N…).
+var tokenPattern = regexp.MustCompile(`^[a-z]{2,10}_[A-Za-z0-9_]{1,200}$`)
 
 func methodKey(merchantID, id string) string { return merchantID + "/" + id }
 
@@ -19,6 +33,9 @@ func methodKey(merchantID, id string) string { return merchantID + "/" + id }
 // expiry and a keyed fingerprint. The CVC is checked and then dropped: it is
 // never stored.
 func (e *Engine) CreatePaymentMethod(ctx context.Context, call *Call, in *CardInput) (*surgepay.PaymentMethod, error) {
+	if in.Token != nil {
+		return e.createTokenMethod(ctx, call, in)
+	}
 	brand, err := in.Card.Validate(e.now())
 	if err != nil {
 		return nil, err
@@ -44,6 +61,58 @@ func (e *Engine) CreatePaymentMethod(ctx context.Context, call *Call, in *CardIn
 			return err
 		}
 		pm.SealedPAN = sealed
+		w := &surgepay.Write{PaymentMethodInsert: pm}
+		e.attach(call, w, pm, nil)
+		if err := e.apply(ctx, call, w); err != nil {
+			return err
+		}
+		if err := e.methods.Set(ctx, methodKey(call.MerchantID, pm.ID), pm); err != nil {
+			e.log.Warn("cache payment method", "payment_method", pm.ID, "err", err.Error())
+		}
+		out = pm
+		return nil
+	})
+	return out, err
+}
+
+// createTokenMethod saves a processor's token as a payment method: the
+// processor describes the card (brand, last4, expiry: one call to it), the
+// token is stored as it is, and its payments go to that processor only.
+func (e *Engine) createTokenMethod(ctx context.Context, call *Call, in *CardInput) (*surgepay.PaymentMethod, error) {
+	switch {
+	case in.CustomerID == "":
+		return nil, surgepay.Invalid("customer", "missing", "customer is required")
+	case in.Token.Processor == "":
+		return nil, surgepay.Invalid("processor_token.processor", "missing", "processor_token.processor is required")
+	case !tokenPattern.MatchString(in.Token.Token):
+		return nil, surgepay.Invalid("processor_token.token", "invalid_value",
+			"processor_token.token must be a processor's payment method id, like pm_1Nx…")
+	}
+	d, ok := e.provider.(surgepay.TokenDescriber)
+	if !ok {
+		return nil, surgepay.Invalid("processor_token.processor", "invalid_value",
+			"no configured processor takes tokens; see docs/processors.md")
+	}
+	var out *surgepay.PaymentMethod
+	err := e.idempotent(ctx, call, func() error {
+		if _, err := e.store.FindCustomer(ctx, call.MerchantID, in.CustomerID); err != nil {
+			if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
+				return surgepay.NotFound("customer", "customer")
+			}
+			return err
+		}
+		card, err := d.DescribeToken(ctx, in.Token.Processor, in.Token.Token)
+		if err != nil {
+			return err
+		}
+		pm := &surgepay.PaymentMethod{ID: surgepay.NewID("pm"), MerchantID: call.MerchantID,
+			CustomerID: in.CustomerID, Brand: card.Brand, Last4: card.Last4, ExpMonth: card.ExpMonth, ExpYear: card.ExpYear,
+			HolderName: in.Card.Name, Created: e.now(), Processor: in.Token.Processor, ProcessorToken: in.Token.Token}
+		fp := card.Fingerprint
+		if fp == "" {
+			fp = in.Token.Token
+		}
+		pm.Fingerprint = e.vault.Fingerprint(call.MerchantID, []byte(in.Token.Processor+":"+fp))
 		w := &surgepay.Write{PaymentMethodInsert: pm}
 		e.attach(call, w, pm, nil)
 		if err := e.apply(ctx, call, w); err != nil {

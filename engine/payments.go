@@ -166,14 +166,18 @@ func (e *Engine) adoptPaymentID(call *Call, p *surgepay.Payment, res *surgepay.P
 // authorize asks the provider to authorize p; with capture (a standard
 // sale) to capture at once. The streamlined path authorizes only.
 func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment, pm *surgepay.PaymentMethod, in *PaymentInput, capture bool) (*surgepay.ProviderResult, error) {
-	pan, err := e.vault.Decrypt(pm.SealedPAN, []byte(methodKey(call.MerchantID, pm.ID)))
-	if err != nil {
-		return nil, fmt.Errorf("decrypt payment method %s: %w", pm.ID, err)
-	}
 	req := &surgepay.AuthorizeRequest{IdempotencyKey: authorizeKey(call, p), MerchantID: call.MerchantID,
 		PaymentID: p.ID, Amount: p.AmountTotal(), Currency: p.Currency,
-		Card:    surgepay.ProviderCard{Number: surgepay.PAN(pan), ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, CVC: in.CVC},
 		Capture: capture && p.CaptureMethod == surgepay.CaptureAutomatic}
+	if pm.ProcessorToken != "" { // the processor's own token: no card data, its processor only
+		req.Token, req.Processor = pm.ProcessorToken, pm.Processor
+	} else {
+		pan, err := e.vault.Decrypt(pm.SealedPAN, []byte(methodKey(call.MerchantID, pm.ID)))
+		if err != nil {
+			return nil, fmt.Errorf("decrypt payment method %s: %w", pm.ID, err)
+		}
+		req.Card = surgepay.ProviderCard{Number: surgepay.PAN(pan), ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, CVC: in.CVC}
+	}
 	sent := e.now()
 	res, perr := e.provider.Authorize(ctx, req)
 	if surgepay.IsUnknown(perr) {

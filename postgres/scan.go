@@ -13,7 +13,7 @@ const (
 	merchantCols      = "id, name, created"
 	apiKeyCols        = "id, merchant_id, hash, prefix, revoked, created"
 	customerCols      = "merchant_id, id, name, email, description, metadata, version, created, updated"
-	paymentMethodCols = "merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created"
+	paymentMethodCols = "merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created, processor, processor_token"
 	paymentCols       = "merchant_id, id, customer_id, payment_method_id, amount, amount_tax, currency, capture_method, " +
 		"status, amount_authorized, amount_captured, amount_refunded, description, metadata, tax, decline_code, " +
 		"failure_message, authorization_ref, transactions, pending, path, version, created, updated"
@@ -56,7 +56,7 @@ func scanCustomer(row pgx.Row) (*surgepay.Customer, error) {
 func scanPaymentMethod(row pgx.Row) (*surgepay.PaymentMethod, error) {
 	var pm surgepay.PaymentMethod
 	err := row.Scan(&pm.MerchantID, &pm.ID, &pm.CustomerID, &pm.Brand, &pm.Last4, &pm.ExpMonth,
-		&pm.ExpYear, &pm.Fingerprint, &pm.HolderName, &pm.SealedPAN, &pm.Created)
+		&pm.ExpYear, &pm.Fingerprint, &pm.HolderName, &pm.SealedPAN, &pm.Created, &pm.Processor, &pm.ProcessorToken)
 	if err != nil {
 		return nil, err
 	}

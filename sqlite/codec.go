@@ -215,18 +215,18 @@ func scanCustomer(r scanner) (*surgepay.Customer, error) {
 	return &c, nil
 }
 
-const paymentMethodCols = "merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created"
+const paymentMethodCols = "merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created, processor, processor_token"
 
 func paymentMethodArgs(pm *surgepay.PaymentMethod) []any {
 	return []any{pm.MerchantID, pm.ID, pm.CustomerID, pm.Brand, pm.Last4, pm.ExpMonth, pm.ExpYear,
-		pm.Fingerprint, pm.HolderName, pm.SealedPAN, timeArg(pm.Created)}
+		pm.Fingerprint, pm.HolderName, pm.SealedPAN, timeArg(pm.Created), pm.Processor, pm.ProcessorToken}
 }
 
 func scanPaymentMethod(r scanner) (*surgepay.PaymentMethod, error) {
 	var pm surgepay.PaymentMethod
 	var created sql.NullInt64
 	if err := r.Scan(&pm.MerchantID, &pm.ID, &pm.CustomerID, &pm.Brand, &pm.Last4, &pm.ExpMonth, &pm.ExpYear,
-		&pm.Fingerprint, &pm.HolderName, &pm.SealedPAN, &created); err != nil {
+		&pm.Fingerprint, &pm.HolderName, &pm.SealedPAN, &created, &pm.Processor, &pm.ProcessorToken); err != nil {
 		return nil, err
 	}
 	pm.Created = timeOf(created)

@@ -229,6 +229,10 @@ func samplePaymentMethod(merchantID, customerID string) *surgepay.PaymentMethod 
 		HolderName:  "Zoë O'Brien",
 		SealedPAN:   []byte{0x00, 0x01, 0xff, 0xfe, 'k', 'i', 'd', 0x00, 0x7f},
 		Created:     now(),
+		// A vault card has no token and a token no sealed number; the
+		// store keeps whatever it is given, so the round trip sets both.
+		Processor:      "stripe_eu",
+		ProcessorToken: "pm_1NfixtureTokenAbc",
 	}
 }
 

@@ -116,3 +116,15 @@ func (p *Provider) LookupOperation(ctx context.Context, q *surgepay.LookupQuery)
 	defer func() { done(res, err) }()
 	return surgepay.LookupOperation(ctx, p.next, q)
 }
+
+var _ surgepay.TokenDescriber = (*Provider)(nil)
+
+// DescribeToken passes to the decorated provider, or answers EINVALID if
+// it takes no tokens.
+func (p *Provider) DescribeToken(ctx context.Context, processor, token string) (*surgepay.TokenCard, error) {
+	d, ok := p.next.(surgepay.TokenDescriber)
+	if !ok {
+		return nil, surgepay.Invalid("processor_token.processor", "invalid_value", "this processor takes no tokens")
+	}
+	return d.DescribeToken(ctx, processor, token)
+}

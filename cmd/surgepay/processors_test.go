@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -292,4 +294,87 @@ func TestProcessorsConfig(t *testing.T) {
 			t.Fatalf("got %v, %v; want the env secret", cfg.Processors, err)
 		}
 	})
+}
+
+// TestServeStripeToken saves a Stripe token (a pm_… made at localstripe,
+// as Stripe.js would on the merchant's page) as a payment method and pays
+// with it: surgepay never sees the card number, the card's brand and last
+// four come from the processor, and the payment goes to that processor.
+func TestServeStripeToken(t *testing.T) {
+	s, _, ls, key := stripeServe(t, "")
+	c := newClient(s.url, key)
+	form := url.Values{"type": {"card"}, "card[number]": {"4000056655665556"}, "card[exp_month]": {"11"},
+		"card[exp_year]": {"2031"}, "card[cvc]": {"321"}}
+	req, _ := http.NewRequest("POST", ls+"/v1/payment_methods", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("sk_test_merchant_page", "") // Stripe.js would use the publishable key
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	if !strings.HasPrefix(tok.ID, "pm_") {
+		t.Fatalf("localstripe made no payment method: %+v", tok)
+	}
+	var cus object
+	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Grace"}, 200, &cus)
+	var pm struct {
+		ID        string `json:"id"`
+		Processor string `json:"processor"`
+		Card      struct {
+			Brand    string `json:"brand"`
+			Last4    string `json:"last4"`
+			ExpMonth int    `json:"exp_month"`
+		} `json:"card"`
+	}
+	saved := c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+		"processor_token": map[string]any{"processor": "stripe_test", "token": tok.ID}}, 200, &pm)
+	if pm.Processor != "stripe_test" || pm.Card.Brand != "visa" || pm.Card.Last4 != "5556" || pm.Card.ExpMonth != 11 {
+		t.Fatalf("saved token: %s", saved.body)
+	}
+	if bytes.Contains(saved.body, []byte(tok.ID)) {
+		t.Fatalf("the answer returns the token: %s", saved.body)
+	}
+	var p struct {
+		payment
+		Transactions []struct {
+			ProviderRef string `json:"provider_reference"`
+		} `json:"transactions"`
+	}
+	c.must(t, "POST", "/v1/payments", "tok-sale-1", map[string]any{"amount": 990, "currency": "usd", "payment_method": pm.ID}, 200, &p)
+	if p.Status != "succeeded" || len(p.Transactions) == 0 || !strings.HasPrefix(p.Transactions[0].ProviderRef, "stripe_test:pi_") {
+		t.Fatalf("sale with the token: %+v", p)
+	}
+	var pi struct {
+		PaymentMethod string `json:"payment_method"`
+		Status        string `json:"status"`
+	}
+	stripedouble.GetJSON(t, ls, "/v1/payment_intents/"+strings.TrimPrefix(p.Transactions[0].ProviderRef, "stripe_test:"), &pi)
+	if pi.PaymentMethod != tok.ID || pi.Status != "succeeded" {
+		t.Fatalf("localstripe's payment intent: %+v, want on %s, succeeded", pi, tok.ID)
+	}
+
+	for _, tt := range []struct {
+		name, processor, token, param string
+	}{
+		{"ErrUnknownToken", "stripe_test", "pm_doesnotexist", "processor_token.token"},
+		{"ErrMalformedToken", "stripe_test", "4242424242424242", "processor_token.token"},
+		{"ErrUnknownProcessor", "nope", tok.ID, "processor_token.processor"},
+		{"ErrDefaultProcessor", "default", tok.ID, "processor_token.processor"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var e struct {
+				Error struct {
+					Param string `json:"param"`
+				} `json:"error"`
+			}
+			c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+				"processor_token": map[string]any{"processor": tt.processor, "token": tt.token}}, 400, &e)
+			if e.Error.Param != tt.param {
+				t.Fatalf("param %q, want %q", e.Error.Param, tt.param)
+			}
+		})
+	}
 }

@@ -504,3 +504,29 @@ func rulesOf(rt Route) [][]string {
 	}
 	return out
 }
+
+var _ surgepay.TokenDescriber = (*Router)(nil)
+
+// DescribeToken asks the named processor about one of its tokens, within
+// its budget. A processor that is not configured, or takes no tokens, is
+// an EINVALID error naming processor_token.processor.
+func (r *Router) DescribeToken(ctx context.Context, processor, token string) (*surgepay.TokenCard, error) {
+	p, ok := r.t.Load().procs[processor]
+	if !ok || processor == DefaultName {
+		return nil, surgepay.Invalid("processor_token.processor", "invalid_value",
+			"no processor named %q takes tokens here", processor)
+	}
+	d, ok := p.Provider.(surgepay.TokenDescriber)
+	if !ok {
+		return nil, surgepay.Invalid("processor_token.processor", "invalid_value",
+			"processor %q takes no tokens", processor)
+	}
+	release, retryAfter, err := p.acquire(ctx, 1)
+	if err != nil {
+		r.refused(p.Name, "budget")
+		return nil, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable",
+			RetryAfter: max(int(retryAfter/time.Second), 1), Message: "the processor's call budget is spent; retry later"}
+	}
+	defer release()
+	return d.DescribeToken(ctx, processor, token)
+}

@@ -502,3 +502,31 @@ func (p *Provider) lookupFailed(op string, err error) (*surgepay.ProviderResult,
 func (p *Provider) notPerformed(op string, err error) error {
 	return &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: op, Processor: p.cfg.Name, Err: err}
 }
+
+var _ surgepay.TokenDescriber = (*Provider)(nil)
+
+// DescribeToken reads the PaymentMethod token (pm_…) at Stripe: its card's
+// brand, last four digits, expiry and Stripe's fingerprint. A token Stripe
+// does not know, or not a card, is EINVALID on processor_token.token; no
+// answer is EUNAVAILABLE (nothing is stored; retry).
+func (p *Provider) DescribeToken(ctx context.Context, _ string, token string) (*surgepay.TokenCard, error) {
+	params := &stripego.PaymentMethodRetrieveParams{}
+	var pm *stripego.PaymentMethod
+	res, err := p.call(ctx, "describe", func(ctx context.Context) (err error) {
+		params.Context = ctx
+		pm, err = p.c.V1PaymentMethods.Retrieve(ctx, token, params)
+		return err
+	})
+	if err != nil {
+		return nil, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable", RetryAfter: 1,
+			Message: "the processor did not answer about the token; it is safe to retry"}
+	}
+	if res != nil {
+		return nil, surgepay.Invalid("processor_token.token", "invalid_value", "the processor does not know this token: %s", res.Message)
+	}
+	if pm.Card == nil {
+		return nil, surgepay.Invalid("processor_token.token", "invalid_value", "the token is not a card")
+	}
+	return &surgepay.TokenCard{Brand: string(pm.Card.Brand), Last4: pm.Card.Last4, ExpMonth: int(pm.Card.ExpMonth),
+		ExpYear: int(pm.Card.ExpYear), Fingerprint: pm.Card.Fingerprint}, nil
+}
