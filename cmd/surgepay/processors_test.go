@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -377,4 +378,93 @@ func TestServeStripeToken(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestServeSwitchProcessorsUnderLoad switches the default merchant between
+// Stripe (localstripe) and the simulator by editing the configuration file
+// while sales run: no answer is a 5xx, every answered sale is stored, and
+// each refunds afterwards at the processor that authorized it, named by
+// its reference, whatever the routing says by then.
+func TestServeSwitchProcessorsUnderLoad(t *testing.T) {
+	s, _, _, key := stripeServe(t, "")
+	file := s.cfgPath
+	orig, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(s.url, key)
+	var cus, pm object
+	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Load"}, 200, &cus)
+	c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+		"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030, "cvc": "123"}}, 200, &pm)
+
+	const workers, seconds = 4, 7
+	var mu sync.Mutex
+	var ids []string
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	stop := time.Now().Add(seconds * time.Second)
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stop); i++ {
+				r, err := c.do(t.Context(), "POST", "/v1/payments", fmt.Sprintf("switch-%d-%d", w, i),
+					map[string]any{"amount": 1000 + i, "currency": "usd", "payment_method": pm.ID, "cvc": "123"})
+				if err != nil {
+					t.Errorf("sale: %v", err)
+					return
+				}
+				var p payment
+				json.Unmarshal(r.body, &p)
+				mu.Lock()
+				statuses[r.status]++
+				if r.status == 200 {
+					ids = append(ids, p.ID)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	// default, then stripe_test, then default again; the file is polled
+	// every configPollInterval, each edit gets a new modification time.
+	for i, to := range []string{`["default"]`, `["stripe_test"]`, `["default"]`} {
+		time.Sleep(configPollInterval + 200*time.Millisecond)
+		text := strings.Replace(string(orig), `processors = ["stripe_test"]`, "processors = "+to, 1)
+		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mt := time.Now().Add(time.Duration(i+1) * time.Second)
+		os.Chtimes(file, mt, mt)
+	}
+	wg.Wait()
+	for st, n := range statuses {
+		if st != 200 {
+			t.Errorf("%d answers %d, want every sale 200", n, st)
+		}
+	}
+	at := map[string]int{}
+	for _, id := range ids {
+		var p struct {
+			payment
+			Transactions []struct {
+				ProviderRef string `json:"provider_reference"`
+			} `json:"transactions"`
+		}
+		c.must(t, "GET", "/v1/payments/"+id, "", nil, 200, &p)
+		if p.Status != "succeeded" || len(p.Transactions) == 0 {
+			t.Fatalf("payment %s: %+v, want succeeded", id, p)
+		}
+		proc := "default"
+		if strings.HasPrefix(p.Transactions[0].ProviderRef, "stripe_test:") {
+			proc = "stripe_test"
+		}
+		at[proc]++
+		c.must(t, "POST", "/v1/payments/"+id+"/refunds", "", nil, 200, &p)
+		if p.Status != "refunded" {
+			t.Fatalf("refund of %s (at %s): %s", id, proc, p.Status)
+		}
+	}
+	if at["default"] == 0 || at["stripe_test"] == 0 {
+		t.Fatalf("sales by processor %v: the switch did not take effect both ways", at)
+	}
+	t.Logf("%d sales, by processor %v, all refunded", len(ids), at)
 }

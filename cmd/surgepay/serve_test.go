@@ -126,15 +126,16 @@ func testConfig(t testing.TB, dir string, env map[string]string) Config {
 
 // server is `serve` running in process.
 type server struct {
-	t      testing.TB
-	url    string
-	admin  string      // the admin listener's address, "" if off
-	out    *syncBuffer // serve's stdout
-	logs   *syncBuffer
-	cancel context.CancelFunc
-	done   chan error
-	err    error
-	ended  bool
+	t       testing.TB
+	url     string
+	admin   string      // the admin listener's address, "" if off
+	cfgPath string      // the configuration file, if serve read one
+	out     *syncBuffer // serve's stdout
+	logs    *syncBuffer
+	cancel  context.CancelFunc
+	done    chan error
+	err     error
+	ended   bool
 }
 
 // startServe runs serve(ctx, cfg, ...) in a goroutine and waits until it
@@ -142,7 +143,7 @@ type server struct {
 func startServe(t testing.TB, cfg Config) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{t: t, url: "http://" + cfg.Listen, admin: cfg.AdminListen, out: &syncBuffer{}, logs: &syncBuffer{}, cancel: cancel,
+	s := &server{t: t, url: "http://" + cfg.Listen, admin: cfg.AdminListen, cfgPath: cfg.path, out: &syncBuffer{}, logs: &syncBuffer{}, cancel: cancel,
 		done: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	go func() { s.done <- serve(ctx, cfg, log, s.out) }()
