@@ -14,6 +14,9 @@ const (
 
 	// RequestBodyBytesMax bounds every request body.
 	RequestBodyBytesMax = 64 << 10
+	// ProcessorEventBytesMax bounds a processor's webhook body (a Stripe
+	// event carries its whole object; they run to tens of KiB).
+	ProcessorEventBytesMax = 512 << 10
 
 	// MetadataKeysMax, MetadataKeyBytesMax and MetadataValueBytesMax bound metadata.
 	MetadataKeysMax       = 20

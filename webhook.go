@@ -69,17 +69,19 @@ type WebhookEvent struct {
 
 // Webhook event types: what a Write did to a payment.
 const (
-	WebhookPaymentAuthorized  = "payment.authorized"     // now requires_capture
-	WebhookPaymentProcessing  = "payment.processing"     // provider outcome unknown
-	WebhookPaymentSucceeded   = "payment.succeeded"      // a sale, or a capture
-	WebhookPaymentCaptured    = "payment.captured"       // settlement captured a streamlined sale
-	WebhookPaymentFailed      = "payment.failed"         // declined, or settlement's capture declined
-	WebhookPaymentCanceled    = "payment.canceled"       // voided
-	WebhookPaymentRefunded    = "payment.refunded"       // a refund, partial or full
-	WebhookPaymentCaptureFail = "payment.capture_failed" // the network declined a capture
-	WebhookPaymentVoidFail    = "payment.void_failed"    // the network declined a void
-	WebhookPaymentRefundFail  = "payment.refund_failed"  // the network declined a refund
-	WebhookPaymentUpdated     = "payment.updated"        // any other change
+	WebhookPaymentAuthorized  = "payment.authorized"      // now requires_capture
+	WebhookPaymentProcessing  = "payment.processing"      // provider outcome unknown
+	WebhookPaymentSucceeded   = "payment.succeeded"       // a sale, or a capture
+	WebhookPaymentCaptured    = "payment.captured"        // settlement captured a streamlined sale
+	WebhookPaymentFailed      = "payment.failed"          // declined, or settlement's capture declined
+	WebhookPaymentCanceled    = "payment.canceled"        // voided
+	WebhookPaymentRefunded    = "payment.refunded"        // a refund, partial or full
+	WebhookPaymentCaptureFail = "payment.capture_failed"  // the network declined a capture
+	WebhookPaymentVoidFail    = "payment.void_failed"     // the network declined a void
+	WebhookPaymentRefundFail  = "payment.refund_failed"   // the network declined a refund
+	WebhookPaymentUpdated     = "payment.updated"         // any other change
+	WebhookPaymentDisputed    = "payment.disputed"        // the cardholder disputed it (chargeback)
+	WebhookPaymentDispute     = "payment.dispute_updated" // its dispute changed or closed (won, lost)
 )
 
 // WebhookEventType names the change that a Write's audit events (oldest
@@ -88,6 +90,12 @@ const (
 // status as it was is named by its outcome.
 func WebhookEventType(events []*Event, p *Payment) string {
 	from, op := events[0].FromStatus, events[len(events)-1].Type
+	switch op {
+	case ProcessorEventDisputeCreated:
+		return WebhookPaymentDisputed
+	case ProcessorEventDisputeUpdated, ProcessorEventDisputeClosed:
+		return WebhookPaymentDispute
+	}
 	if from != p.Status {
 		switch p.Status {
 		case StatusRequiresCapture:

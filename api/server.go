@@ -91,6 +91,9 @@ func (s *Server) routesInit() {
 		w.Write(openAPI)
 	})
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	// A processor's webhooks carry no API key: the processor's signature
+	// authenticates them (engine.ApplyProcessorEvent verifies it).
+	s.mux.HandleFunc("POST /v1/processor_webhooks/{processor}", s.processorWebhook)
 	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if !s.cfg.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)

@@ -263,8 +263,8 @@ func TestStreamlinedSaleOnJetStream(t *testing.T) {
 			if r.Status != 200 || captureTx(t, r)["status"] != "pending" {
 				t.Fatalf("sale: %d %s", r.Status, r.Raw)
 			}
-			if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=1 select=0 ") {
-				t.Fatalf("Surgepay-Sql %q, want total=1 select=0", sql)
+			if sql := r.Header.Get("Surgepay-Sql"); !strings.HasPrefix(sql, "total=2 select=1 ") { // the key's read, the write
+				t.Fatalf("Surgepay-Sql %q, want total=2 select=1", sql)
 			}
 			if depth, _, err := e.js.Backlog(context.Background()); err != nil || depth != 1 {
 				t.Fatalf("JetStream backlog %d, %v; want 1", depth, err)

@@ -92,7 +92,17 @@ type paymentJSON struct {
 	DeclineCode      string            `json:"decline_code,omitempty"`
 	FailureMessage   string            `json:"failure_message,omitempty"`
 	Transactions     []transactionJSON `json:"transactions"`
-	Created          int64             `json:"created"`
+	// Dispute is the payment's latest dispute (chargeback) at its
+	// processor; absent if none. The payment's status stays as it was.
+	Dispute *disputeJSON `json:"dispute,omitempty"`
+	Created int64        `json:"created"`
+}
+
+type disputeJSON struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Amount int64  `json:"amount"`
+	Reason string `json:"reason,omitempty"`
 }
 
 func paymentOf(p *surgepay.Payment) paymentJSON {
@@ -111,6 +121,9 @@ func paymentOf(p *surgepay.Payment) paymentJSON {
 		out.Transactions = append(out.Transactions, transactionJSON{ID: t.ID, Type: t.Type, Status: t.Status,
 			Amount: t.Amount, ProviderReference: t.ProviderRef, DeclineCode: t.DeclineCode, Message: t.Message,
 			Created: t.Created.Unix()})
+	}
+	if d := p.Dispute(); d != nil {
+		out.Dispute = &disputeJSON{ID: d.ProviderRef, Status: d.Status, Amount: d.Amount, Reason: d.Message}
 	}
 	return out
 }

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/surgepay/surgepay"
@@ -90,4 +93,24 @@ func (s *Server) deleteWebhookEndpoint(w http.ResponseWriter, r *http.Request, c
 		return s.write(w, r, call, nil, notFoundParam(err, "id"))
 	}
 	return s.write(w, r, call, &engine.Deleted{ID: ep.ID, Object: "webhook_endpoint"}, nil)
+}
+
+// processorWebhook applies a processor's webhook: 200 with what was done
+// (applied, unchanged, duplicate, ignored, unknown_payment), 400 for a
+// signature that does not verify (the processor retries, then gives up),
+// 404 for a processor that is not configured, 503 to be retried.
+func (s *Server) processorWebhook(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, surgepay.ProcessorEventBytesMax))
+	if err != nil {
+		s.writeError(w, r, &surgepay.Error{Code: surgepay.EINVALID, Reason: "body_too_large", Param: "body",
+			Message: fmt.Sprintf("a processor's webhook must be at most %d bytes", surgepay.ProcessorEventBytesMax)})
+		return
+	}
+	done, err := s.eng.ApplyProcessorEvent(r.Context(), r.PathValue("processor"), body, r.Header)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"received": true, "result": done})
+	s.writeRaw(w, r, http.StatusOK, b)
 }

@@ -136,6 +136,7 @@ type DB struct {
 }
 
 var _ surgepay.Store = (*DB)(nil)
+var _ surgepay.PaymentByRefFinder = (*DB)(nil)
 
 // Open connects, applies pending migrations and starts the committers.
 func Open(ctx context.Context, cfg Config) (*DB, error) {

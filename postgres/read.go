@@ -163,6 +163,22 @@ func (db *DB) FindPayment(ctx context.Context, merchantID, id string) (*surgepay
 	return p, nil
 }
 
+// FindPaymentByRef returns the payment authorized as ref at a configured
+// processor ("stripe_eu:pi_…"), of any merchant; ENOTFOUND if none. One
+// probe of a partial index that holds routed payments only.
+func (db *DB) FindPaymentByRef(ctx context.Context, ref string) (*surgepay.Payment, error) {
+	defer count(ctx, surgepay.StmtSelect)()
+	p, err := scanPayment(db.pool.QueryRow(ctx,
+		"SELECT "+paymentCols+" FROM payments WHERE authorization_ref = $1 AND authorization_ref LIKE '%:%' LIMIT 1", ref))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, surgepay.NotFound("reference", "payment")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find payment by reference: %w", err)
+	}
+	return p, nil
+}
+
 // ListPayments returns a page of the merchant's payments that match f,
 // newest first, and whether more follow. Each combination of filters is
 // its own SQL text, so that each gets its own cached plan and index.

@@ -19,6 +19,7 @@ const ProcessingListMax = 1000
 type readStmts struct {
 	merchant, merchants, apiKey, apiKeys         *sql.Stmt
 	customer, paymentMethod, payment, processing *sql.Stmt
+	paymentByRef                                 *sql.Stmt
 	events, idempotency                          *sql.Stmt
 	staged, stagedBacklog                        *sql.Stmt
 }
@@ -36,6 +37,8 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&r.paymentMethod, "SELECT " + paymentMethodCols + " FROM payment_methods WHERE merchant_id = ? AND id = ?"},
 		{&r.payment, "SELECT " + paymentCols + " FROM payments WHERE merchant_id = ? AND id = ?"},
 		{&r.processing, "SELECT " + paymentCols + " FROM payments WHERE status = 'processing' ORDER BY id LIMIT ?"},
+		// The GLOB term is the partial index's own (0007_processor_tokens).
+		{&r.paymentByRef, "SELECT " + paymentCols + " FROM payments WHERE authorization_ref = ? AND authorization_ref GLOB '*:*' LIMIT 1"},
 		{&r.events, "SELECT " + eventCols + " FROM payment_events WHERE merchant_id = ? AND payment_id = ? ORDER BY seq"},
 		{&r.idempotency, "SELECT " + idempotencyCols + " FROM idempotency WHERE merchant_id = ? AND key = ?"},
 		{&r.staged, "SELECT " + stagedCols + " FROM staged_captures WHERE id > ? ORDER BY id LIMIT ?"},
@@ -152,6 +155,13 @@ func (db *DB) FindPaymentMethod(ctx context.Context, merchantID, id string) (*su
 // SELECT: transactions are a column of the payment.
 func (db *DB) FindPayment(ctx context.Context, merchantID, id string) (*surgepay.Payment, error) {
 	return findOne(ctx, db.readSt.payment, scanPayment, "id", "payment", merchantID, id)
+}
+
+// FindPaymentByRef returns the payment authorized as ref at a configured
+// processor ("stripe_eu:pi_…"), of any merchant; ENOTFOUND if none. One
+// probe of a partial index that holds routed payments only.
+func (db *DB) FindPaymentByRef(ctx context.Context, ref string) (*surgepay.Payment, error) {
+	return findOne(ctx, db.readSt.paymentByRef, scanPayment, "reference", "payment", ref)
 }
 
 // FindIdempotency returns ENOTFOUND if the merchant has no record for key.

@@ -376,3 +376,28 @@ func testEventsImmutable(t *testing.T, s surgepay.Store) {
 	apply(t, s, w2)
 	findPayment(t, s, m.ID, p2.ID)
 }
+
+// testPaymentFindByRef: a payment authorized at a configured processor is
+// found by its qualified reference, of any merchant; the default
+// processor's references (no "name:") are not indexed and not found.
+func testPaymentFindByRef(t *testing.T, s surgepay.Store) {
+	f, ok := s.(surgepay.PaymentByRefFinder)
+	if !ok {
+		t.Skip("the store does not find payments by reference")
+	}
+	m := newMerchant(t, s)
+	routed := samplePayment(m.ID, "", surgepay.NewID("pm"))
+	routed.AuthorizationRef = "stripe_eu:pi_" + routed.ID
+	plain := samplePayment(m.ID, "", surgepay.NewID("pm"))
+	plain.AuthorizationRef = "auth_" + plain.ID
+	apply(t, s, &surgepay.Write{PaymentInsert: routed})
+	apply(t, s, &surgepay.Write{PaymentInsert: plain})
+	got, err := f.FindPaymentByRef(t.Context(), routed.AuthorizationRef)
+	if err != nil || got.ID != routed.ID || got.MerchantID != m.ID {
+		t.Fatalf("FindPaymentByRef(%s): got %v, %v; want payment %s", routed.AuthorizationRef, got, err, routed.ID)
+	}
+	_, err = f.FindPaymentByRef(t.Context(), plain.AuthorizationRef)
+	wantNotFound(t, "FindPaymentByRef(a default processor's reference)", err)
+	_, err = f.FindPaymentByRef(t.Context(), "stripe_eu:pi_unknown")
+	wantNotFound(t, "FindPaymentByRef(unknown)", err)
+}

@@ -86,6 +86,7 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 		{"PaymentRoundTripEveryField", testPaymentRoundTripEveryField},
 		{"PaymentRoundTripMinimal", testPaymentRoundTripMinimal},
 		{"PaymentUpdate", testPaymentUpdate},
+		{"PaymentFindByRef", testPaymentFindByRef},
 		{"PaymentUpdateErrStale", testPaymentUpdateErrStale},
 		{"PaymentUpdateErrNotFound", testPaymentUpdateErrNotFound},
 		{"PaymentListPagination", testPaymentListPagination},

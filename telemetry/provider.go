@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -127,4 +128,16 @@ func (p *Provider) DescribeToken(ctx context.Context, processor, token string) (
 		return nil, surgepay.Invalid("processor_token.processor", "invalid_value", "this processor takes no tokens")
 	}
 	return d.DescribeToken(ctx, processor, token)
+}
+
+var _ surgepay.EventParser = (*Provider)(nil)
+
+// ParseEvent passes to the decorated provider, or answers ENOTFOUND if it
+// takes no webhooks.
+func (p *Provider) ParseEvent(processor string, payload []byte, header http.Header) (*surgepay.ProcessorEvent, error) {
+	ep, ok := p.next.(surgepay.EventParser)
+	if !ok {
+		return nil, surgepay.NotFound("processor", "processor")
+	}
+	return ep.ParseEvent(processor, payload, header)
 }

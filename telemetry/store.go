@@ -134,6 +134,17 @@ func (s *Store) FindPayment(ctx context.Context, merchantID, id string) (v *surg
 	return s.next.FindPayment(ctx, merchantID, id)
 }
 
+// FindPaymentByRef passes to the decorated store if it has the capability.
+func (s *Store) FindPaymentByRef(ctx context.Context, ref string) (v *surgepay.Payment, err error) {
+	f, ok := s.next.(surgepay.PaymentByRefFinder)
+	if !ok {
+		return nil, surgepay.NotFound("reference", "payment")
+	}
+	ctx, end := s.span(ctx, "FindPaymentByRef")
+	defer func() { end(err) }()
+	return f.FindPaymentByRef(ctx, ref)
+}
+
 func (s *Store) ListPayments(ctx context.Context, merchantID string, f surgepay.PaymentFilter) (v []*surgepay.Payment, more bool, err error) {
 	ctx, end := s.span(ctx, "ListPayments", attribute.Int("surgepay.page.limit", f.Limit))
 	defer func() { end(err) }()

@@ -37,9 +37,9 @@ func (k *keys) Set(v string) error { *k = append(*k, v); return nil }
 
 type target struct {
 	label, key, pm, currency string
-	mu             sync.Mutex
-	total, own     *hdrhistogram.Histogram
-	ok, failed     atomic.Int64
+	mu                       sync.Mutex
+	total, own               *hdrhistogram.Histogram
+	ok, failed               atomic.Int64
 }
 
 func main() {

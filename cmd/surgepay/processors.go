@@ -31,6 +31,11 @@ type ProcessorConfig struct {
 	// SURGEPAY_PROCESSOR_<NAME>_SECRET_KEY; a plain key in the file is
 	// accepted with a warning. Never printed: /config shows [redacted].
 	SecretKey cache.Secret `toml:"secret_key"`
+	// WebhookSecret is the signing secret (whsec_…) of the processor's
+	// webhook endpoint pointing at POST /v1/processor_webhooks/NAME; sealed
+	// like secret_key, or env SURGEPAY_PROCESSOR_<NAME>_WEBHOOK_SECRET.
+	// "" (default): the processor's webhooks are refused.
+	WebhookSecret cache.Secret `toml:"webhook_secret"`
 	// BaseURL is the processor's API address; "" is Stripe's own. Point it
 	// at a local double (stripe-mock, localstripe) for tests and staging.
 	BaseURL string `toml:"base_url"`
@@ -121,8 +126,11 @@ func (c *Config) processorEnv(env func(string) string) {
 	for name, p := range c.Processors {
 		if v := env("SURGEPAY_PROCESSOR_" + strings.ToUpper(name) + "_SECRET_KEY"); v != "" {
 			p.SecretKey = cache.Secret(v)
-			c.Processors[name] = p
 		}
+		if v := env("SURGEPAY_PROCESSOR_" + strings.ToUpper(name) + "_WEBHOOK_SECRET"); v != "" {
+			p.WebhookSecret = cache.Secret(v)
+		}
+		c.Processors[name] = p
 	}
 }
 
@@ -182,8 +190,13 @@ func (ps *processorSet) processors(cfg Config, keys *vault.Keyring, def surgepay
 			if err != nil {
 				return nil, err
 			}
+			whsec, err := unsealSecret(keys, name, pc.WebhookSecret)
+			if err != nil {
+				return nil, err
+			}
 			conn, err := stripe.New(stripe.Config{SecretKey: secret, BaseURL: pc.BaseURL, CallTimeout: pc.Timeout.Duration,
-				ConnsPerHostMax: pc.ConnsMax, RetriesMax: pc.RetriesMax, SearchLag: pc.SearchLag.Duration, Name: name})
+				ConnsPerHostMax: pc.ConnsMax, RetriesMax: pc.RetriesMax, SearchLag: pc.SearchLag.Duration, Name: name,
+				WebhookSecret: whsec})
 			if err != nil {
 				return nil, fmt.Errorf("processors.%s: %w", name, err)
 			}
@@ -316,7 +329,7 @@ func openRouter(cfg Config, keys *vault.Keyring, def surgepay.Provider, wrap fun
 // needsKeyring reports whether a processor's secret is sealed.
 func (c *Config) needsKeyring() bool {
 	for _, p := range c.Processors {
-		if strings.HasPrefix(string(p.SecretKey), sealedPrefix) {
+		if strings.HasPrefix(string(p.SecretKey), sealedPrefix) || strings.HasPrefix(string(p.WebhookSecret), sealedPrefix) {
 			return true
 		}
 	}

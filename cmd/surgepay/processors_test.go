@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripe/stripe-go/v82/webhook"
+
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/provider/stripe/stripedouble"
 )
@@ -467,4 +469,150 @@ func TestServeSwitchProcessorsUnderLoad(t *testing.T) {
 		t.Fatalf("sales by processor %v: the switch did not take effect both ways", at)
 	}
 	t.Logf("%d sales, by processor %v, all refunded", len(ids), at)
+}
+
+// signedEvent is a Stripe event of type typ about object, signed with
+// secret as Stripe signs its webhooks (the SDK's test signer).
+func signedEvent(t *testing.T, secret, id, typ string, object map[string]any) ([]byte, string) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"id": id, "object": "event", "api_version": "2025-08-27.basil",
+		"type": typ, "created": time.Now().Unix(), "data": map[string]any{"object": object}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret})
+	return body, sp.Header
+}
+
+// TestServeStripeWebhooks applies Stripe's webhooks to the payments they
+// name: a dispute opens and closes on the payment (its status stays), a
+// refund made in Stripe's dashboard is added, an authorization Stripe
+// cancelled cancels the payment; each event once; a bad signature 400.
+func TestServeStripeWebhooks(t *testing.T) {
+	const whsec = "whsec_test_surgepay"
+	s, _, _, key := stripeServe(t, `webhook_secret = "`+whsec+`"`)
+	c := newClient(s.url, key)
+	var cus, pm object
+	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada"}, 200, &cus)
+	c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+		"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030, "cvc": "123"}}, 200, &pm)
+	type pay struct {
+		payment
+		Transactions []struct {
+			Type        string `json:"type"`
+			ProviderRef string `json:"provider_reference"`
+		} `json:"transactions"`
+		Dispute *struct {
+			ID, Status, Reason string
+			Amount             int64
+		} `json:"dispute"`
+	}
+	var sale, auth pay
+	c.must(t, "POST", "/v1/payments", "", map[string]any{"amount": 1000, "currency": "usd", "payment_method": pm.ID, "cvc": "123"}, 200, &sale)
+	c.must(t, "POST", "/v1/payments", "", map[string]any{"amount": 500, "currency": "usd", "payment_method": pm.ID, "cvc": "123",
+		"capture_method": "manual"}, 200, &auth)
+	pi := func(p pay) string { return strings.TrimPrefix(p.Transactions[0].ProviderRef, "stripe_test:") }
+
+	post := func(body []byte, sig string, processor string) (int, string) {
+		req, _ := http.NewRequest("POST", s.url+"/v1/processor_webhooks/"+processor, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Stripe-Signature", sig)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Result string `json:"result"`
+			Error  struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out.Result + out.Error.Code
+	}
+	dispute := map[string]any{"id": "dp_1", "object": "dispute", "amount": 1000, "status": "needs_response",
+		"reason": "fraudulent", "payment_intent": pi(sale), "charge": "ch_1"}
+	body, sig := signedEvent(t, whsec, "evt_d1", "charge.dispute.created", dispute)
+	for i, want := range []string{"applied", "duplicate"} {
+		if code, got := post(body, sig, "stripe_test"); code != 200 || got != want {
+			t.Fatalf("dispute created, delivery %d: %d %s, want 200 %s", i+1, code, got, want)
+		}
+	}
+	var p pay
+	c.must(t, "GET", "/v1/payments/"+sale.ID, "", nil, 200, &p)
+	if p.Status != "succeeded" || p.Dispute == nil || p.Dispute.ID != "stripe_test:dp_1" || p.Dispute.Status != "needs_response" ||
+		p.Dispute.Amount != 1000 || p.Dispute.Reason != "fraudulent" {
+		t.Fatalf("after the dispute: %+v %+v", p.payment, p.Dispute)
+	}
+	dispute["status"] = "won"
+	body, sig = signedEvent(t, whsec, "evt_d2", "charge.dispute.closed", dispute)
+	if code, got := post(body, sig, "stripe_test"); code != 200 || got != "applied" {
+		t.Fatalf("dispute closed: %d %s", code, got)
+	}
+	c.must(t, "GET", "/v1/payments/"+sale.ID, "", nil, 200, &p)
+	if p.Dispute == nil || p.Dispute.Status != "won" {
+		t.Fatalf("after the dispute closed: %+v", p.Dispute)
+	}
+	var events struct {
+		Data []struct{ Type string } `json:"data"`
+	}
+	c.must(t, "GET", "/v1/payments/"+sale.ID+"/events", "", nil, 200, &events)
+	var trail []string
+	for _, e := range events.Data {
+		trail = append(trail, e.Type)
+	}
+	if got := strings.Join(trail, ","); got != "authorization,capture,dispute.created,dispute.closed" {
+		t.Fatalf("events %s, want the sale then dispute.created, dispute.closed once each", got)
+	}
+
+	// A refund made in Stripe's dashboard.
+	body, sig = signedEvent(t, whsec, "evt_r1", "charge.refunded", map[string]any{"id": "ch_1", "object": "charge",
+		"amount": 1000, "amount_refunded": 300, "payment_intent": pi(sale)})
+	if code, got := post(body, sig, "stripe_test"); code != 200 || got != "applied" {
+		t.Fatalf("refunded: %d %s", code, got)
+	}
+	c.must(t, "GET", "/v1/payments/"+sale.ID, "", nil, 200, &p)
+	if p.Status != "partially_refunded" || p.AmountRefunded != 300 {
+		t.Fatalf("after a dashboard refund of 300: %s refunded %d", p.Status, p.AmountRefunded)
+	}
+	// An authorization Stripe cancelled (expired).
+	body, sig = signedEvent(t, whsec, "evt_c1", "payment_intent.canceled", map[string]any{"id": pi(auth), "object": "payment_intent",
+		"amount": 500, "status": "canceled", "cancellation_reason": "automatic"})
+	if code, got := post(body, sig, "stripe_test"); code != 200 || got != "applied" {
+		t.Fatalf("canceled: %d %s", code, got)
+	}
+	c.must(t, "GET", "/v1/payments/"+auth.ID, "", nil, 200, &p)
+	if p.Status != "canceled" {
+		t.Fatalf("an authorization cancelled at Stripe: %s, want canceled", p.Status)
+	}
+
+	t.Run("ErrSignature", func(t *testing.T) {
+		body, _ := signedEvent(t, whsec, "evt_x", "charge.dispute.created", dispute)
+		_, badSig := signedEvent(t, "whsec_other", "evt_x", "charge.dispute.created", dispute)
+		if code, got := post(body, badSig, "stripe_test"); code != 400 || got != "invalid_signature" {
+			t.Fatalf("a wrong signature: %d %s, want 400 invalid_signature", code, got)
+		}
+		if code, _ := post(body, "", "stripe_test"); code != 400 {
+			t.Fatalf("no signature: %d, want 400", code)
+		}
+	})
+	t.Run("ErrUnknownProcessor", func(t *testing.T) {
+		if code, got := post(body, sig, "nope"); code != 404 {
+			t.Fatalf("an unknown processor: %d %s, want 404", code, got)
+		}
+	})
+	t.Run("UnknownPayment", func(t *testing.T) {
+		body, sig := signedEvent(t, whsec, "evt_u", "charge.dispute.created", map[string]any{"id": "dp_9", "object": "dispute",
+			"amount": 100, "status": "needs_response", "payment_intent": "pi_not_ours"})
+		if code, got := post(body, sig, "stripe_test"); code != 200 || got != "unknown_payment" {
+			t.Fatalf("a payment not ours: %d %s, want 200 unknown_payment", code, got)
+		}
+	})
+	t.Run("Ignored", func(t *testing.T) {
+		body, sig := signedEvent(t, whsec, "evt_i", "customer.created", map[string]any{"id": "cus_1", "object": "customer"})
+		if code, got := post(body, sig, "stripe_test"); code != 200 || got != "ignored" {
+			t.Fatalf("an event type surgepay does not act on: %d %s", code, got)
+		}
+	})
 }

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -529,4 +530,26 @@ func (r *Router) DescribeToken(ctx context.Context, processor, token string) (*s
 	}
 	defer release()
 	return d.DescribeToken(ctx, processor, token)
+}
+
+var _ surgepay.EventParser = (*Router)(nil)
+
+// ParseEvent verifies and reads a webhook of the named processor, and
+// names the processor in the event's PaymentRef as this router's
+// references do. ENOTFOUND for a processor that is not configured or
+// takes no webhooks.
+func (r *Router) ParseEvent(processor string, payload []byte, header http.Header) (*surgepay.ProcessorEvent, error) {
+	p, ok := r.t.Load().procs[processor]
+	var ep surgepay.EventParser
+	if ok {
+		ep, ok = p.Provider.(surgepay.EventParser)
+	}
+	if !ok || processor == DefaultName {
+		return nil, surgepay.NotFound("processor", "processor")
+	}
+	ev, err := ep.ParseEvent(processor, payload, header)
+	if err == nil && ev.PaymentRef != "" {
+		ev.PaymentRef = qualify(processor, ev.PaymentRef)
+	}
+	return ev, err
 }

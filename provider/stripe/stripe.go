@@ -91,6 +91,9 @@ type Config struct {
 	// Name is the processor's name in surgepay's configuration, for
 	// errors. Default "stripe".
 	Name string
+	// WebhookSecret is the signing secret (whsec_…) of the account's
+	// webhook endpoint that points at surgepay; "" refuses every webhook.
+	WebhookSecret string
 	// Transport, if set, replaces the pooled transport (tests).
 	Transport http.RoundTripper
 }

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"net/http"
+
+	"github.com/surgepay/surgepay"
+)
+
+// What ApplyProcessorEvent did with an event.
+const (
+	EventApplied        = "applied"         // the payment changed
+	EventUnchanged      = "unchanged"       // verified and read; the payment already says so
+	EventDuplicate      = "duplicate"       // this event id was applied before
+	EventIgnored        = "ignored"         // a type surgepay does not act on
+	EventUnknownPayment = "unknown_payment" // no payment of surgepay's carries that reference
+)
+
+// processorEventAttemptsMax bounds re-applying an event after losing a
+// version race to another writer of the payment.
+const processorEventAttemptsMax = 5
+
+// ApplyProcessorEvent verifies a processor's webhook and applies it to
+// the payment it names (docs/processors.md):
+//   - a PaymentIntent's outcome resolves a payment in processing, through
+//     the same lookup as the reconciler; a PaymentIntent the processor
+//     cancelled (an authorization that expired, a cancel in its dashboard)
+//     cancels a payment still in requires_capture;
+//   - a refund made at the processor (its dashboard) adds a refund of the
+//     difference to surgepay's payment;
+//   - a dispute (chargeback) adds or updates the payment's dispute
+//     transaction; the payment's status stays as it is.
+//
+// Each change writes audit events, so the merchant's own signed webhook
+// follows (payment.disputed, payment.dispute_updated, payment.refunded,
+// payment.canceled). An event is applied once: its id is kept as an
+// idempotency record of the payment's merchant; and every change is also
+// idempotent by state, for an event redelivered after the records expire.
+// A bad signature is EINVALID; an unknown processor ENOTFOUND.
+func (e *Engine) ApplyProcessorEvent(ctx context.Context, processor string, payload []byte, header http.Header) (string, error) {
+	ep, ok := e.provider.(surgepay.EventParser)
+	if !ok {
+		return "", surgepay.NotFound("processor", "processor")
+	}
+	ev, err := ep.ParseEvent(processor, payload, header)
+	if err != nil {
+		return "", err
+	}
+	if ev.Kind == "" || ev.PaymentRef == "" {
+		return EventIgnored, nil
+	}
+	finder, ok := e.store.(surgepay.PaymentByRefFinder)
+	if !ok {
+		return "", &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_unavailable", RetryAfter: 1,
+			Message: "this server's store cannot find payments by reference"}
+	}
+	p, err := finder.FindPaymentByRef(ctx, ev.PaymentRef)
+	if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
+		e.log.Info("processor event for no payment of surgepay's", "processor", processor, "event", ev.ID, "kind", ev.Kind)
+		return EventUnknownPayment, nil
+	} else if err != nil {
+		return "", err
+	}
+	key := "processor_event/" + processor + "/" + ev.ID
+	if _, err := e.store.FindIdempotency(ctx, p.MerchantID, key); err == nil {
+		return EventDuplicate, nil
+	} else if surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+		return "", err
+	}
+	if ev.Kind == surgepay.ProcessorEventPayment && ev.Status != "canceled" {
+		return e.applyOutcomeEvent(ctx, p)
+	}
+	unlock := e.payLocks.lock(p.MerchantID + "\x00" + p.ID)
+	defer unlock()
+	call := &Call{MerchantID: p.MerchantID, KeyID: "processor:" + processor, RequestID: "processor_event:" + ev.ID}
+	for attempt := 0; ; attempt++ {
+		if p, err = e.store.FindPayment(ctx, p.MerchantID, p.ID); err != nil {
+			return "", err
+		}
+		next, events := e.eventChange(call, p, ev, key)
+		if next == nil {
+			return EventUnchanged, nil
+		}
+		w := &surgepay.Write{PaymentUpdate: next, Events: events,
+			Idempotency: &surgepay.IdempotencyRecord{MerchantID: p.MerchantID, Key: key, RequestHash: sha256.Sum256(payload),
+				StatusCode: http.StatusOK, Body: []byte(`{"received":true}`), Created: e.now()}}
+		e.countAnalytics(w, p, next)
+		err := e.commit(ctx, w)
+		if err == nil {
+			return EventApplied, nil
+		}
+		if surgepay.ErrorReason(err) == "idempotency_key_exists" {
+			return EventDuplicate, nil
+		}
+		if surgepay.ErrorReason(err) != "concurrent_update" || attempt+1 >= processorEventAttemptsMax {
+			return "", err
+		}
+	}
+}
+
+// applyOutcomeEvent resolves a payment in processing by looking its
+// operation up, as the reconciler does; the event itself is not trusted
+// for the outcome, the processor's answer to the lookup is.
+func (e *Engine) applyOutcomeEvent(ctx context.Context, p *surgepay.Payment) (string, error) {
+	if p.Status != surgepay.StatusProcessing {
+		return EventUnchanged, nil
+	}
+	ok, err := e.reconcile(ctx, p.MerchantID, p.ID)
+	if err != nil || !ok {
+		return EventUnchanged, err
+	}
+	return EventApplied, nil
+}
+
+// eventChange returns p as ev changes it, with its audit events, or nil
+// if p already reflects ev.
+func (e *Engine) eventChange(call *Call, p *surgepay.Payment, ev *surgepay.ProcessorEvent, key string) (*surgepay.Payment, []*surgepay.Event) {
+	next := p.Clone()
+	next.Version++
+	next.Updated = e.now()
+	var typ string
+	var amount int64
+	switch ev.Kind {
+	case surgepay.ProcessorEventPayment: // canceled at the processor
+		if p.Status != surgepay.StatusRequiresCapture {
+			return nil, nil
+		}
+		typ = surgepay.TxVoid
+		next.Transactions = append(next.Transactions, surgepay.Transaction{ID: surgepay.NewID("txn"), Type: surgepay.TxVoid,
+			Status: surgepay.TxSucceeded, ProviderRef: p.AuthorizationRef, IdempotencyKey: key,
+			Message: "cancelled at the processor", Created: next.Updated})
+		next.SetStatus(surgepay.StatusCanceled)
+	case surgepay.ProcessorEventRefunded:
+		amount = min(ev.AmountRefunded, p.AmountCaptured) - p.AmountRefunded
+		if amount <= 0 || (p.Status != surgepay.StatusSucceeded && p.Status != surgepay.StatusPartiallyRefunded) {
+			return nil, nil
+		}
+		typ = surgepay.TxRefund
+		next.Transactions = append(next.Transactions, surgepay.Transaction{ID: surgepay.NewID("txn"), Type: surgepay.TxRefund,
+			Status: surgepay.TxSucceeded, Amount: amount, ProviderRef: p.AuthorizationRef, IdempotencyKey: key,
+			Message: "refunded at the processor", Created: next.Updated})
+		next.AmountRefunded += amount
+		next.SetStatus(next.StatusAfterRefund())
+	default: // a dispute
+		ref := p.AuthorizationRef[:len(p.AuthorizationRef)-len(refTail(p.AuthorizationRef))] + ev.DisputeID
+		typ, amount = ev.Kind, ev.Amount
+		if d := findDispute(next, ref); d != nil {
+			if d.Status == ev.Status {
+				return nil, nil
+			}
+			d.Status, d.Amount = ev.Status, ev.Amount
+			if ev.Kind == surgepay.ProcessorEventDisputeCreated {
+				typ = surgepay.ProcessorEventDisputeUpdated
+			}
+		} else {
+			next.Transactions = append(next.Transactions, surgepay.Transaction{ID: surgepay.NewID("txn"), Type: surgepay.TxDispute,
+				Status: ev.Status, Amount: ev.Amount, ProviderRef: ref, IdempotencyKey: key, Message: ev.Reason,
+				Created: next.Updated})
+			typ = surgepay.ProcessorEventDisputeCreated
+		}
+	}
+	return next, []*surgepay.Event{{ID: surgepay.NewID("evt"), PaymentID: p.ID, MerchantID: p.MerchantID, Type: typ,
+		FromStatus: p.Status, ToStatus: next.Status, Amount: amount, ActorKeyID: call.KeyID, RequestID: call.RequestID,
+		Created: next.Updated}}
+}
+
+// refTail is the processor's own part of a qualified reference: "pi_1" of
+// "stripe_eu:pi_1".
+func refTail(ref string) string {
+	for i := 0; i < len(ref); i++ {
+		if ref[i] == ':' {
+			return ref[i+1:]
+		}
+	}
+	return ref
+}
+
+func findDispute(p *surgepay.Payment, ref string) *surgepay.Transaction {
+	for i := range p.Transactions {
+		if p.Transactions[i].Type == surgepay.TxDispute && p.Transactions[i].ProviderRef == ref {
+			return &p.Transactions[i]
+		}
+	}
+	return nil
+}
