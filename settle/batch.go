@@ -266,6 +266,7 @@ func (r *runner) ready(ctx, work context.Context, d *decision, payments map[surg
 		d.out = outcome{rec: rec, ack: true, result: resultSettled}
 		return nil
 	}
+	r.checkExpiry(ins)
 	if why := mismatch(ins, p); why != "" {
 		log.Error("settle: instruction disagrees with the payment; left at the stage", "record", rec.ID, "payment", p.ID, "field", why)
 		leave(ReasonMismatch)
@@ -625,5 +626,24 @@ func (r *runner) acknowledge(ctx context.Context, outs []outcome, releases map[t
 			// They come back after the stage's AckWait instead.
 			r.cfg.Logger.Warn("settle: release records left for later", "records", len(releases[delay]), "err", err.Error())
 		}
+	}
+}
+
+// checkExpiry counts and logs a capture attempted near or past its
+// authorization's deadline (Config.AuthorizationLifetime).
+func (r *runner) checkExpiry(ins *surgepay.CaptureInstruction) {
+	if ins.Authorized.IsZero() {
+		return
+	}
+	left := ins.Authorized.Add(r.cfg.AuthorizationLifetime).Sub(r.cfg.Now())
+	switch {
+	case left <= 0:
+		r.pastExpiry.Add(1)
+		r.cfg.Logger.Warn("settle: capturing an authorization past its processor's lifetime; it may have been released",
+			"payment", ins.PaymentID, "authorized", ins.Authorized, "past_by", (-left).Round(time.Minute).String())
+	case left <= r.cfg.ExpiryWarning:
+		r.nearExpiry.Add(1)
+		r.cfg.Logger.Warn("settle: capturing an authorization near its processor's lifetime",
+			"payment", ins.PaymentID, "authorized", ins.Authorized, "left", left.Round(time.Minute).String())
 	}
 }

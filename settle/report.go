@@ -37,6 +37,12 @@ type Report struct {
 	// BacklogDepth is the records at the stage when the run ended.
 	BacklogDepth      int     `json:"backlog_depth"`
 	CapturesPerSecond float64 `json:"captures_per_second"`
+	// NearExpiry and PastExpiry count the captures this run attempted
+	// whose authorization was older than Config.AuthorizationLifetime less
+	// ExpiryWarning, or older than the lifetime itself: the processor may
+	// have released it (Stripe: about 7 days), and the capture then fails.
+	NearExpiry int `json:"near_expiry"`
+	PastExpiry int `json:"past_expiry"`
 }
 
 // CurrencyTotals are the captures and declined captures of one currency.

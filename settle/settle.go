@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -57,6 +58,9 @@ const (
 	RetryMaxLimit       = 20
 	RetryBackoffDefault = 100 * time.Millisecond
 	CallTimeoutDefault  = 30 * time.Second // provider.timeout's default
+	// AuthorizationLifetimeDefault is Stripe's: an uncaptured card
+	// authorization is released after about 7 days.
+	AuthorizationLifetimeDefault = 7 * 24 * time.Hour
 	// OrphanGraceDefault, Min and Max bound Config.OrphanGrace. The grace
 	// must exceed the longest a sale can take from its publish at the
 	// stage to its commit (a JetStream record is published first): a
@@ -178,6 +182,16 @@ type Config struct {
 	// never committed was never answered. OrphanGraceMin to
 	// OrphanGraceMax; default 2m.
 	OrphanGrace time.Duration
+	// AuthorizationLifetime is how long a processor keeps an uncaptured
+	// authorization (Stripe: about 7 days, the default): a staged capture's
+	// deadline is its authorization's time plus this. Records come from the
+	// stage oldest first (the embedded stage in ID order, JetStream's work
+	// queue in order of arrival); those within ExpiryWarning of the
+	// deadline, or past it, are logged and counted in the Report.
+	AuthorizationLifetime time.Duration
+	// ExpiryWarning is how close to the deadline a capture is reported as
+	// near expiry. Default one day.
+	ExpiryWarning time.Duration
 	// PendingCheckWindow, if positive, makes an UntilEmpty run that drained
 	// the stage look for streamlined payments created within this window
 	// (and before OrphanGrace ago) whose capture is still pending although
@@ -283,6 +297,12 @@ func (c *Config) defaults() error {
 			*d.v = d.d
 		}
 	}
+	if c.AuthorizationLifetime <= 0 {
+		c.AuthorizationLifetime = AuthorizationLifetimeDefault
+	}
+	if c.ExpiryWarning <= 0 {
+		c.ExpiryWarning = 24 * time.Hour
+	}
 	if c.OrphanGrace == 0 {
 		c.OrphanGrace = OrphanGraceDefault
 	}
@@ -356,6 +376,8 @@ type runner struct {
 	mu   sync.Mutex // guards rep and left
 	rep  *Report
 	left map[string]*leftRecord // records left for later and not acknowledged since
+
+	nearExpiry, pastExpiry atomic.Int64
 
 	stats       Stats
 	backlogSeen time.Time
@@ -561,6 +583,7 @@ func (r *runner) finish(ctx context.Context) {
 		r.rep.BacklogDepth = depth
 	}
 	r.rep.Left = len(r.left)
+	r.rep.NearExpiry, r.rep.PastExpiry = int(r.nearExpiry.Load()), int(r.pastExpiry.Load())
 	r.rep.close(r.cfg.Now())
 }
 

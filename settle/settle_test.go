@@ -1108,3 +1108,32 @@ func TestSettleFetchErrorReleasesRecords(t *testing.T) {
 	}
 	wantCaptures(t, e, s.Payment, 1)
 }
+
+// TestSettleReportsExpiry: a capture attempted within ExpiryWarning of its
+// authorization's deadline is counted near expiry, one past it past
+// expiry; younger ones are neither. The clock is moved, not the records.
+func TestSettleReportsExpiry(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		after      time.Duration
+		near, past int
+	}{
+		{"Fresh", 0, 0, 0},
+		{"NearExpiry", 6*24*time.Hour + time.Hour, 2, 0},
+		{"PastExpiry", 8 * 24 * time.Hour, 0, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.sale(t, 1000, cardOK)
+			e.sale(t, 1200, cardOK)
+			cfg := e.config(nil)
+			cfg.Now = func() time.Time { return time.Now().Add(tt.after) }
+			cfg.OrphanGrace = settle.OrphanGraceMax
+			rep := run(t, cfg)
+			if rep.NearExpiry != tt.near || rep.PastExpiry != tt.past || rep.Captured != 2 {
+				t.Fatalf("report: near %d past %d captured %d; want near %d past %d captured 2",
+					rep.NearExpiry, rep.PastExpiry, rep.Captured, tt.near, tt.past)
+			}
+		})
+	}
+}

@@ -62,6 +62,7 @@ type settleOptions struct {
 	// embedded consumer's in this process.
 	ackWait     time.Duration
 	orphanGrace time.Duration
+	authLife    time.Duration
 	// pendingCheck is settle.Config.PendingCheckWindow (--until-empty only).
 	pendingCheck time.Duration
 	// batchInterval is settle.Config.BatchIntervalMin; batchIntervalSet
@@ -124,6 +125,9 @@ func settleFlags(args []string, stdout, stderr io.Writer) (o *settleOptions, cod
 		"consumer's AckWait, set by the settle that starts last; embedded: within this process. Each\n"+
 		"batch is planned to end within it: at least provider.timeout + "+(settle.BatchWorkMin+settle.ResultReserve).String()+
 		", at most "+settle.AckWaitMax.String())
+	fs.DurationVar(&o.authLife, "authorization-lifetime", settle.AuthorizationLifetimeDefault,
+		"how long the processor keeps an uncaptured authorization (Stripe: 7 days); captures within a day\n"+
+			"of it, or past it, are logged and counted in the report (near_expiry, past_expiry)")
 	fs.DurationVar(&o.orphanGrace, "orphan-grace", settle.OrphanGraceDefault, "how long a record whose payment is not stored waits before it is\n"+
 		"acknowledged as an orphan, never captured ("+settle.OrphanGraceMin.String()+" to "+settle.OrphanGraceMax.String()+"). It must exceed the\n"+
 		"longest a sale takes from its stage publish to its commit: shorten it only while no API host\n"+
@@ -300,7 +304,8 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 		BatchSizeMax: o.batchSize, Workers: o.workers, RateMax: o.maxRate, UntilEmpty: o.untilEmpty, Logger: log,
 		OnStats: onStats, AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,
 		OrphanGrace: o.orphanGrace, BatchIntervalMin: o.batchInterval, PendingCheckWindow: o.pendingCheck,
-		Analytics: func(merchantID string) bool { return settings.Load().For(merchantID).Analytics == "on" }})
+		AuthorizationLifetime: o.authLife,
+		Analytics:             func(merchantID string) bool { return settings.Load().For(merchantID).Analytics == "on" }})
 	if rep != nil {
 		if werr := writeSettleReports(rep, o, stdout); werr != nil {
 			log.Error("settlement report", "err", werr.Error())
