@@ -80,11 +80,22 @@ type data struct {
 	CacheHitRate series            `json:"cache_hit_pct"`
 	BatchSize    series            `json:"batch_size_avg"`
 	CommitsPS    series            `json:"commits_ps"`
+	// Per payment processor, by its name: calls/s, calls without a
+	// result /s (not performed, unknown), refusals before a call /s
+	// (budget, breaker), p99 of call durations, breaker state (0 closed,
+	// 1 half-open, 2 open). Empty without [processors].
+	ProcCallsPS   map[string]series `json:"processor_calls_ps"`
+	ProcFailsPS   map[string]series `json:"processor_failures_ps"`
+	ProcRefusedPS map[string]series `json:"processor_refused_ps"`
+	ProcP99       map[string]series `json:"processor_p99_ms"`
+	ProcBreaker   map[string]series `json:"processor_breaker"`
 }
 
 func dashboardData(ring []sample, seq uint64) *data {
 	n := max(len(ring)-1, 0)
-	d := &data{Seq: seq, Samples: len(ring), ErrorsPS: map[string]series{}, PaymentsPS: map[string]series{}}
+	d := &data{Seq: seq, Samples: len(ring), ErrorsPS: map[string]series{}, PaymentsPS: map[string]series{},
+		ProcCallsPS: map[string]series{}, ProcFailsPS: map[string]series{}, ProcRefusedPS: map[string]series{},
+		ProcP99: map[string]series{}, ProcBreaker: map[string]series{}}
 	for _, p := range []*series{&d.Time, &d.RPS, &d.ShedPS, &d.P50, &d.P95, &d.P99, &d.Inflight, &d.Backlog,
 		&d.BacklogAge, &d.CacheHitRate, &d.BatchSize, &d.CommitsPS} {
 		*p = make(series, n)
@@ -96,6 +107,12 @@ func dashboardData(ring []sample, seq uint64) *data {
 	}
 	for _, o := range outcomes {
 		d.PaymentsPS[o] = make(series, n)
+	}
+	procs := keys(ring, func(s sample) map[string]float64 { return s.procCalls })
+	for _, p := range procs {
+		for _, m := range []map[string]series{d.ProcCallsPS, d.ProcFailsPS, d.ProcRefusedPS, d.ProcP99, d.ProcBreaker} {
+			m[p] = make(series, n)
+		}
 	}
 	for i := 0; i < n; i++ {
 		a, b := ring[i], ring[i+1]
@@ -112,6 +129,13 @@ func dashboardData(ring []sample, seq uint64) *data {
 		}
 		for _, o := range outcomes {
 			d.PaymentsPS[o][i] = rate(a.payments[o], b.payments[o])
+		}
+		for _, p := range procs {
+			d.ProcCallsPS[p][i] = rate(a.procCalls[p], b.procCalls[p])
+			d.ProcFailsPS[p][i] = rate(a.procFails[p], b.procFails[p])
+			d.ProcRefusedPS[p][i] = rate(a.procRefused[p], b.procRefused[p])
+			d.ProcP99[p][i] = 1000 * quantile(.99, a.procLatency[p], b.procLatency[p])
+			d.ProcBreaker[p][i] = b.procBreaker[p]
 		}
 		d.Inflight[i], d.Backlog[i], d.BacklogAge[i] = b.inflight, b.backlog, b.backlogAge
 		d.CacheHitRate[i] = ratio(100*(b.cacheHits-a.cacheHits), (b.cacheHits-a.cacheHits)+(b.cacheMisses-a.cacheMisses))

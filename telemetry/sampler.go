@@ -32,6 +32,14 @@ type sample struct {
 	writes      float64
 	batchSum    float64 // group commits (from the OnBatch histogram)
 	batchCount  float64
+	// Per payment processor (ProcessorMetrics): calls, calls without a
+	// result (not performed or unknown), refusals before a call, call
+	// durations, breaker state.
+	procCalls   map[string]float64
+	procFails   map[string]float64
+	procRefused map[string]float64
+	procLatency map[string][]bucket
+	procBreaker map[string]float64
 }
 
 // bucket is a cumulative histogram bucket.
@@ -96,7 +104,9 @@ func (s *sampler) snapshot() ([]sample, uint64) {
 }
 
 func readSample(mfs []*dto.MetricFamily) sample {
-	sm := sample{errors: map[string]float64{}, payments: map[string]float64{}}
+	sm := sample{errors: map[string]float64{}, payments: map[string]float64{}, procCalls: map[string]float64{},
+		procFails: map[string]float64{}, procRefused: map[string]float64{}, procLatency: map[string][]bucket{},
+		procBreaker: map[string]float64{}}
 	for _, mf := range mfs {
 		name := strings.TrimPrefix(mf.GetName(), namespace+"_")
 		for _, m := range mf.GetMetric() {
@@ -125,6 +135,19 @@ func readSample(mfs []*dto.MetricFamily) sample {
 				sm.batches = m.GetCounter().GetValue()
 			case "groupcommit_writes_total":
 				sm.writes = m.GetCounter().GetValue()
+			case "processor_calls_total":
+				p, v := label(m, "processor"), m.GetCounter().GetValue()
+				sm.procCalls[p] += v
+				if o := label(m, "outcome"); o != "approved" && o != "declined" {
+					sm.procFails[p] += v
+				}
+			case "processor_refused_total":
+				sm.procRefused[label(m, "processor")] += m.GetCounter().GetValue()
+			case "processor_call_duration_seconds":
+				p := label(m, "processor")
+				sm.procLatency[p] = addBuckets(sm.procLatency[p], m.GetHistogram())
+			case "processor_breaker_state":
+				sm.procBreaker[label(m, "processor")] = m.GetGauge().GetValue()
 			case "groupcommit_batch_size":
 				sm.batchSum, sm.batchCount = m.GetHistogram().GetSampleSum(), float64(m.GetHistogram().GetSampleCount())
 			}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/surgepay/surgepay"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -162,4 +164,46 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestDashboardProcessors: the dashboard's per-processor series come from
+// the router's metrics: calls, failures and refusals per second, the p99
+// of call durations, the breaker's state.
+func TestDashboardProcessors(t *testing.T) {
+	tel, err := New(DefaultConfig(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := tel.ProcessorMetrics([]string{"stripe_eu", "default"})
+	if err != nil || pm == nil {
+		t.Fatalf("ProcessorMetrics: %v, %v", pm, err)
+	}
+	take := func(at int64) sample {
+		mfs, err := tel.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := readSample(mfs)
+		s.at = time.Unix(at, 0)
+		return s
+	}
+	a := take(100)
+	for range 98 {
+		pm.Call("stripe_eu", "authorize", "approved", 20*time.Millisecond)
+	}
+	pm.Call("stripe_eu", "authorize", "unknown", 5*time.Second)
+	pm.Call("stripe_eu", "capture", surgepay.NotPerformed, 5*time.Second)
+	for range 3 {
+		pm.Refused("stripe_eu", "budget")
+	}
+	pm.Breaker("stripe_eu", "open")
+	d := dashboardData([]sample{a, take(102)}, 2)
+	got := func(m map[string]series) float64 { return m["stripe_eu"][0] }
+	if got(d.ProcCallsPS) != 50 || got(d.ProcFailsPS) != 1 || got(d.ProcRefusedPS) != 1.5 || got(d.ProcBreaker) != 2 {
+		t.Fatalf("per second over 2 s: calls %v failures %v refused %v breaker %v; want 50, 1, 1.5, 2",
+			got(d.ProcCallsPS), got(d.ProcFailsPS), got(d.ProcRefusedPS), got(d.ProcBreaker))
+	}
+	if p99 := got(d.ProcP99); p99 < 1000 {
+		t.Fatalf("p99 %v ms, want it among the 5 s calls (2 of 100)", p99)
+	}
 }
