@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -152,8 +153,7 @@ func (r *Router) Set(ps []Processor, routes func(merchantID string) Route) error
 		}
 		if old != nil {
 			if prev, ok := old.procs[p.Name]; ok && sameLimits(prev.Processor, p) {
-				prev.Provider = p.Provider
-				t.procs[p.Name] = prev
+				t.procs[p.Name] = prev // the same provider and limits: its breaker and budget go on
 				continue
 			}
 		}
@@ -179,7 +179,7 @@ func (r *Router) newProc(p Processor) *proc {
 	if p.CallsPerSecond > 0 {
 		burst := p.Burst
 		if burst <= 0 {
-			burst = int(p.CallsPerSecond + 0.999)
+			burst = max(1, int(math.Ceil(p.CallsPerSecond)))
 		}
 		out.limiter = rate.NewLimiter(rate.Limit(p.CallsPerSecond), burst)
 	}
