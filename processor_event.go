@@ -47,6 +47,15 @@ type EventParser interface {
 	ParseEvent(processor string, payload []byte, header http.Header) (*ProcessorEvent, error)
 }
 
+// OutsideRefunder is a Provider that can tell how much of an
+// authorization's captured amount was refunded outside surgepay (the
+// processor's dashboard): refunds surgepay made carry its key and are not
+// counted. A processor's refund webhook is applied through it, so that a
+// refund surgepay is still recording is never counted twice.
+type OutsideRefunder interface {
+	RefundedOutside(ctx context.Context, authorizationRef string) (int64, error)
+}
+
 // TxDispute is the type of a payment's dispute (chargeback) transaction:
 // its Status is the dispute's at the processor (needs_response,
 // under_review, won, lost, warning_*), ProviderRef the dispute's id.

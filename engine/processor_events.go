@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"net/http"
+	"strings"
 
 	"github.com/surgepay/surgepay"
 )
@@ -71,6 +72,25 @@ func (e *Engine) ApplyProcessorEvent(ctx context.Context, processor string, payl
 	if ev.Kind == surgepay.ProcessorEventPayment && ev.Status != "canceled" {
 		return e.applyOutcomeEvent(ctx, p)
 	}
+	if ev.Kind == surgepay.ProcessorEventRefunded {
+		// The event's total includes refunds surgepay made itself and may
+		// be recording at this moment (on another node): only what was
+		// refunded outside surgepay is applied, asked of the processor.
+		o, ok := e.provider.(surgepay.OutsideRefunder)
+		if !ok {
+			return EventIgnored, nil
+		}
+		if ev.AmountRefunded, err = o.RefundedOutside(ctx, p.AuthorizationRef); err != nil {
+			return "", &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable", RetryAfter: 1,
+				Message: "the processor did not say what was refunded; the event will be retried"}
+		}
+		// A partial capture releases the rest of the authorization, which
+		// Stripe records as a refund on the charge (localstripe does the
+		// same): not a refund of captured money.
+		if p.AmountCaptured > 0 && p.AmountCaptured < p.AmountAuthorized {
+			ev.AmountRefunded = max(ev.AmountRefunded-(p.AmountAuthorized-p.AmountCaptured), 0)
+		}
+	}
 	unlock := e.payLocks.lock(p.MerchantID + "\x00" + p.ID)
 	defer unlock()
 	call := &Call{MerchantID: p.MerchantID, KeyID: "processor:" + processor, RequestID: "processor_event:" + ev.ID}
@@ -131,8 +151,8 @@ func (e *Engine) eventChange(call *Call, p *surgepay.Payment, ev *surgepay.Proce
 			Status: surgepay.TxSucceeded, ProviderRef: p.AuthorizationRef, IdempotencyKey: key,
 			Message: "cancelled at the processor", Created: next.Updated})
 		next.SetStatus(surgepay.StatusCanceled)
-	case surgepay.ProcessorEventRefunded:
-		amount = min(ev.AmountRefunded, p.AmountCaptured) - p.AmountRefunded
+	case surgepay.ProcessorEventRefunded: // ev.AmountRefunded: refunded outside surgepay, in all
+		amount = min(ev.AmountRefunded-refundedOutside(p), p.AmountRefundable())
 		if amount <= 0 || (p.Status != surgepay.StatusSucceeded && p.Status != surgepay.StatusPartiallyRefunded) {
 			return nil, nil
 		}
@@ -183,4 +203,16 @@ func findDispute(p *surgepay.Payment, ref string) *surgepay.Transaction {
 		}
 	}
 	return nil
+}
+
+// refundedOutside sums the refunds already recorded from the processor's
+// webhooks (refunds made outside surgepay).
+func refundedOutside(p *surgepay.Payment) int64 {
+	var sum int64
+	for _, t := range p.Transactions {
+		if t.Type == surgepay.TxRefund && t.Status == surgepay.TxSucceeded && strings.HasPrefix(t.IdempotencyKey, "processor_event/") {
+			sum += t.Amount
+		}
+	}
+	return sum
 }

@@ -141,3 +141,13 @@ func (p *Provider) ParseEvent(processor string, payload []byte, header http.Head
 	}
 	return ep.ParseEvent(processor, payload, header)
 }
+
+var _ surgepay.OutsideRefunder = (*Provider)(nil)
+
+// RefundedOutside passes to the decorated provider; 0 if it cannot tell.
+func (p *Provider) RefundedOutside(ctx context.Context, ref string) (int64, error) {
+	if o, ok := p.next.(surgepay.OutsideRefunder); ok {
+		return o.RefundedOutside(ctx, ref)
+	}
+	return 0, nil
+}

@@ -490,7 +490,7 @@ func signedEvent(t *testing.T, secret, id, typ string, object map[string]any) ([
 // cancelled cancels the payment; each event once; a bad signature 400.
 func TestServeStripeWebhooks(t *testing.T) {
 	const whsec = "whsec_test_surgepay"
-	s, _, _, key := stripeServe(t, `webhook_secret = "`+whsec+`"`)
+	s, _, ls, key := stripeServe(t, `webhook_secret = "`+whsec+`"`)
 	c := newClient(s.url, key)
 	var cus, pm object
 	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada"}, 200, &cus)
@@ -566,16 +566,47 @@ func TestServeStripeWebhooks(t *testing.T) {
 		t.Fatalf("events %s, want the sale then dispute.created, dispute.closed once each", got)
 	}
 
-	// A refund made in Stripe's dashboard.
+	// A refund of 100 by surgepay, and one of 300 made in Stripe's
+	// dashboard (at localstripe, without surgepay's metadata). Stripe's
+	// charge.refunded says 400 in all; only the 300 made outside surgepay
+	// is added, the event's total is not trusted (surgepay's own refund
+	// could be recording on another node at that moment).
+	c.must(t, "POST", "/v1/payments/"+sale.ID+"/refunds", "", map[string]any{"amount": 100}, 200, &p)
+	form := url.Values{"payment_intent": {pi(sale)}, "amount": {"300"}}
+	req, _ := http.NewRequest("POST", ls+"/v1/refunds", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth("sk_test_dashboard", "")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a refund at localstripe: %v %v", resp, err)
+	}
 	body, sig = signedEvent(t, whsec, "evt_r1", "charge.refunded", map[string]any{"id": "ch_1", "object": "charge",
-		"amount": 1000, "amount_refunded": 300, "payment_intent": pi(sale)})
+		"amount": 1000, "amount_refunded": 400, "payment_intent": pi(sale)})
 	if code, got := post(body, sig, "stripe_test"); code != 200 || got != "applied" {
 		t.Fatalf("refunded: %d %s", code, got)
 	}
 	c.must(t, "GET", "/v1/payments/"+sale.ID, "", nil, 200, &p)
-	if p.Status != "partially_refunded" || p.AmountRefunded != 300 {
-		t.Fatalf("after a dashboard refund of 300: %s refunded %d", p.Status, p.AmountRefunded)
+	if p.Status != "partially_refunded" || p.AmountRefunded != 400 {
+		t.Fatalf("after surgepay's refund of 100 and a dashboard refund of 300: %s refunded %d, want 400", p.Status, p.AmountRefunded)
 	}
+	// Delivered again under a new id (Stripe's event for a second
+	// refund, say): nothing more was refunded outside, nothing changes.
+	body, sig = signedEvent(t, whsec, "evt_r2", "charge.refunded", map[string]any{"id": "ch_1", "object": "charge",
+		"amount": 1000, "amount_refunded": 400, "payment_intent": pi(sale)})
+	if code, got := post(body, sig, "stripe_test"); code != 200 || got != "unchanged" {
+		t.Fatalf("refunded again: %d %s, want unchanged", code, got)
+	}
+	// A partial capture: the released rest is on the charge as a refund,
+	// which is not a refund of captured money.
+	var part pay
+	c.must(t, "POST", "/v1/payments", "", map[string]any{"amount": 900, "currency": "usd", "payment_method": pm.ID, "cvc": "123",
+		"capture_method": "manual"}, 200, &part)
+	c.must(t, "POST", "/v1/payments/"+part.ID+"/capture", "", map[string]any{"amount": 600}, 200, &p)
+	body, sig = signedEvent(t, whsec, "evt_r3", "charge.refunded", map[string]any{"id": "ch_3", "object": "charge",
+		"amount": 900, "amount_refunded": 300, "payment_intent": pi(part)})
+	if code, got := post(body, sig, "stripe_test"); code != 200 || got != "unchanged" {
+		t.Fatalf("refunded after a partial capture: %d %s, want unchanged", code, got)
+	}
+
 	// An authorization Stripe cancelled (expired).
 	body, sig = signedEvent(t, whsec, "evt_c1", "payment_intent.canceled", map[string]any{"id": pi(auth), "object": "payment_intent",
 		"amount": 500, "status": "canceled", "cancellation_reason": "automatic"})

@@ -553,3 +553,15 @@ func (r *Router) ParseEvent(processor string, payload []byte, header http.Header
 	}
 	return ev, err
 }
+
+var _ surgepay.OutsideRefunder = (*Router)(nil)
+
+// RefundedOutside asks the authorization's processor; a processor that
+// cannot tell answers 0.
+func (r *Router) RefundedOutside(ctx context.Context, ref string) (int64, error) {
+	p, bare := r.t.Load().resolve(ref)
+	if o, ok := p.Provider.(surgepay.OutsideRefunder); ok {
+		return o.RefundedOutside(ctx, bare)
+	}
+	return 0, nil
+}

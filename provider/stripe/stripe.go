@@ -533,3 +533,31 @@ func (p *Provider) DescribeToken(ctx context.Context, _ string, token string) (*
 	return &surgepay.TokenCard{Brand: string(pm.Card.Brand), Last4: pm.Card.Last4, ExpMonth: int(pm.Card.ExpMonth),
 		ExpYear: int(pm.Card.ExpYear), Fingerprint: pm.Card.Fingerprint}, nil
 }
+
+var _ surgepay.OutsideRefunder = (*Provider)(nil)
+
+// refundsListMax bounds the refunds read for one PaymentIntent.
+const refundsListMax = 1000
+
+// RefundedOutside sums the PaymentIntent's refunds that surgepay did not
+// make (no surgepay_key metadata) and that Stripe has not failed or
+// cancelled. An error is unknown: nothing should be concluded from it.
+func (p *Provider) RefundedOutside(ctx context.Context, ref string) (int64, error) {
+	params := &stripego.RefundListParams{PaymentIntent: stripego.String(ref)}
+	params.Limit = stripego.Int64(100)
+	params.Context = ctx
+	var sum int64
+	n := 0
+	for r, err := range p.c.V1Refunds.List(ctx, params) {
+		if err != nil {
+			return 0, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Processor: p.cfg.Name, Err: redact(err)}
+		}
+		if n++; n > refundsListMax {
+			break
+		}
+		if r.Metadata[MetadataKey] == "" && r.Status != stripego.RefundStatusFailed && r.Status != stripego.RefundStatusCanceled {
+			sum += r.Amount
+		}
+	}
+	return sum, nil
+}
