@@ -108,13 +108,12 @@ func TestSpanQueueDropsWhenFull(t *testing.T) {
 	const queue = 8
 	tp := newTracerProvider(TracingConfig{SampleRatio: 1, QueueSizeMax: queue}, exp, m, "test")
 	tr := tp.Tracer("t")
-	start := time.Now()
+	// The exporter is stuck until the test releases it: an OnEnd that
+	// blocked would hang this loop, so finishing it and the drop count
+	// below are the proof, with no clock.
 	for i := 0; i < 2000; i++ {
 		_, sp := tr.Start(context.Background(), "s")
 		sp.End()
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("ending 2000 spans with a stuck exporter took %v: OnEnd blocked", d)
 	}
 	dropped := counterValue(t, m.spansDropped)
 	if dropped < 2000-queue-ExportBatchSizeMax-1 {
