@@ -31,7 +31,7 @@ func methodKey(merchantID, id string) string { return merchantID + "/" + id }
 // CreatePaymentMethod validates a card (Luhn, expiry, CVC format), encrypts
 // its number under the vault's primary key and stores it with brand, last4,
 // expiry and a keyed fingerprint. The CVC is checked and then dropped: it is
-// never stored.
+// never stored. With in.Token, it saves a processor's token instead.
 func (e *Engine) CreatePaymentMethod(ctx context.Context, call *Call, in *CardInput) (*surgepay.PaymentMethod, error) {
 	if in.Token != nil {
 		return e.createTokenMethod(ctx, call, in)
@@ -43,14 +43,7 @@ func (e *Engine) CreatePaymentMethod(ctx context.Context, call *Call, in *CardIn
 	if in.CustomerID == "" {
 		return nil, surgepay.Invalid("customer", "missing", "customer is required")
 	}
-	var out *surgepay.PaymentMethod
-	err = e.idempotent(ctx, call, func() error {
-		if _, err := e.store.FindCustomer(ctx, call.MerchantID, in.CustomerID); err != nil {
-			if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
-				return surgepay.NotFound("customer", "customer")
-			}
-			return err
-		}
+	return e.saveMethod(ctx, call, in.CustomerID, func() (*surgepay.PaymentMethod, error) {
 		pm := &surgepay.PaymentMethod{ID: surgepay.NewID("pm"), MerchantID: call.MerchantID,
 			CustomerID: in.CustomerID, Brand: brand, Last4: in.Card.Number.Last4(),
 			ExpMonth: in.Card.ExpMonth, ExpYear: in.Card.ExpYear, HolderName: in.Card.Name, Created: e.now()}
@@ -58,9 +51,29 @@ func (e *Engine) CreatePaymentMethod(ctx context.Context, call *Call, in *CardIn
 		pm.Fingerprint = e.vault.Fingerprint(call.MerchantID, pan)
 		sealed, err := e.vault.Encrypt(pan, []byte(methodKey(call.MerchantID, pm.ID)))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pm.SealedPAN = sealed
+		return pm, nil
+	})
+}
+
+// saveMethod stores the payment method build makes for the customer,
+// under the call's Idempotency-Key, and caches it. build runs only once
+// the customer is found.
+func (e *Engine) saveMethod(ctx context.Context, call *Call, customerID string, build func() (*surgepay.PaymentMethod, error)) (*surgepay.PaymentMethod, error) {
+	var out *surgepay.PaymentMethod
+	err := e.idempotent(ctx, call, func() error {
+		if _, err := e.store.FindCustomer(ctx, call.MerchantID, customerID); err != nil {
+			if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
+				return surgepay.NotFound("customer", "customer")
+			}
+			return err
+		}
+		pm, err := build()
+		if err != nil {
+			return err
+		}
 		w := &surgepay.Write{PaymentMethodInsert: pm}
 		e.attach(call, w, pm, nil)
 		if err := e.apply(ctx, call, w); err != nil {
@@ -93,17 +106,10 @@ func (e *Engine) createTokenMethod(ctx context.Context, call *Call, in *CardInpu
 		return nil, surgepay.Invalid("processor_token.processor", "invalid_value",
 			"no configured processor takes tokens; see docs/processors.md")
 	}
-	var out *surgepay.PaymentMethod
-	err := e.idempotent(ctx, call, func() error {
-		if _, err := e.store.FindCustomer(ctx, call.MerchantID, in.CustomerID); err != nil {
-			if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
-				return surgepay.NotFound("customer", "customer")
-			}
-			return err
-		}
+	return e.saveMethod(ctx, call, in.CustomerID, func() (*surgepay.PaymentMethod, error) {
 		card, err := d.DescribeToken(ctx, in.Token.Processor, in.Token.Token)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pm := &surgepay.PaymentMethod{ID: surgepay.NewID("pm"), MerchantID: call.MerchantID,
 			CustomerID: in.CustomerID, Brand: card.Brand, Last4: card.Last4, ExpMonth: card.ExpMonth, ExpYear: card.ExpYear,
@@ -113,18 +119,8 @@ func (e *Engine) createTokenMethod(ctx context.Context, call *Call, in *CardInpu
 			fp = in.Token.Token
 		}
 		pm.Fingerprint = e.vault.Fingerprint(call.MerchantID, []byte(in.Token.Processor+":"+fp))
-		w := &surgepay.Write{PaymentMethodInsert: pm}
-		e.attach(call, w, pm, nil)
-		if err := e.apply(ctx, call, w); err != nil {
-			return err
-		}
-		if err := e.methods.Set(ctx, methodKey(call.MerchantID, pm.ID), pm); err != nil {
-			e.log.Warn("cache payment method", "payment_method", pm.ID, "err", err.Error())
-		}
-		out = pm
-		return nil
+		return pm, nil
 	})
-	return out, err
 }
 
 // GetPaymentMethod returns a saved card, from the cache when it can.
