@@ -23,6 +23,11 @@ type ProcessorEvent struct {
 	DisputeID string
 	Amount    int64
 	Reason    string
+	// MerchantID and PaymentID, when the processor knows surgepay's own
+	// payment (the simulator): the payment is found by them, and its
+	// reference must still be PaymentRef.
+	MerchantID string
+	PaymentID  string
 }
 
 // Processor event kinds.

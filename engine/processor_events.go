@@ -51,12 +51,7 @@ func (e *Engine) ApplyProcessorEvent(ctx context.Context, processor string, payl
 	if ev.Kind == "" || ev.PaymentRef == "" {
 		return EventIgnored, nil
 	}
-	finder, ok := e.store.(surgepay.PaymentByRefFinder)
-	if !ok {
-		return "", &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_unavailable", RetryAfter: 1,
-			Message: "this server's store cannot find payments by reference"}
-	}
-	p, err := finder.FindPaymentByRef(ctx, ev.PaymentRef)
+	p, err := e.findEventPayment(ctx, ev)
 	if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
 		e.log.Info("processor event for no payment of surgepay's", "processor", processor, "event", ev.ID, "kind", ev.Kind)
 		return EventUnknownPayment, nil
@@ -215,4 +210,26 @@ func refundedOutside(p *surgepay.Payment) int64 {
 		}
 	}
 	return sum
+}
+
+// findEventPayment finds the payment an event names: by surgepay's own IDs
+// when the processor knows them (the simulator), whose reference must
+// then be the event's; else by the processor's reference.
+func (e *Engine) findEventPayment(ctx context.Context, ev *surgepay.ProcessorEvent) (*surgepay.Payment, error) {
+	if ev.MerchantID != "" && ev.PaymentID != "" {
+		p, err := e.store.FindPayment(ctx, ev.MerchantID, ev.PaymentID)
+		if err != nil {
+			return nil, err
+		}
+		if refTail(p.AuthorizationRef) != refTail(ev.PaymentRef) {
+			return nil, surgepay.NotFound("reference", "payment")
+		}
+		return p, nil
+	}
+	finder, ok := e.store.(surgepay.PaymentByRefFinder)
+	if !ok {
+		return nil, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_unavailable", RetryAfter: 1,
+			Message: "this server's store cannot find payments by reference"}
+	}
+	return finder.FindPaymentByRef(ctx, ev.PaymentRef)
 }

@@ -119,6 +119,7 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	simulator, _ := prov.(*sim.Provider)
 	prov = a.tel.WrapProvider(prov)
 	if prov, err = a.openProcessors(cfg, prov); err != nil {
 		return nil, err
@@ -148,6 +149,12 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	a.eng.SetSettings(cfg.MerchantSettings())
+	if simulator != nil { // its dispute webhooks (amount 9105) go straight to the engine
+		simulator.OnEvent(func(ctx context.Context, payload []byte, header http.Header) bool {
+			res, err := a.eng.ApplyProcessorEvent(ctx, route.DefaultName, payload, header)
+			return err != nil || res == engine.EventUnknownPayment
+		})
+	}
 	ok = true
 	return a, nil
 }

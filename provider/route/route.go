@@ -544,7 +544,7 @@ func (r *Router) ParseEvent(processor string, payload []byte, header http.Header
 	if ok {
 		ep, ok = p.Provider.(surgepay.EventParser)
 	}
-	if !ok || processor == DefaultName {
+	if !ok {
 		return nil, surgepay.NotFound("processor", "processor")
 	}
 	ev, err := ep.ParseEvent(processor, payload, header)

@@ -21,6 +21,7 @@
 //	9102  performed and stored, answer lost: Unknown (ErrAnswerLost)
 //	9103  rate limited: NotPerformed (ErrRateLimited)
 //	9104  declined, generic_decline
+//	9105  a sale approved, then disputed: a signed webhook to OnEvent's sink
 //
 // Config adds a latency distribution and random faults at given rates, and
 // can change at run time (SetConfig, PUT /v1/config). Effects and

@@ -52,6 +52,8 @@ type Provider struct {
 
 	// sleep waits d or until ctx is done. Tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
+
+	events *events // dispute webhooks (AmountDisputed)
 }
 
 var _ surgepay.Provider = (*Provider)(nil)
@@ -128,6 +130,7 @@ func New(cfg Config) *Provider {
 		instance:           fmt.Sprintf("%08x", rand.Uint32()),
 		recordsPerShardMax: max(1, cfg.RecordsMax/shardCount),
 		sleep:              sleepContext,
+		events:             newEvents(),
 	}
 	p.authPrefix = refPrefixAuthorization + p.instance + "_"
 	for i := range p.shards {
@@ -265,6 +268,9 @@ func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest
 	s.mu.Lock()
 	res, fresh, err := p.authorizeLocked(s, req, prm, f)
 	s.mu.Unlock()
+	if fresh && err == nil && res.Approved && req.Capture && req.Amount == AmountDisputed {
+		p.fileDispute(req.MerchantID, req.PaymentID, res.Reference, req.Amount)
+	}
 	return after(op, res, fresh, f, err)
 }
 
