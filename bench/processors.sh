@@ -13,28 +13,8 @@ rate=${1:-1000}; secs=${2:-20}
 work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 go build -o "$work/surgepay" ./cmd/surgepay
 go build -o "$work/overhead" ./bench/overhead
-mock=$(command -v stripe-mock || echo "$(go env GOPATH)/bin/stripe-mock")
-
-# stripe-mock's own answers, with the PaymentIntent succeeded.
-"$mock" -http-addr 127.0.0.1:12111 >/dev/null 2>&1 &
-for _ in $(seq 1 100); do curl -s -o /dev/null http://127.0.0.1:12111/ && break; sleep 0.1; done
-for r in "payment_intents -d amount=1000 -d currency=eur" "payment_methods -d type=card" "refunds -d payment_intent=pi_1"; do
-  set -- $r; path=$1; shift
-  curl -s -u sk_test_bench: -X POST "http://127.0.0.1:12111/v1/$path" "$@" > "$work/$path.json"
-done
-kill %1; wait %1 2>/dev/null || true
-python3 - "$work" <<'PY'
-import json, sys
-w = sys.argv[1]
-pi = json.load(open(f"{w}/payment_intents.json")); pi["status"] = "succeeded"; pi["amount_received"] = pi["amount"]
-res = {"payment_intent": pi, "payment_method": json.load(open(f"{w}/payment_methods.json")), "refund": json.load(open(f"{w}/refunds.json"))}
-json.dump({"resources": res}, open(f"{w}/fixtures.json", "w"))
-PY
-"$mock" -http-addr 127.0.0.1:12111 -fixtures "$work/fixtures.json" >/dev/null 2>&1 &
-# Wait until it answers: the first calls of an event refused by a double
-# still loading would open the processor's breaker (5 failures in a row),
-# and its 5 s of 503s would be in the figures.
-for _ in $(seq 1 100); do curl -s -o /dev/null -u sk_test_bench: http://127.0.0.1:12111/v1/payment_intents/pi_1 && break; sleep 0.1; done
+. bench/stripe-mock.sh
+start_stripe_mock "$work"
 
 cat > "$work/surgepay.toml" <<TOML
 data_dir = "$work/data"
@@ -50,8 +30,7 @@ base_url = "http://127.0.0.1:12111"
 currency = "eur"
 processors = ["stripe_mock"]
 TOML
-"$work/surgepay" serve --config "$work/surgepay.toml" > "$work/serve.out" 2>&1 &
-for _ in $(seq 1 100); do curl -sf http://127.0.0.1:18080/healthz >/dev/null && break; sleep 0.2; done
+start_serve "$work" "$work/surgepay.toml"
 key=$(cat "$work/data/dev-api-key")
 
 echo "== $(date -u +%FT%TZ) $(nproc) cores; open model, ${rate}/s of euro sales through the connector, ${secs}s"

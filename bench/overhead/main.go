@@ -50,6 +50,7 @@ func main() {
 	conc := flag.Int("concurrency", 32, "closed loop: requests in flight per merchant")
 	dur := flag.Duration("duration", 20*time.Second, "how long")
 	inflight := flag.Int("inflight", 512, "open model: requests in flight at most, per merchant")
+	token := flag.String("token", "", "save the card as this processor token (PROCESSOR:pm_…) instead of a card number")
 	flag.Parse()
 	if len(ks) == 0 {
 		fmt.Fprintln(os.Stderr, "overhead: at least one -key LABEL=API_KEY")
@@ -68,7 +69,7 @@ func main() {
 			currency = "usd"
 		}
 		t := &target{label: label, key: key, currency: currency, total: hdrhistogram.New(1, 60_000_000, 3), own: hdrhistogram.New(1, 60_000_000, 3)}
-		t.pm = setup(client, *url, key)
+		t.pm = setup(client, *url, key, *token)
 		ts = append(ts, t)
 	}
 	var dropped atomic.Int64
@@ -101,7 +102,7 @@ func main() {
 	}
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
-	fmt.Printf("%-10s %9s %8s %8s %8s %8s | %8s %8s %8s\n", "merchant", "sales/s", "failed", "p50_ms", "p99_ms", "max_ms", "own_p50", "own_p99", "own_max")
+	fmt.Printf("%-10s %9s %8s %8s %8s %8s | %8s %8s %8s\n", "merchant", "ok/s", "failed", "p50_ms", "p99_ms", "max_ms", "own_p50", "own_p99", "own_max")
 	for _, t := range ts {
 		ms := func(h *hdrhistogram.Histogram, q float64) string {
 			if q == 100 {
@@ -117,11 +118,16 @@ func main() {
 	}
 }
 
-// setup makes a customer and a saved card for the merchant.
-func setup(c *http.Client, url, key string) string {
+// setup makes a customer and a saved card (or processor token) for the
+// merchant.
+func setup(c *http.Client, url, key, token string) string {
 	var cus, pm struct{ ID string }
 	post(c, url+"/v1/customers", key, "", `{"name":"Bench"}`, &cus)
-	post(c, url+"/v1/payment_methods", key, "", `{"customer":"`+cus.ID+`","card":{"number":"4242424242424242","exp_month":12,"exp_year":2034,"cvc":"123"}}`, &pm)
+	card := `"card":{"number":"4242424242424242","exp_month":12,"exp_year":2034,"cvc":"123"}`
+	if processor, tok, ok := strings.Cut(token, ":"); ok {
+		card = `"processor_token":{"processor":"` + processor + `","token":"` + tok + `"}`
+	}
+	post(c, url+"/v1/payment_methods", key, "", `{"customer":"`+cus.ID+`",`+card+`}`, &pm)
 	if pm.ID == "" {
 		fmt.Fprintln(os.Stderr, "overhead: could not save a card")
 		os.Exit(1)
