@@ -29,6 +29,10 @@ const (
 	DisputeAttemptsMax = 50
 )
 
+// disputeReason is the cardholder's reason the simulator gives (Stripe's
+// code for an unrecognised charge).
+const disputeReason = "fraudulent"
+
 // SignatureHeader carries the simulator's webhook signature: the hex
 // HMAC-SHA256 of the body under its webhook secret.
 const SignatureHeader = "Surgepay-Sim-Signature"
@@ -84,7 +88,7 @@ func (p *Provider) fileDispute(merchantID, paymentID, ref string, amount int64) 
 	n := p.events.seq.Add(1)
 	body, _ := json.Marshal(simEvent{ID: fmt.Sprintf("evt_sim_%s_%d", p.instance, n), Type: surgepay.ProcessorEventDisputeCreated,
 		Merchant: merchantID, Payment: paymentID, Reference: ref, Dispute: fmt.Sprintf("dp_sim_%s_%d", p.instance, n),
-		Amount: amount, Status: "needs_response", Reason: "fraudulent"})
+		Amount: amount, Status: "needs_response", Reason: disputeReason})
 	header := http.Header{SignatureHeader: {p.sign(body)}, "Content-Type": {"application/json"}}
 	go func() {
 		time.Sleep(DisputeDelay)
