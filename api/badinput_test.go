@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"github.com/surgepay/surgepay/internal/testenv"
+
 	"strings"
 	"testing"
 )
@@ -127,5 +129,55 @@ func FuzzDecodePayment(f *testing.F) {
 		if r.Status >= 500 || r.JSON == nil {
 			t.Fatalf("body %q: got %d %s", body, r.Status, r.Raw)
 		}
+	})
+}
+
+// TestStrictInput: what encoding/json alone would accept silently is
+// refused with a 400 naming the field, and nothing is stored. Each case
+// was accepted before (the first charged 778).
+func TestStrictInput(t *testing.T) {
+	e := newEnv(t, testenv.OpenSQLite(t))
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	for _, tt := range []struct {
+		name, path, body, code, param string
+	}{
+		{"DuplicateKeyOtherCase", "/v1/payments", `{"amount":100,"AMOUNT":778,"currency":"usd","payment_method":"` + pm + `"}`, "duplicate_field", "AMOUNT"},
+		{"DuplicateKey", "/v1/payments", `{"amount":100,"amount":778,"currency":"usd","payment_method":"` + pm + `"}`, "duplicate_field", "amount"},
+		{"DuplicateNestedKey", "/v1/payment_methods", `{"customer":"` + cus + `","card":{"number":"4242424242424242","Number":"4000000000000002","exp_month":12,"exp_year":2040}}`, "duplicate_field", "card.Number"},
+		{"InvalidUTF8", "/v1/customers", "{\"name\":\"Ad\xffa\"}", "invalid_utf8", "body"},
+		{"ControlInName", "/v1/customers", `{"name":"Ada\u0007"}`, "invalid_characters", "name"},
+		{"BidiOverrideInDescription", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","description":"gift \u202eroF"}`, "invalid_characters", "description"},
+		{"PaymentCVCNotDigits", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","cvc":"abc"}`, "invalid_cvc", "cvc"},
+		{"PaymentCVCTooLong", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","cvc":"12345"}`, "invalid_cvc", "cvc"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(e.keyA, "POST", tt.path, tt.body, "")
+			if r.Status != 400 || r.errField("code") != tt.code || r.errField("param") != tt.param {
+				t.Fatalf("got %d %s, want 400 %s on %s", r.Status, r.Raw, tt.code, tt.param)
+			}
+		})
+	}
+	if list := e.must(200, e.keyA, "GET", "/v1/payments?limit=100", ""); strings.Contains(string(list.Raw), `"amount":778`) ||
+		strings.Contains(string(list.Raw), `"amount":100`) {
+		t.Fatalf("a refused payment was stored: %s", list.Raw)
+	}
+	t.Run("MalformedQuery", func(t *testing.T) {
+		r := e.do(e.keyA, "GET", "/v1/payments?limit=5&customer=%zz", "", "")
+		if r.Status != 400 || r.errField("code") != "invalid_query" || r.errField("param") != "query" {
+			t.Fatalf("got %d %s, want 400 invalid_query", r.Status, r.Raw)
+		}
+	})
+	t.Run("MethodNotAllowed", func(t *testing.T) {
+		r := e.do(e.keyA, "DELETE", "/v1/payments", "", "")
+		if r.Status != 405 || r.errField("code") != "method_not_allowed" || r.Header.Get("Allow") != "GET, POST" {
+			t.Fatalf("got %d Allow %q %s, want 405 with Allow: GET, POST", r.Status, r.Header.Get("Allow"), r.Raw)
+		}
+		if r := e.do(e.keyA, "GET", "/v1/nothing-here", "", ""); r.Status != 404 || r.errField("code") != "route_not_found" {
+			t.Fatalf("an unknown path: %d %s, want 404", r.Status, r.Raw)
+		}
+	})
+	t.Run("OK", func(t *testing.T) { // the same bodies done right are accepted
+		e.must(200, e.keyA, "POST", "/v1/customers", `{"name":"Zoë O'Brien — ☕","description":"line"}`)
+		e.must(200, e.keyA, "POST", "/v1/payments", `{"amount":150,"currency":"usd","payment_method":"`+pm+`","cvc":"123","metadata":{"Amount":"x","amount":"y"}}`)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
@@ -28,11 +29,17 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 // decode parses body into v strictly: unknown fields, wrong types, trailing
-// data and malformed JSON are EINVALID errors naming the field. An empty
-// body decodes as {}.
+// data and malformed JSON are EINVALID errors naming the field, and so are
+// what encoding/json would accept silently (checkJSON): invalid UTF-8, a
+// key given twice (in any case: `{"amount":100,"AMOUNT":778}` charged 778),
+// control or bidirectional-override characters in names, emails and
+// descriptions. An empty body decodes as {}.
 func decode(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
+	}
+	if err := checkJSON(body); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -102,6 +109,8 @@ type errorJSON struct {
 // statusOf maps an error code to its HTTP status.
 func statusOf(code string) int {
 	switch code {
+	case ENOTALLOWED:
+		return http.StatusMethodNotAllowed
 	case surgepay.EINVALID:
 		return http.StatusBadRequest
 	case surgepay.EUNAUTH:
@@ -184,4 +193,113 @@ func toJSON(v any) any {
 		return deletedJSON{ID: x.ID, Object: x.Object, Deleted: true}
 	}
 	return v
+}
+
+// JSONDepthMax bounds the nesting checkJSON walks (request bodies are two
+// or three levels deep).
+const JSONDepthMax = 32
+
+// checkJSON refuses what encoding/json would take silently. It names the
+// field by its dotted path (card.number). Malformed JSON is left to the
+// decoder, which says where.
+func checkJSON(body []byte) error {
+	if !utf8.Valid(body) {
+		return surgepay.Invalid("body", "invalid_utf8", "the request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	type frame struct {
+		keys    map[string]bool // nil for an array
+		path    string
+		wantKey bool
+		key     string
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // EOF, or malformed: the decoder reports it
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.keys != nil && top.wantKey {
+			if k, ok := tok.(string); ok {
+				low := strings.ToLower(k) // struct fields match without case
+				if strings.HasSuffix(top.path, "metadata") {
+					low = k // a map's keys are its own: "Amount" and "amount" are two
+				}
+				name := join(top.path, k)
+				if top.keys[low] {
+					return surgepay.Invalid(name, "duplicate_field", "%s is given twice (JSON keys are matched without case)", name)
+				}
+				top.keys[low], top.wantKey, top.key = true, false, k
+				continue
+			}
+		}
+		path := ""
+		if top != nil {
+			path = top.path
+			if top.keys != nil {
+				path = join(top.path, top.key)
+				top.wantKey = true
+			}
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if len(stack) >= JSONDepthMax {
+					return surgepay.Invalid("body", "invalid_json", "the request body nests deeper than %d levels", JSONDepthMax)
+				}
+				f := &frame{path: path}
+				if t == '{' {
+					f.keys, f.wantKey = map[string]bool{}, true
+				}
+				stack = append(stack, f)
+			default:
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].keys != nil {
+					stack[len(stack)-1].wantKey = true
+				}
+			}
+		case string:
+			if textField(path) && hasControl(t) {
+				return surgepay.Invalid(path, "invalid_characters",
+					"%s must not hold control or bidirectional-override characters", path)
+			}
+		}
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// textField reports whether the field at path is free text shown to
+// people (names, emails, descriptions), where control and bidirectional
+// characters can disguise what is displayed.
+func textField(path string) bool {
+	last := path[strings.LastIndexByte(path, '.')+1:]
+	switch strings.ToLower(last) {
+	case "name", "email", "description":
+		return true
+	}
+	return false
+}
+
+// hasControl reports C0 and C1 controls (tab included) and the Unicode
+// bidirectional embedding, override and isolate characters.
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) ||
+			r == 0x200e || r == 0x200f || r == 0x061c {
+			return true
+		}
+	}
+	return false
 }

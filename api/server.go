@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -123,6 +124,12 @@ func (s *Server) routesInit() {
 	s.handle("GET /v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
 	s.handle("DELETE /v1/webhook_endpoints/{id}", s.deleteWebhookEndpoint)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			s.writeError(w, r, &surgepay.Error{Code: ENOTALLOWED, Reason: "method_not_allowed",
+				Message: r.Method + " is not allowed on " + truncate(r.URL.Path, 200) + "; allowed: " + strings.Join(allow, ", ")})
+			return
+		}
 		s.writeError(w, r, &surgepay.Error{Code: surgepay.ENOTFOUND, Reason: "route_not_found",
 			Message: "no such route: " + r.Method + " " + truncate(r.URL.Path, 200)})
 	})
@@ -173,7 +180,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		// A malformed query would otherwise be dropped whole: a filter
+		// silently ignored.
+		s.writeError(rw, r, surgepay.Invalid("query", "invalid_query", "the query string is malformed: %v", err))
+		return
+	}
 	s.mux.ServeHTTP(rw, r)
+}
+
+// ENOTALLOWED is the API's own code for a known path asked with a method
+// it does not serve: 405 with Allow.
+const ENOTALLOWED = "method_not_allowed"
+
+// allowed returns the methods the mux serves on r's path, if r's own is
+// not one of them.
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{"GET", "POST", "DELETE", "PUT", "PATCH"} {
+		if m == r.Method {
+			continue
+		}
+		c := r.Clone(r.Context())
+		c.Method = m
+		if _, pat := s.mux.Handler(c); pat != "" && pat != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // requestID returns the client's X-Request-Id if it is short, printable and

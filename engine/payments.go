@@ -47,6 +47,9 @@ func (in *PaymentInput) validate() error {
 	if in.PaymentMethodID == "" {
 		return surgepay.Invalid("payment_method", "missing", "payment_method is required")
 	}
+	if v := in.CVC.Value(); v != "" && (len(v) < 3 || len(v) > 4 || strings.Trim(v, "0123456789") != "") {
+		return surgepay.Invalid("cvc", "invalid_cvc", "cvc must be 3 or 4 digits")
+	}
 	if err := surgepay.ValidateText("description", in.Description); err != nil {
 		return err
 	}
