@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -211,6 +212,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if err := privateFiles(cfg.Path); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+	}
 	db := &DB{}
 	if err := db.open(ctx, cfg); err != nil {
 		db.closeAll()
@@ -464,6 +468,28 @@ func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
 		if _, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied) VALUES (?, ?)",
 			m.version, time.Now().UnixNano()); err != nil {
 			return fmt.Errorf("migrate: record %d: %w", m.version, err)
+		}
+	}
+	return nil
+}
+
+// privateFiles makes the database file readable by its owner only (0600),
+// creating it so if it does not exist: SQLite gives its -wal and -shm files
+// the database file's mode, and they hold payments too. Files an older
+// version left more open are narrowed. An in-memory database (":memory:",
+// a "file:" URI) is left alone.
+func privateFiles(path string) error {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -445,5 +446,40 @@ func TestMigrationOutOfOrderRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "0002") || !strings.Contains(err.Error(), "later one") {
 		t.Fatalf("Open: %v; want it to name 0002 and the later migration", err)
+	}
+}
+
+// TestFilesPrivate: the database and its WAL and shared-memory files are
+// readable by their owner only, also when an older version left the
+// database file readable by all.
+func TestFilesPrivate(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		preMode os.FileMode // 0: no file before Open
+	}{{"New", 0}, {"NarrowsAnOpenFile", 0o644}} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "surgepay.db")
+			if tt.preMode != 0 {
+				if err := os.WriteFile(path, nil, tt.preMode); err != nil {
+					t.Fatal(err)
+				}
+				os.Chmod(path, tt.preMode)
+			}
+			db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			newMerchant(t, db) // a write: the WAL and shared memory exist
+			for _, p := range []string{path, path + "-wal", path + "-shm"} {
+				fi, err := os.Stat(p)
+				if err != nil {
+					t.Fatalf("%s: %v", p, err)
+				}
+				if perm := fi.Mode().Perm(); perm != 0o600 {
+					t.Errorf("%s: mode %o, want 600", filepath.Base(p), perm)
+				}
+			}
+		})
 	}
 }
