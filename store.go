@@ -96,6 +96,9 @@ type Write struct {
 
 	Merchant *Merchant // inserted
 	APIKey   *APIKey   // inserted
+	// APIKeyRevoke marks the key with this ID revoked, for good; a key
+	// already revoked, or none, is no error.
+	APIKeyRevoke string
 
 	CustomerInsert *Customer
 	CustomerUpdate *Customer // stored if the stored Version is CustomerUpdate.Version-1

@@ -245,3 +245,47 @@ func (e *Engine) CreateAPIKey(ctx context.Context, merchantID string) (string, *
 	}
 	return secret, k, nil
 }
+
+// ListAPIKeys returns the API keys of merchantID ("": of every merchant),
+// revoked ones included. Their secrets are not stored: a key is its ID and
+// prefix.
+func (e *Engine) ListAPIKeys(ctx context.Context, merchantID string) ([]*surgepay.APIKey, error) {
+	keys, err := e.store.ListAPIKeys(ctx)
+	if err != nil || merchantID == "" {
+		return keys, err
+	}
+	out := keys[:0]
+	for _, k := range keys {
+		if k.MerchantID == merchantID {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// RevokeAPIKey revokes the key with this ID for good and drops it from the
+// cache: at once in this process and, with the api_keys entity in a shared
+// scope (Redis), in every process that shares it; a process that caches
+// keys in its own memory only keeps the key until its entry expires
+// (cache.entities.api_keys.ttl, 5 minutes by default). ENOTFOUND if there
+// is no such key; revoking a revoked key is no error.
+func (e *Engine) RevokeAPIKey(ctx context.Context, id string) (*surgepay.APIKey, error) {
+	keys, err := e.store.ListAPIKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if k.ID != id {
+			continue
+		}
+		if err := e.store.Apply(ctx, &surgepay.Write{APIKeyRevoke: id}); err != nil {
+			return nil, err
+		}
+		if err := e.apiKeys.Invalidate(ctx, hex.EncodeToString(k.Hash)); err != nil {
+			e.log.Warn("revoked API key stays in the shared cache until Redis answers", "key", id, "err", err.Error())
+		}
+		k.Revoked = true
+		return k, nil
+	}
+	return nil, surgepay.NotFound("id", "API key")
+}

@@ -76,6 +76,9 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	if k := w.APIKey; k != nil {
 		o.insert(surgepay.StmtInsert, sqlAPIKeyInsert, k.ID, k.MerchantID, k.Hash, k.Prefix, k.Revoked, dbTime(k.Created))
 	}
+	if id := w.APIKeyRevoke; id != "" {
+		o.insert(surgepay.StmtUpdate, "UPDATE api_keys SET revoked = true WHERE id = $1", id)
+	}
 	if c := w.CustomerInsert; c != nil {
 		o.insert(surgepay.StmtInsert, sqlCustomerInsert, c.MerchantID, c.ID, c.Name, c.Email, c.Description,
 			encodeMetadata(c.Metadata), c.Version, dbTime(c.Created), dbTime(c.Updated))

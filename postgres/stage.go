@@ -147,7 +147,7 @@ func stagedArgs(r *surgepay.StagedRecord) []any {
 // general path, one statement per part.
 func isSale(w *surgepay.Write) bool {
 	return w.PaymentInsert != nil &&
-		w.Merchant == nil && w.APIKey == nil &&
+		w.Merchant == nil && w.APIKey == nil && w.APIKeyRevoke == "" &&
 		w.CustomerInsert == nil && w.CustomerUpdate == nil && w.CustomerDelete == nil &&
 		w.PaymentMethodInsert == nil && w.PaymentMethodDelete == nil &&
 		w.PaymentUpdate == nil && len(w.StagedAck) == 0

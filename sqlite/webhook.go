@@ -142,7 +142,7 @@ func checkWebhook(w *surgepay.Write) error {
 }
 
 func isEmptyWrite(w *surgepay.Write) bool {
-	return w.Idempotency == nil && w.Merchant == nil && w.APIKey == nil && w.CustomerInsert == nil &&
+	return w.Idempotency == nil && w.Merchant == nil && w.APIKey == nil && w.APIKeyRevoke == "" && w.CustomerInsert == nil &&
 		w.CustomerUpdate == nil && w.CustomerDelete == nil && w.PaymentMethodInsert == nil &&
 		w.PaymentMethodDelete == nil && w.PaymentInsert == nil && w.PaymentUpdate == nil &&
 		len(w.Events) == 0 && w.Staged == nil && len(w.StagedAck) == 0 && w.Webhook == nil &&

@@ -45,6 +45,7 @@ type writer struct {
 	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
 
 	insIdempotency, insMerchant, insAPIKey                    *sql.Stmt
+	revokeAPIKey                                              *sql.Stmt
 	insCustomer, updCustomer, delCustomer, delCustomerMethods *sql.Stmt
 	customerVersion                                           *sql.Stmt
 	insPaymentMethod, delPaymentMethod                        *sql.Stmt
@@ -85,6 +86,7 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.insIdempotency, insertSQL("idempotency", idempotencyCols) + " ON CONFLICT DO NOTHING"},
 		{&w.insMerchant, insertSQL("merchants", merchantCols)},
 		{&w.insAPIKey, insertSQL("api_keys", apiKeyCols)},
+		{&w.revokeAPIKey, "UPDATE api_keys SET revoked = 1 WHERE id = ?"},
 		{&w.insCustomer, insertSQL("customers", customerCols)},
 		{&w.updCustomer, "UPDATE customers SET " + setCols(customerCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
 		{&w.delCustomer, "DELETE FROM customers WHERE merchant_id = ? AND id = ? AND version = ?"},
@@ -136,7 +138,7 @@ func insertEventsSQL(rows int) string {
 func (w *writer) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
-		w.insIdempotency, w.insMerchant, w.insAPIKey, w.insCustomer, w.updCustomer, w.delCustomer,
+		w.insIdempotency, w.insMerchant, w.insAPIKey, w.revokeAPIKey, w.insCustomer, w.updCustomer, w.delCustomer,
 		w.delCustomerMethods, w.customerVersion, w.insPaymentMethod, w.delPaymentMethod, w.insPayment,
 		w.updPayment, w.paymentVersion, w.purgeIdempotency, w.insSale, w.insStaged, w.delStaged} {
 		if st != nil {
@@ -326,7 +328,7 @@ func needsSavepoint(wr *surgepay.Write) bool {
 		return true
 	}
 	// One versioned guard: the statements that applyWrite runs before it.
-	before := wr.Merchant != nil || wr.APIKey != nil || wr.CustomerInsert != nil
+	before := wr.Merchant != nil || wr.APIKey != nil || wr.APIKeyRevoke != "" || wr.CustomerInsert != nil
 	if wr.PaymentUpdate != nil {
 		before = before || wr.PaymentMethodInsert != nil || wr.PaymentMethodDelete != nil || wr.PaymentInsert != nil
 	}
@@ -427,6 +429,11 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
 		if _, err := exec(ctx, surgepay.StmtInsert, w.insAPIKey, k.ID, k.MerchantID, k.Hash, k.Prefix,
 			timeArg(k.Created), revoked); err != nil {
 			return fmt.Errorf("insert API key %s: %w", k.ID, err)
+		}
+	}
+	if id := wr.APIKeyRevoke; id != "" {
+		if _, err := exec(ctx, surgepay.StmtUpdate, w.revokeAPIKey, id); err != nil {
+			return fmt.Errorf("revoke API key %s: %w", id, err)
 		}
 	}
 	if err := w.applyCustomer(ctx, wr); err != nil {

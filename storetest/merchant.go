@@ -294,3 +294,35 @@ func checkPages(t *testing.T, what string, want []string, list func(surgepay.Pag
 		}
 	}
 }
+
+// testAPIKeyRevoke: a revoked key is found revoked, by hash and in the
+// list; the merchant's other key is not; revoking again, or an unknown
+// key, is no error.
+func testAPIKeyRevoke(t *testing.T, s surgepay.Store) {
+	m := newMerchant(t, s)
+	k1 := &surgepay.APIKey{ID: surgepay.NewID("key"), MerchantID: m.ID, Hash: bytes.Repeat([]byte{0xc3}, 32), Prefix: "sk_1", Created: now()}
+	k2 := &surgepay.APIKey{ID: surgepay.NewID("key"), MerchantID: m.ID, Hash: bytes.Repeat([]byte{0xd4}, 32), Prefix: "sk_2", Created: now()}
+	apply(t, s, &surgepay.Write{APIKey: k1})
+	apply(t, s, &surgepay.Write{APIKey: k2})
+	apply(t, s, &surgepay.Write{APIKeyRevoke: k1.ID})
+	apply(t, s, &surgepay.Write{APIKeyRevoke: k1.ID})
+	apply(t, s, &surgepay.Write{APIKeyRevoke: surgepay.NewID("key")})
+	for _, c := range []struct {
+		k    *surgepay.APIKey
+		want bool
+	}{{k1, true}, {k2, false}} {
+		got, err := s.FindAPIKeyByHash(t.Context(), c.k.Hash)
+		if err != nil || got.Revoked != c.want {
+			t.Errorf("FindAPIKeyByHash(%s): revoked %v, %v; want %v", c.k.ID, got != nil && got.Revoked, err, c.want)
+		}
+	}
+	keys, err := s.ListAPIKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.ID == k1.ID && !k.Revoked {
+			t.Errorf("ListAPIKeys: %s not revoked", k.ID)
+		}
+	}
+}

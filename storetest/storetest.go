@@ -70,6 +70,7 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 		{"MerchantFindErrNotFound", testMerchantFindErrNotFound},
 		{"APIKeyFindByHash", testAPIKeyFindByHash},
 		{"APIKeyFindByHashErrNotFound", testAPIKeyFindByHashErrNotFound},
+		{"APIKeyRevoke", testAPIKeyRevoke},
 
 		{"CustomerInsertFind", testCustomerInsertFind},
 		{"CustomerUpdate", testCustomerUpdate},

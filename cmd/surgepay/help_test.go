@@ -18,7 +18,7 @@ const runTimeout = 30 * time.Second
 // ("" is surgepay itself).
 var commandNames = []string{
 	"", "serve", "settle", "trace", "migrate", "simulator", "version",
-	"keys", "keys create", "keys rotate", "keys settlement", "processors", "processors seal",
+	"keys", "keys create", "keys list", "keys revoke", "keys rotate", "keys settlement", "processors", "processors seal",
 	"tax", "tax import",
 	"loadtest", "loadtest run", "loadtest compare", "loadtest merge", "loadtest table",
 }

@@ -18,6 +18,8 @@ const usage = `surgepay — a self-hosted payment transaction engine
 Usage:
   surgepay serve [--config FILE]          run the payments API (embedded default: SQLite in ./data)
   surgepay keys create [--merchant ID]    make a new API key (for the first merchant by default)
+  surgepay keys list [--merchant ID]      list API keys (never their secrets)
+  surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay keys rotate                    add a new card-vault key and make it primary
   surgepay keys settlement --out DIR      make the settlement key pair (public: API hosts; private: settle only)
   surgepay processors seal --name NAME    seal a processor's secret key (stdin) for [processors.NAME]

@@ -643,6 +643,8 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 const keysUsage = `Usage:
   surgepay keys create [--merchant ID]    make a new API key
+  surgepay keys list [--merchant ID]      list API keys: ID, merchant, prefix, created, revoked
+  surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay keys rotate                    add a new card-vault key and make it primary
   surgepay keys settlement --out DIR      make the settlement key pair
 
@@ -666,15 +668,18 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "settlement" {
 		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && (args[0] == "list" || args[0] == "revoke") {
+		return cmdKeysAdmin(ctx, args[0], args[1:], stdout, stderr)
+	}
 	switch {
 	case len(args) == 0:
-		cli.Fail(stderr, "keys", "missing command: create, rotate or settlement")
+		cli.Fail(stderr, "keys", "missing command: create, list, revoke, rotate or settlement")
 		return cli.ExitUsage
 	case cli.IsHelp(args[0]):
 		fmt.Fprint(stdout, keysUsage)
 		return cli.ExitOK
 	case args[0] != "create" && args[0] != "rotate":
-		cli.Fail(stderr, "keys", "unknown command %q: create, rotate or settlement", args[0])
+		cli.Fail(stderr, "keys", "unknown command %q: create, list, revoke, rotate or settlement", args[0])
 		return cli.ExitUsage
 	}
 	sub := args[0]
