@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -378,19 +379,30 @@ func qualify(name, ref string) string {
 }
 
 // resolve returns the processor of a reference and the reference as that
-// processor knows it.
-func (t *table) resolve(ref string) (*proc, string) {
+// processor knows it. A reference that names a processor no longer
+// configured is an error, never the default's: that processor holds the
+// money, and another would answer "no such authorization".
+func (t *table) resolve(ref string) (*proc, string, error) {
 	if i := strings.IndexByte(ref, ':'); i > 0 {
 		if p, ok := t.procs[ref[:i]]; ok {
-			return p, ref[i+1:]
+			return p, ref[i+1:], nil
+		}
+		if processorRef.MatchString(ref[:i+1]) {
+			return nil, "", fmt.Errorf("the payment's processor %q is not configured; put its [processors.%s] section back", ref[:i], ref[:i])
 		}
 	}
-	return t.procs[DefaultName], ref
+	return t.procs[DefaultName], ref, nil
 }
+
+// processorRef matches the name a router puts before a reference.
+var processorRef = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}:$`)
 
 // byRef runs an operation on an existing authorization at its processor.
 func (r *Router) byRef(ctx context.Context, op, ref string, fn func(context.Context, *proc, string) (*surgepay.ProviderResult, error)) (*surgepay.ProviderResult, error) {
-	p, bare := r.t.Load().resolve(ref)
+	p, bare, err := r.t.Load().resolve(ref)
+	if err != nil {
+		return nil, &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: op, Err: err, RetryAfter: time.Minute}
+	}
 	res, err := r.do(ctx, p, op, func(ctx context.Context) (*surgepay.ProviderResult, error) { return fn(ctx, p, bare) })
 	if err == nil {
 		res.Reference = qualify(p.Name, res.Reference)
@@ -438,14 +450,17 @@ func (r *Router) LookupOperation(ctx context.Context, q *surgepay.LookupQuery) (
 	if q.Processor == "" && q.AuthorizationRef == "" && t.routes != nil && q.MerchantID != "" {
 		return r.lookupAnywhere(ctx, t, q)
 	}
-	p, bare := t.resolve(q.AuthorizationRef)
+	p, bare, rerr := t.resolve(q.AuthorizationRef)
 	if q.Processor != "" {
 		named, ok := t.procs[q.Processor]
 		if !ok {
 			return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Processor: q.Processor,
 				Err: fmt.Errorf("no processor named %q is configured", q.Processor)}
 		}
-		p = named
+		p, rerr = named, nil
+	}
+	if rerr != nil {
+		return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Err: rerr}
 	}
 	c := *q
 	c.AuthorizationRef = bare
@@ -559,7 +574,10 @@ var _ surgepay.OutsideRefunder = (*Router)(nil)
 // RefundedOutside asks the authorization's processor; a processor that
 // cannot tell answers 0.
 func (r *Router) RefundedOutside(ctx context.Context, ref string) (int64, error) {
-	p, bare := r.t.Load().resolve(ref)
+	p, bare, err := r.t.Load().resolve(ref)
+	if err != nil {
+		return 0, err
+	}
 	if o, ok := p.Provider.(surgepay.OutsideRefunder); ok {
 		return o.RefundedOutside(ctx, bare)
 	}

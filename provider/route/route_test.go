@@ -357,3 +357,33 @@ func note(key, what string) {
 	l := v.(*[]string)
 	*l = append(*l, what)
 }
+
+// TestRemovedProcessorNotDefault: once a processor leaves the
+// configuration, its payments' captures are refused (not performed) and
+// their lookups stay unknown: never sent to the default processor, which
+// would answer "no such authorization" about money the other one holds.
+func TestRemovedProcessorNotDefault(t *testing.T) {
+	def, a := sim.New(sim.DefaultConfig()), sim.New(sim.DefaultConfig())
+	r := route.New(nil)
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: def}, {Name: "a", Provider: a}}, fixed("a")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Authorize(t.Context(), authReq("rm1"))
+	if err != nil || !strings.HasPrefix(res.Reference, "a:") {
+		t.Fatalf("authorize: %+v %v", res, err)
+	}
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: def}}, fixed(route.DefaultName)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Capture(t.Context(), &surgepay.CaptureRequest{IdempotencyKey: "rm1/cap", AuthorizationRef: res.Reference, Amount: 1000, Currency: "usd"})
+	if !surgepay.IsNotPerformed(err) {
+		t.Fatalf("capture at a removed processor: got %v, want not performed", err)
+	}
+	_, err = r.LookupOperation(t.Context(), &surgepay.LookupQuery{Key: "rm1/cap", Operation: surgepay.TxCapture, AuthorizationRef: res.Reference})
+	if !surgepay.IsUnknown(err) {
+		t.Fatalf("lookup at a removed processor: got %v, want unknown", err)
+	}
+	if fx := def.Effects("pay_rm1"); fx.Captures != 0 {
+		t.Fatalf("the default processor was asked: %+v", fx)
+	}
+}
