@@ -237,16 +237,8 @@ var stdin io.Reader = os.Stdin
 // processor's secret key from standard input and prints it sealed under
 // the card vault's keyring, for secret_key in [processors.NAME].
 func cmdProcessors(args []string, stdout, stderr io.Writer) int {
-	switch {
-	case len(args) == 0:
-		cli.Fail(stderr, "processors", "missing command: seal")
-		return cli.ExitUsage
-	case cli.IsHelp(args[0]):
-		fmt.Fprint(stdout, processorsUsage)
-		return cli.ExitOK
-	case args[0] != "seal":
-		cli.Fail(stderr, "processors", "unknown command %q: seal", args[0])
-		return cli.ExitUsage
+	if _, code, ok := cli.Subcommand(args, "processors", processorsUsage, []string{"seal"}, stdout, stderr); !ok {
+		return code
 	}
 	c, path := configFlags("processors seal", processorsUsage)
 	name := c.Flags.String("name", "", "the processor's `NAME`, as in [processors.NAME] (required)")

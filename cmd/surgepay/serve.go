@@ -665,24 +665,16 @@ cards under the new key (docs/vault.md).
 `
 
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "settlement" {
-		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && (args[0] == "list" || args[0] == "revoke") {
-		return cmdKeysAdmin(ctx, args[0], args[1:], stdout, stderr)
-	}
+	sub, code, ok := cli.Subcommand(args, "keys", keysUsage,
+		[]string{"create", "list", "revoke", "rotate", "settlement"}, stdout, stderr)
 	switch {
-	case len(args) == 0:
-		cli.Fail(stderr, "keys", "missing command: create, list, revoke, rotate or settlement")
-		return cli.ExitUsage
-	case cli.IsHelp(args[0]):
-		fmt.Fprint(stdout, keysUsage)
-		return cli.ExitOK
-	case args[0] != "create" && args[0] != "rotate":
-		cli.Fail(stderr, "keys", "unknown command %q: create, list, revoke, rotate or settlement", args[0])
-		return cli.ExitUsage
+	case !ok:
+		return code
+	case sub == "settlement":
+		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
+	case sub == "list" || sub == "revoke":
+		return cmdKeysAdmin(ctx, sub, args[1:], stdout, stderr)
 	}
-	sub := args[0]
 	c, path := configFlags("keys "+sub, keysCreateUsage)
 	var merchant *string
 	if sub == "create" {
@@ -757,16 +749,8 @@ DATA_DIR/tax-rates.csv; restart the servers to use it (docs/tax.md).
 `
 
 func cmdTax(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	switch {
-	case len(args) == 0:
-		cli.Fail(stderr, "tax", "missing command: import")
-		return cli.ExitUsage
-	case cli.IsHelp(args[0]):
-		fmt.Fprint(stdout, taxUsage)
-		return cli.ExitOK
-	case args[0] != "import":
-		cli.Fail(stderr, "tax", "unknown command %q: import", args[0])
-		return cli.ExitUsage
+	if _, code, ok := cli.Subcommand(args, "tax", taxUsage, []string{"import"}, stdout, stderr); !ok {
+		return code
 	}
 	c, path := configFlags("tax import", taxImportUsage)
 	files, code, ok := c.ParseInterleaved(args[1:], stdout, stderr)

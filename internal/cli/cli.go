@@ -124,3 +124,25 @@ func (c *Command) PrintUsage(w io.Writer) {
 	c.Flags.PrintDefaults()
 	c.Flags.SetOutput(io.Discard)
 }
+
+// Subcommand checks the first argument of a command with subcommands
+// (`surgepay keys create`): none is a usage error, -h/--help prints usage
+// on stdout, one not in subs is a usage error. ok is false when the
+// command must exit with code.
+func Subcommand(args []string, name, usage string, subs []string, stdout, stderr io.Writer) (sub string, code int, ok bool) {
+	switch {
+	case len(args) == 0:
+		Fail(stderr, name, "missing command: %s", strings.Join(subs, ", "))
+		return "", ExitUsage, false
+	case IsHelp(args[0]):
+		fmt.Fprint(stdout, usage)
+		return "", ExitOK, false
+	}
+	for _, s := range subs {
+		if args[0] == s {
+			return s, ExitOK, true
+		}
+	}
+	Fail(stderr, name, "unknown command %q: %s", args[0], strings.Join(subs, ", "))
+	return "", ExitUsage, false
+}
