@@ -51,6 +51,18 @@ const (
 	WebhookEndpointsPerMerchantMax = 16
 	// WebhookURLBytesMax bounds a webhook endpoint's URL.
 	WebhookURLBytesMax = 2048
+	// WebhookSecretOverlapMax bounds how long a rolled webhook secret
+	// keeps signing deliveries beside its successor (expires_in);
+	// WebhookSecretOverlapDefault is the default, as Stripe's.
+	WebhookSecretOverlapMax     = 7 * 24 * time.Hour
+	WebhookSecretOverlapDefault = 24 * time.Hour
+	// WebhookResendsMax bounds the resends of one delivery, so that a
+	// script resending in a loop cannot flood an endpoint.
+	WebhookResendsMax = 10
+	// WebhookFailingStreak is the failed attempts in a row after which an
+	// endpoint is failing: its health says so, and each dispatcher sends
+	// it one delivery at a time until an attempt succeeds.
+	WebhookFailingStreak = 5
 
 	// AnalyticsDaysMax bounds the days one analytics query spans (a year,
 	// leap day included), which bounds its answer: one row per day and

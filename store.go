@@ -132,6 +132,12 @@ type Write struct {
 	// at most an Idempotency record besides.
 	WebhookEndpointInsert *WebhookEndpoint
 	WebhookEndpointDelete *WebhookEndpoint
+	// WebhookEndpointRoll replaces an endpoint's signing secret and
+	// WebhookResend queues a delivery again; both are guarded (see their
+	// types) and, like an endpoint change, go in a Write with at most an
+	// Idempotency record besides.
+	WebhookEndpointRoll *WebhookEndpointRoll
+	WebhookResend       *WebhookResend
 
 	// Analytics are added to their merchants' daily counters in the same
 	// transaction as the rest of the Write, or not at all (a failed guard

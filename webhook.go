@@ -3,6 +3,7 @@ package surgepay
 import (
 	"context"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -17,6 +18,27 @@ type WebhookEndpoint struct {
 	Description  string
 	SealedSecret []byte
 	Created      time.Time
+
+	// PreviousSealedSecret is the secret a roll replaced, sealed like
+	// SealedSecret; deliveries are signed with it too until
+	// PreviousSecretExpires (see WebhookEndpointRoll). Nil if none.
+	PreviousSealedSecret  []byte
+	PreviousSecretExpires time.Time
+
+	// Health, kept by the dispatchers' results (RecordWebhookResults):
+	// failed attempts since the last success, when the last attempt
+	// succeeded and failed (zero if never), and the last failure's reason
+	// (short, never a URL, secret or answer body).
+	FailuresInARow int
+	LastSuccess    time.Time
+	LastFailure    time.Time
+	LastError      string
+}
+
+// PreviousSecretActive reports whether deliveries at t are signed with the
+// previous secret as well as the current one.
+func (e *WebhookEndpoint) PreviousSecretActive(t time.Time) bool {
+	return len(e.PreviousSealedSecret) > 0 && t.Before(e.PreviousSecretExpires)
 }
 
 // WebhookSecretAAD is the additional data an endpoint's secret is sealed
@@ -153,11 +175,16 @@ type WebhookDelivery struct {
 	// was deleted since the event.
 	URL          string
 	SealedSecret []byte
+	// PreviousSealedSecret and PreviousSecretExpires are the endpoint's
+	// secret before its last roll, which signs the delivery too until it
+	// expires (WebhookEndpoint.PreviousSealedSecret).
+	PreviousSealedSecret  []byte
+	PreviousSecretExpires time.Time
 }
 
 // Outcomes of a delivery attempt, in WebhookResult.Outcome.
 const (
-	WebhookDelivered = "delivered" // a 2xx answer: the delivery is removed
+	WebhookDelivered = "delivered" // a 2xx answer: kept with status succeeded for the retention
 	WebhookRetry     = "retry"     // another attempt at NextAttempt
 	WebhookFailed    = "failed"    // no more attempts: kept with status failed
 	WebhookDropped   = "dropped"   // the endpoint is gone: the delivery is removed
@@ -166,9 +193,13 @@ const (
 // WebhookResult records one attempt. It applies only if the delivery is
 // still at Attempt (no other dispatcher claimed it since).
 type WebhookResult struct {
-	EventID     string
-	EndpointID  string
-	Attempt     int
+	EventID    string
+	EndpointID string
+	MerchantID string // the endpoint's merchant, for its health
+	Attempt    int
+	// Sent is true if the attempt tried to reach the endpoint (or to open
+	// its secret): only such results count in its health.
+	Sent        bool
 	Outcome     string    // WebhookDelivered, ...
 	NextAttempt time.Time // for WebhookRetry
 	StatusCode  int       // the HTTP status, 0 if none
@@ -212,6 +243,138 @@ type WebhookStore interface {
 	// DeleteFailedWebhooksBefore deletes up to limit failed deliveries
 	// whose last attempt was before t and returns how many it deleted.
 	DeleteFailedWebhooksBefore(ctx context.Context, t time.Time, limit int) (int, error)
+	// DeleteSucceededWebhooksBefore deletes up to limit succeeded
+	// deliveries whose success was before t and returns how many it
+	// deleted.
+	DeleteSucceededWebhooksBefore(ctx context.Context, t time.Time, limit int) (int, error)
+
+	// ListWebhookDeliveries returns a page of a merchant's deliveries
+	// that f selects (f is valid, see WebhookDeliveryFilter.Validate),
+	// newest event first, and whether more follow. One statement.
+	ListWebhookDeliveries(ctx context.Context, merchantID string, f WebhookDeliveryFilter) ([]*WebhookDeliveryInfo, bool, error)
+	// FindWebhookDelivery returns the delivery of an event to an endpoint,
+	// ENOTFOUND if the merchant has none (never had it, or it is past its
+	// retention).
+	FindWebhookDelivery(ctx context.Context, merchantID, eventID, endpointID string) (*WebhookDeliveryInfo, error)
+}
+
+// Statuses of a delivery, as stored and listed.
+const (
+	WebhookStatusPending   = "pending"   // waiting for an attempt, or being attempted
+	WebhookStatusSucceeded = "succeeded" // a 2xx answer; kept for the delivered retention
+	WebhookStatusFailed    = "failed"    // out of attempts; kept for the failed retention
+)
+
+// WebhookDeliveryInfo is a delivery as an operator sees it: where it
+// stands, without its payload.
+type WebhookDeliveryInfo struct {
+	EventID    string
+	EndpointID string
+	MerchantID string
+	PaymentID  string
+	Type       string
+	Status     string // WebhookStatusPending, ...
+	// Attempts counts the attempts since the event (or its last resend),
+	// one being made included.
+	Attempts int
+	// InFlight is true while a dispatcher holds the delivery: an attempt
+	// is being made (until its lease ends at NextAttempt).
+	InFlight bool
+	// NextAttempt is when a pending delivery is due (or its lease ends);
+	// zero for a finished one.
+	NextAttempt time.Time
+	// LastAttempt is when the last attempt ended; zero if none yet.
+	LastAttempt time.Time
+	LastStatus  int    // the last answer's HTTP status, 0 if none
+	LastError   string // why the last attempt failed, "" if it did not
+	Resends     int    // times resent (at most WebhookResendsMax)
+	Created     time.Time
+}
+
+// WebhookDeliveryFilter selects deliveries: those of EndpointID, of
+// EventID, or of both; at least one is required, so that a list is one
+// range of an index. Status "" is any status.
+type WebhookDeliveryFilter struct {
+	EndpointID string
+	EventID    string
+	Status     string
+	Limit      int // 1..ListLimitMax
+	// StartingAfterEvent and StartingAfterEndpoint, if set, return the
+	// deliveries after that one in the list's order (event ID, then
+	// endpoint ID, both descending).
+	StartingAfterEvent, StartingAfterEndpoint string
+}
+
+// Validate checks f: the caller's errors name the API's parameters.
+func (f WebhookDeliveryFilter) Validate() error {
+	switch {
+	case f.EndpointID == "" && f.EventID == "":
+		return Invalid("endpoint", "missing", "endpoint or event is required")
+	case f.Status != "" && f.Status != WebhookStatusPending && f.Status != WebhookStatusSucceeded &&
+		f.Status != WebhookStatusFailed:
+		return Invalid("status", "invalid_value", "status must be pending, succeeded or failed")
+	case f.Limit < 1 || f.Limit > ListLimitMax:
+		return Invalid("limit", "invalid_value", "limit must be an integer from 1 to %d", ListLimitMax)
+	case (f.StartingAfterEvent == "") != (f.StartingAfterEndpoint == ""):
+		return Invalid("starting_after", "invalid_value", "starting_after must be a webhook delivery ID")
+	}
+	return nil
+}
+
+// WebhookDeliveryID is the API's ID of the delivery of an event to an
+// endpoint: "whd_", then the 26 characters of each ID (see NewID), so
+// that delivery IDs sort by event, then endpoint. It returns "" for IDs
+// not of NewID's form.
+func WebhookDeliveryID(eventID, endpointID string) string {
+	ev, ok1 := strings.CutPrefix(eventID, "evt_")
+	ep, ok2 := strings.CutPrefix(endpointID, "we_")
+	if !ok1 || !ok2 || len(ev) != 26 || len(ep) != 26 {
+		return ""
+	}
+	return "whd_" + ev + ep
+}
+
+// ParseWebhookDeliveryID returns the event and endpoint IDs of a delivery
+// ID; ok is false if id is not one.
+func ParseWebhookDeliveryID(id string) (eventID, endpointID string, ok bool) {
+	rest, ok := strings.CutPrefix(id, "whd_")
+	if !ok || len(rest) != 52 {
+		return "", "", false
+	}
+	for i := 0; i < len(rest); i++ {
+		if !strings.ContainsRune(crockford, rune(rest[i])) {
+			return "", "", false
+		}
+	}
+	return "evt_" + rest[:26], "we_" + rest[26:], true
+}
+
+// WebhookResend queues a delivery again (Write.WebhookResend): it becomes
+// pending, due At, with its attempts counted afresh. It is guarded: the
+// delivery must exist, not be in flight at At, and have been resent fewer
+// than WebhookResendsMax times; else nothing of the Write is stored and
+// Apply returns ECONFLICT "concurrent_update" (ENOTFOUND if it is gone).
+// The engine checks the state first to answer precise errors; the guard
+// settles races.
+type WebhookResend struct {
+	MerchantID string
+	EventID    string
+	EndpointID string
+	At         time.Time
+}
+
+// WebhookEndpointRoll replaces an endpoint's secret (Write.WebhookEndpointRoll):
+// SealedSecret becomes the current one, the one it replaces
+// (PreviousSealedSecret, as read) signs deliveries too until
+// PreviousSecretExpires. It is guarded: the stored secret must still be
+// PreviousSealedSecret, so that of two rolls at once one fails (ECONFLICT
+// "concurrent_update"; ENOTFOUND if the endpoint is gone).
+type WebhookEndpointRoll struct {
+	MerchantID            string
+	EndpointID            string
+	SealedSecret          []byte
+	PreviousSealedSecret  []byte
+	PreviousSecretExpires time.Time
 }
 
 // WebhookOutbox turns payment changes into webhook events (package
@@ -228,4 +391,46 @@ type WebhookOutbox interface {
 	// EndpointsChanged tells the outbox whether a merchant has endpoints
 	// after this node created or deleted one.
 	EndpointsChanged(merchantID string, has bool)
+}
+
+// WebhookHealth is what a batch of results changes of one endpoint's
+// health: if Reset (an attempt succeeded), its failures in a row become
+// Failures (those after the last success), else they grow by Failures.
+type WebhookHealth struct {
+	MerchantID, EndpointID string
+	Reset                  bool
+	Failures               int
+	LastSuccess            time.Time // zero: unchanged
+	LastFailure            time.Time // zero: unchanged
+	LastError              string    // with LastFailure
+}
+
+// WebhookHealthOf sums results by endpoint, in the order of their At:
+// the stores apply one update per endpoint. Results not Sent are left
+// out: they did not try the endpoint.
+func WebhookHealthOf(results []*WebhookResult) []*WebhookHealth {
+	var out []*WebhookHealth
+	by := map[string]*WebhookHealth{}
+	rs := make([]*WebhookResult, 0, len(results))
+	for _, r := range results {
+		if r.Sent && (r.Outcome == WebhookDelivered || r.Outcome == WebhookRetry || r.Outcome == WebhookFailed) {
+			rs = append(rs, r)
+		}
+	}
+	slices.SortStableFunc(rs, func(a, b *WebhookResult) int { return a.At.Compare(b.At) })
+	for _, r := range rs {
+		h := by[r.EndpointID]
+		if h == nil {
+			h = &WebhookHealth{MerchantID: r.MerchantID, EndpointID: r.EndpointID}
+			by[r.EndpointID] = h
+			out = append(out, h)
+		}
+		if r.Outcome == WebhookDelivered {
+			h.Reset, h.Failures, h.LastSuccess = true, 0, r.At
+			continue
+		}
+		h.Failures++
+		h.LastFailure, h.LastError = r.At, r.Error
+	}
+	return out
 }

@@ -338,6 +338,10 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		{"WebhookEndpoint", webhookEndpointJSON{}, false},
 		{"WebhookEndpointList", listJSON{}, false},
 		{"WebhookEndpointRequest", webhookEndpointRequest{}, true},
+		{"WebhookSecretRollRequest", rollSecretRequest{}, true},
+		{"WebhookDelivery", webhookDeliveryJSON{}, false},
+		{"WebhookDeliveryList", listJSON{}, false},
+		{"WebhookResendRequest", struct{}{}, true},
 	}
 	// The error envelope's inner object is checked against errorJSON too.
 	errInner := object(t, schemas, "Error", "properties", "error")

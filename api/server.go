@@ -123,6 +123,10 @@ func (s *Server) routesInit() {
 	s.handle("GET /v1/webhook_endpoints", s.listWebhookEndpoints)
 	s.handle("GET /v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
 	s.handle("DELETE /v1/webhook_endpoints/{id}", s.deleteWebhookEndpoint)
+	s.handle("POST /v1/webhook_endpoints/{id}/roll_secret", s.rollWebhookSecret)
+	s.handle("GET /v1/webhook_deliveries", s.listWebhookDeliveries)
+	s.handle("GET /v1/webhook_deliveries/{id}", s.getWebhookDelivery)
+	s.handle("POST /v1/webhook_deliveries/{id}/resend", s.resendWebhookDelivery)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := s.allowed(r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))

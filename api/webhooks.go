@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
@@ -18,14 +20,96 @@ type webhookEndpointJSON struct {
 	Object      string `json:"object"`
 	URL         string `json:"url"`
 	Description string `json:"description"`
-	// Secret is in the answer to the creation only.
+	// Secret is in the answer to the creation and to a roll only.
 	Secret  string `json:"secret,omitempty"`
 	Created int64  `json:"created"`
+	// Health: healthy (the last attempt succeeded, or none yet), degraded
+	// (failures in a row, fewer than surgepay.WebhookFailingStreak),
+	// failing (that many or more).
+	Health         string  `json:"health"`
+	FailuresInARow int     `json:"failures_in_a_row"`
+	LastSuccess    *int64  `json:"last_success"`
+	LastFailure    *int64  `json:"last_failure"`
+	LastError      *string `json:"last_error"`
+	// PreviousSecretExpires is when the secret a roll replaced stops
+	// signing deliveries; null if none does.
+	PreviousSecretExpires *int64 `json:"previous_secret_expires"`
+}
+
+// Values of webhookEndpointJSON.Health.
+const (
+	webhookHealthy  = "healthy"
+	webhookDegraded = "degraded"
+	webhookFailing  = "failing"
+)
+
+func unixOrNull(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.Unix()
+	return &u
 }
 
 func webhookEndpointOf(e *surgepay.WebhookEndpoint) webhookEndpointJSON {
-	return webhookEndpointJSON{ID: e.ID, Object: "webhook_endpoint", URL: e.URL, Description: e.Description,
-		Created: e.Created.Unix()}
+	j := webhookEndpointJSON{ID: e.ID, Object: "webhook_endpoint", URL: e.URL, Description: e.Description,
+		Created: e.Created.Unix(), Health: webhookHealthy, FailuresInARow: e.FailuresInARow,
+		LastSuccess: unixOrNull(e.LastSuccess), LastFailure: unixOrNull(e.LastFailure)}
+	switch {
+	case e.FailuresInARow >= surgepay.WebhookFailingStreak:
+		j.Health = webhookFailing
+	case e.FailuresInARow > 0:
+		j.Health = webhookDegraded
+	}
+	if e.LastError != "" {
+		j.LastError = &e.LastError
+	}
+	if len(e.PreviousSealedSecret) > 0 && time.Now().Before(e.PreviousSecretExpires) {
+		j.PreviousSecretExpires = unixOrNull(e.PreviousSecretExpires)
+	}
+	return j
+}
+
+// webhookDeliveryJSON is a delivery of an event to an endpoint, without
+// the event's body.
+type webhookDeliveryJSON struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"`
+	Event     string `json:"event"`
+	Endpoint  string `json:"endpoint"`
+	EventType string `json:"event_type"`
+	Payment   string `json:"payment"`
+	Status    string `json:"status"`
+	InFlight  bool   `json:"in_flight"`
+	Attempts  int    `json:"attempts"`
+	// NextAttempt is when a pending delivery is due (or its attempt in
+	// flight times out); null once it is finished.
+	NextAttempt    *int64  `json:"next_attempt"`
+	LastAttempt    *int64  `json:"last_attempt"`
+	LastHTTPStatus *int    `json:"last_http_status"`
+	LastError      *string `json:"last_error"`
+	Resends        int     `json:"resends"`
+	Created        int64   `json:"created"`
+}
+
+func webhookDeliveryOf(d *surgepay.WebhookDeliveryInfo) webhookDeliveryJSON {
+	j := webhookDeliveryJSON{ID: surgepay.WebhookDeliveryID(d.EventID, d.EndpointID), Object: "webhook_delivery",
+		Event: d.EventID, Endpoint: d.EndpointID, EventType: d.Type, Payment: d.PaymentID, Status: d.Status,
+		InFlight: d.InFlight, Attempts: d.Attempts, NextAttempt: unixOrNull(d.NextAttempt),
+		LastAttempt: unixOrNull(d.LastAttempt), Resends: d.Resends, Created: d.Created.Unix()}
+	if d.LastStatus != 0 {
+		j.LastHTTPStatus = &d.LastStatus
+	}
+	if d.LastError != "" {
+		j.LastError = &d.LastError
+	}
+	return j
+}
+
+type rollSecretRequest struct {
+	// ExpiresIn is how long, in seconds, the replaced secret keeps signing
+	// deliveries: 0 to 604800 (7 days); default 86400 (24 hours).
+	ExpiresIn *int64 `json:"expires_in"`
 }
 
 type webhookEndpointRequest struct {
@@ -37,12 +121,17 @@ type webhookEndpointRequest struct {
 // data.object of webhook events (webhook.OutboxConfig.RenderPayment).
 func PaymentObject(p *surgepay.Payment) any { return paymentOf(p) }
 
-// renderWebhook renders like render, and an endpoint without its secret:
-// what an Idempotency-Key stores and replays, so that no secret is ever
-// stored in the clear.
+// renderWebhook renders like render, an endpoint without its secret (what
+// an Idempotency-Key stores and replays, so that no secret is ever stored
+// in the clear), and a delivery.
 func renderWebhook(v any, err error) (int, []byte) {
-	if e, ok := v.(*surgepay.WebhookEndpoint); ok && err == nil {
-		return render(webhookEndpointOf(e), nil)
+	if err == nil {
+		switch x := v.(type) {
+		case *surgepay.WebhookEndpoint:
+			return render(webhookEndpointOf(x), nil)
+		case *surgepay.WebhookDeliveryInfo:
+			return render(webhookDeliveryOf(x), nil)
+		}
 	}
 	return render(v, err)
 }
@@ -93,6 +182,89 @@ func (s *Server) deleteWebhookEndpoint(w http.ResponseWriter, r *http.Request, c
 		return s.write(w, r, call, nil, notFoundParam(err, "id"))
 	}
 	return s.write(w, r, call, &engine.Deleted{ID: ep.ID, Object: "webhook_endpoint"}, nil)
+}
+
+// rollWebhookSecret gives an endpoint a new secret, shown once, and keeps
+// the replaced one signing for expires_in seconds.
+func (s *Server) rollWebhookSecret(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
+	b, err := s.body(w, r, call)
+	if err != nil {
+		return err
+	}
+	var req rollSecretRequest
+	if err := decode(b, &req); err != nil {
+		return err
+	}
+	overlap := surgepay.WebhookSecretOverlapDefault
+	if req.ExpiresIn != nil {
+		max := int64(surgepay.WebhookSecretOverlapMax / time.Second)
+		if *req.ExpiresIn < 0 || *req.ExpiresIn > max {
+			return surgepay.Invalid("expires_in", "invalid_value", "expires_in must be 0 to %d seconds", max)
+		}
+		overlap = time.Duration(*req.ExpiresIn) * time.Second
+	}
+	call.Render = renderWebhook
+	ep, secret, err := s.eng.RollWebhookSecret(r.Context(), call, r.PathValue("id"), overlap)
+	if err != nil {
+		return s.write(w, r, call, nil, notFoundParam(err, "id"))
+	}
+	out := webhookEndpointOf(ep)
+	out.Secret = secret
+	return s.write(w, r, nil, out, nil)
+}
+
+// listWebhookDeliveries lists the deliveries of an endpoint and/or of an
+// event, newest event first, in pages.
+func (s *Server) listWebhookDeliveries(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
+	page, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := surgepay.WebhookDeliveryFilter{EndpointID: q.Get("endpoint"), EventID: q.Get("event"), Status: q.Get("status"),
+		Limit: page.Limit}
+	for _, p := range []struct{ name, value, prefix string }{{"endpoint", f.EndpointID, "we_"}, {"event", f.EventID, "evt_"}} {
+		if p.value != "" && (len(p.value) > 64 || !strings.HasPrefix(p.value, p.prefix)) {
+			return surgepay.Invalid(p.name, "invalid_value", "%s must be an ID starting %s", p.name, p.prefix)
+		}
+	}
+	if page.StartingAfter != "" {
+		ev, ep, ok := surgepay.ParseWebhookDeliveryID(page.StartingAfter)
+		if !ok {
+			return surgepay.Invalid("starting_after", "invalid_value", "starting_after must be a webhook delivery ID (whd_...)")
+		}
+		f.StartingAfterEvent, f.StartingAfterEndpoint = ev, ep
+	}
+	ds, more, err := s.eng.ListWebhookDeliveries(r.Context(), call, f)
+	if err != nil {
+		return err
+	}
+	return s.write(w, r, nil, listOf(ds, more, webhookDeliveryOf), nil)
+}
+
+func (s *Server) getWebhookDelivery(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
+	d, err := s.eng.GetWebhookDelivery(r.Context(), call, r.PathValue("id"))
+	if err != nil {
+		return s.write(w, r, nil, nil, notFoundParam(err, "id"))
+	}
+	return s.write(w, r, nil, webhookDeliveryOf(d), nil)
+}
+
+// resendWebhookDelivery queues a delivery again, through the dispatcher.
+func (s *Server) resendWebhookDelivery(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
+	b, err := s.body(w, r, call)
+	if err != nil {
+		return err
+	}
+	if err := decode(b, &struct{}{}); err != nil {
+		return err
+	}
+	call.Render = renderWebhook
+	d, err := s.eng.ResendWebhookDelivery(r.Context(), call, r.PathValue("id"))
+	if err != nil {
+		return s.write(w, r, call, nil, notFoundParam(err, "id"))
+	}
+	return s.write(w, r, call, webhookDeliveryOf(d), nil)
 }
 
 // processorWebhook applies a processor's webhook: 200 with what was done

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"time"
 
 	"github.com/surgepay/surgepay"
 )
@@ -83,14 +84,9 @@ func (e *Engine) CreateWebhookEndpoint(ctx context.Context, call *Call, in *Webh
 		defer unlock()
 		ep := &surgepay.WebhookEndpoint{ID: surgepay.NewID("we"), MerchantID: call.MerchantID, URL: in.URL,
 			Description: in.Description, Created: e.now()}
-		var raw [webhookSecretBytes]byte
-		if _, err := rand.Read(raw[:]); err != nil {
-			return err
-		}
-		s := WebhookSecretPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-		sealed, err := e.vault.Encrypt([]byte(s), surgepay.WebhookSecretAAD(ep.MerchantID, ep.ID))
+		s, sealed, err := e.newWebhookSecret(ep)
 		if err != nil {
-			return fmt.Errorf("seal the secret of webhook endpoint %s: %w", ep.ID, err)
+			return err
 		}
 		ep.SealedSecret = sealed
 		w := &surgepay.Write{WebhookEndpointInsert: ep}
@@ -160,4 +156,162 @@ func (e *Engine) DeleteWebhookEndpoint(ctx context.Context, call *Call, id strin
 		return nil
 	})
 	return out, err
+}
+
+// Webhooks for operators: the deliveries listed with their status, one
+// resent, an endpoint's secret rolled with an overlap window.
+
+// dispatcherWaker is the optional capability of an Outbox to wake this
+// node's dispatcher (webhook.Outbox has it): a resend is then attempted
+// at once rather than at the dispatcher's next poll.
+type dispatcherWaker interface{ WakeDispatcher() }
+
+// ListWebhookDeliveries returns a page of the call's merchant's
+// deliveries that f selects, newest event first (f.Validate's errors name
+// the API's parameters).
+func (e *Engine) ListWebhookDeliveries(ctx context.Context, call *Call, f surgepay.WebhookDeliveryFilter) ([]*surgepay.WebhookDeliveryInfo, bool, error) {
+	if err := f.Validate(); err != nil {
+		return nil, false, err
+	}
+	ws, err := e.webhookStore()
+	if err != nil {
+		return nil, false, err
+	}
+	return ws.ListWebhookDeliveries(ctx, call.MerchantID, f)
+}
+
+// GetWebhookDelivery returns a delivery of the call's merchant by its ID
+// (surgepay.WebhookDeliveryID); ENOTFOUND for another merchant's, or one
+// past its retention.
+func (e *Engine) GetWebhookDelivery(ctx context.Context, call *Call, id string) (*surgepay.WebhookDeliveryInfo, error) {
+	ev, ep, ok := surgepay.ParseWebhookDeliveryID(id)
+	if !ok {
+		return nil, surgepay.NotFound("id", "webhook delivery")
+	}
+	ws, err := e.webhookStore()
+	if err != nil {
+		return nil, err
+	}
+	return ws.FindWebhookDelivery(ctx, call.MerchantID, ev, ep)
+}
+
+// ResendWebhookDelivery queues a delivery of the call's merchant again: it
+// becomes pending, due now, with a fresh set of attempts, and goes through
+// the dispatcher like any other (its bound per endpoint included). It is
+// refused while an attempt is in flight (ECONFLICT
+// "webhook_delivery_in_flight": retry once it ends), after
+// surgepay.WebhookResendsMax resends (EUNPROCESS
+// "too_many_webhook_resends"), and if its endpoint was deleted
+// (ENOTFOUND). A pending delivery waiting for its next retry is made due
+// now. With an Idempotency-Key a repeat answers the first result and
+// queues nothing more.
+func (e *Engine) ResendWebhookDelivery(ctx context.Context, call *Call, id string) (*surgepay.WebhookDeliveryInfo, error) {
+	evID, epID, ok := surgepay.ParseWebhookDeliveryID(id)
+	if !ok {
+		return nil, surgepay.NotFound("id", "webhook delivery")
+	}
+	ws, err := e.webhookStore()
+	if err != nil {
+		return nil, err
+	}
+	var out *surgepay.WebhookDeliveryInfo
+	err = e.idempotent(ctx, call, func() error {
+		d, err := ws.FindWebhookDelivery(ctx, call.MerchantID, evID, epID)
+		if err != nil {
+			return err
+		}
+		now := e.now()
+		switch {
+		case d.InFlight && d.NextAttempt.After(now):
+			return &surgepay.Error{Code: surgepay.ECONFLICT, Reason: "webhook_delivery_in_flight", RetryAfter: 10,
+				Message: "an attempt at this delivery is in flight; resend it once the attempt ends"}
+		case d.Resends >= surgepay.WebhookResendsMax:
+			return &surgepay.Error{Code: surgepay.EUNPROCESS, Reason: "too_many_webhook_resends",
+				Message: fmt.Sprintf("a delivery may be resent at most %d times", surgepay.WebhookResendsMax)}
+		}
+		if _, err := ws.FindWebhookEndpoint(ctx, call.MerchantID, epID); err != nil {
+			if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
+				return surgepay.NotFound("id", "webhook endpoint of this delivery")
+			}
+			return err
+		}
+		next := *d
+		next.Status, next.Attempts, next.InFlight, next.NextAttempt = surgepay.WebhookStatusPending, 0, false, now
+		next.Resends++
+		w := &surgepay.Write{WebhookResend: &surgepay.WebhookResend{MerchantID: call.MerchantID, EventID: evID,
+			EndpointID: epID, At: now}}
+		e.attach(call, w, &next, nil)
+		if err := e.apply(ctx, call, w); err != nil {
+			return err
+		}
+		if wk, ok := e.cfg.Outbox.(dispatcherWaker); ok {
+			wk.WakeDispatcher()
+		}
+		out = &next
+		return nil
+	})
+	return out, err
+}
+
+// RollWebhookSecret gives an endpoint of the call's merchant a new signing
+// secret and returns the endpoint and the secret, shown once (only its
+// sealed form is stored). The secret it replaces keeps signing deliveries
+// beside the new one for overlap (0 to surgepay.WebhookSecretOverlapMax;
+// 0 ends it at once), so that receivers switch at their pace: each
+// delivery carries a v1 signature under each. A secret that an earlier
+// roll kept for its overlap is dropped: at most two secrets sign. Two
+// rolls at once: one fails (ECONFLICT "concurrent_update"). With an
+// Idempotency-Key, a repeat answers the endpoint without the secret.
+func (e *Engine) RollWebhookSecret(ctx context.Context, call *Call, id string, overlap time.Duration) (*surgepay.WebhookEndpoint, string, error) {
+	if overlap < 0 || overlap > surgepay.WebhookSecretOverlapMax {
+		return nil, "", surgepay.Invalid("expires_in", "invalid_value", "expires_in must be 0 to %d seconds",
+			int64(surgepay.WebhookSecretOverlapMax/time.Second))
+	}
+	ws, err := e.webhookStore()
+	if err != nil {
+		return nil, "", err
+	}
+	var out *surgepay.WebhookEndpoint
+	var secret string
+	err = e.idempotent(ctx, call, func() error {
+		unlock := e.payLocks.lock(webhookLockKey(call.MerchantID))
+		defer unlock()
+		ep, err := ws.FindWebhookEndpoint(ctx, call.MerchantID, id)
+		if err != nil {
+			return err
+		}
+		s, sealed, err := e.newWebhookSecret(ep)
+		if err != nil {
+			return err
+		}
+		roll := &surgepay.WebhookEndpointRoll{MerchantID: ep.MerchantID, EndpointID: ep.ID, SealedSecret: sealed,
+			PreviousSealedSecret: ep.SealedSecret, PreviousSecretExpires: e.now().Add(overlap)}
+		next := *ep
+		next.SealedSecret, next.PreviousSealedSecret, next.PreviousSecretExpires = sealed, ep.SealedSecret, roll.PreviousSecretExpires
+		w := &surgepay.Write{WebhookEndpointRoll: roll}
+		e.attach(call, w, &next, nil)
+		if err := e.apply(ctx, call, w); err != nil {
+			return err
+		}
+		out, secret = &next, s
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, secret, nil
+}
+
+// newWebhookSecret returns a new signing secret for ep and its sealed form.
+func (e *Engine) newWebhookSecret(ep *surgepay.WebhookEndpoint) (string, []byte, error) {
+	var raw [webhookSecretBytes]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", nil, err
+	}
+	s := WebhookSecretPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	sealed, err := e.vault.Encrypt([]byte(s), surgepay.WebhookSecretAAD(ep.MerchantID, ep.ID))
+	if err != nil {
+		return "", nil, fmt.Errorf("seal the secret of webhook endpoint %s: %w", ep.ID, err)
+	}
+	return s, sealed, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,7 +48,16 @@ const (
 // lockWebhookEndpoint orders endpoint guards after the payment guards.
 const lockWebhookEndpoint = "4/"
 
-const webhookEndpointCols = "merchant_id, id, url, description, sealed_secret, created"
+// lockWebhookDelivery orders resend guards after the endpoint guards.
+const lockWebhookDelivery = "5/"
+
+const (
+	webhookEndpointCols     = "merchant_id, id, url, description, sealed_secret, created"
+	webhookEndpointReadCols = webhookEndpointCols + `, previous_sealed_secret, previous_secret_expires,
+		failures_in_a_row, last_success, last_failure, last_error`
+	webhookDeliveryInfoCols = `event_id, endpoint_id, merchant_id, payment_id, type, status, attempts, leased,
+		next_attempt, last_attempt, last_status, last_error, resends, created`
+)
 
 const (
 	// sqlWebhookFanOut stores one row per endpoint the merchant has at
@@ -68,8 +79,8 @@ const (
 		SELECT $1, $2, $3, $4, $5, $6
 		WHERE (SELECT count(*) FROM webhook_endpoints WHERE merchant_id = $1) < $7`
 	sqlWebhookEndpointDelete = `DELETE FROM webhook_endpoints WHERE merchant_id = $1 AND id = $2`
-	sqlWebhookEndpointFind   = `SELECT ` + webhookEndpointCols + ` FROM webhook_endpoints WHERE merchant_id = $1 AND id = $2`
-	sqlWebhookEndpointList   = `SELECT ` + webhookEndpointCols + ` FROM webhook_endpoints WHERE merchant_id = $1
+	sqlWebhookEndpointFind   = `SELECT ` + webhookEndpointReadCols + ` FROM webhook_endpoints WHERE merchant_id = $1 AND id = $2`
+	sqlWebhookEndpointList   = `SELECT ` + webhookEndpointReadCols + ` FROM webhook_endpoints WHERE merchant_id = $1
 		ORDER BY id DESC LIMIT $2`
 	sqlWebhookMerchants = `SELECT DISTINCT merchant_id FROM webhook_endpoints`
 	// sqlWebhookClaim claims up to $3 due deliveries, oldest due first, at
@@ -95,18 +106,19 @@ const (
 		WHERE k.rn <= coalesce(r.n, $6)
 		ORDER BY k.next_attempt LIMIT $3
 	), claimed AS (
-		UPDATE webhook_deliveries d SET next_attempt = $2, attempts = d.attempts + 1, updated = $1
+		UPDATE webhook_deliveries d SET next_attempt = $2, attempts = d.attempts + 1, updated = $1, leased = true
 		FROM picked WHERE d.event_id = picked.event_id AND d.endpoint_id = picked.endpoint_id
 		RETURNING d.event_id, d.endpoint_id, d.merchant_id, d.payment_id, d.type, d.payload, d.attempts, d.created
 	)
 	SELECT c.event_id, c.endpoint_id, c.merchant_id, c.payment_id, c.type, c.payload, c.attempts, c.created,
-		coalesce(e.url, ''), coalesce(e.sealed_secret, ''::bytea)
+		coalesce(e.url, ''), coalesce(e.sealed_secret, ''::bytea), e.previous_sealed_secret, e.previous_secret_expires
 	FROM claimed c LEFT JOIN webhook_endpoints e ON e.merchant_id = c.merchant_id AND e.id = c.endpoint_id`
 	sqlWebhookDelete = `DELETE FROM webhook_deliveries d
 		USING unnest($1::text[], $2::text[], $3::int[]) AS r(event_id, endpoint_id, attempts)
 		WHERE d.event_id = r.event_id AND d.endpoint_id = r.endpoint_id AND d.attempts = r.attempts`
 	sqlWebhookUpdate = `UPDATE webhook_deliveries d SET status = r.status, next_attempt = r.next_attempt,
-			last_status = r.last_status, last_error = r.last_error, updated = r.updated
+			last_status = r.last_status, last_error = r.last_error, updated = r.updated, last_attempt = r.updated,
+			leased = false
 		FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::int[], $7::text[],
 			$8::timestamptz[]) AS r(event_id, endpoint_id, attempts, status, next_attempt, last_status, last_error, updated)
 		WHERE d.event_id = r.event_id AND d.endpoint_id = r.endpoint_id AND d.attempts = r.attempts
@@ -115,17 +127,53 @@ const (
 		min(created) FILTER (WHERE status = 'pending') FROM webhook_deliveries`
 	sqlWebhookPurge = `DELETE FROM webhook_deliveries WHERE (event_id, endpoint_id) IN (
 		SELECT event_id, endpoint_id FROM webhook_deliveries WHERE status = 'failed' AND updated < $1 LIMIT $2)`
+	sqlWebhookPurgeSucceeded = `DELETE FROM webhook_deliveries WHERE (event_id, endpoint_id) IN (
+		SELECT event_id, endpoint_id FROM webhook_deliveries WHERE status = 'succeeded' AND updated < $1 LIMIT $2)`
+	// sqlWebhookHealth applies a batch's WebhookHealth, one row per
+	// endpoint.
+	sqlWebhookHealth = `UPDATE webhook_endpoints e SET
+			failures_in_a_row = CASE WHEN h.reset THEN h.failures ELSE e.failures_in_a_row + h.failures END,
+			last_success = CASE WHEN h.last_success IS NULL THEN e.last_success
+				ELSE greatest(e.last_success, h.last_success) END,
+			last_failure = CASE WHEN h.last_failure IS NULL THEN e.last_failure
+				ELSE greatest(e.last_failure, h.last_failure) END,
+			last_error = CASE WHEN h.last_failure IS NOT NULL
+				AND (e.last_failure IS NULL OR h.last_failure > e.last_failure) THEN h.last_error ELSE e.last_error END
+		FROM unnest($1::text[], $2::text[], $3::bool[], $4::int[], $5::timestamptz[], $6::timestamptz[], $7::text[])
+			AS h(merchant_id, id, reset, failures, last_success, last_failure, last_error)
+		WHERE e.merchant_id = h.merchant_id AND e.id = h.id`
+	// sqlWebhookResend is the guard of a WebhookResend: the delivery
+	// becomes pending, due $4, its attempts counted afresh, unless a claim
+	// holds it or it was resent WebhookResendsMax times.
+	sqlWebhookResend = `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt = $4,
+		leased = false, resends = resends + 1, updated = $4
+		WHERE event_id = $2 AND endpoint_id = $3 AND merchant_id = $1 AND resends < $5
+			AND NOT (status = 'pending' AND leased AND next_attempt > $4)`
+	sqlWebhookDeliveryExists = `SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+		WHERE event_id = $2 AND endpoint_id = $3 AND merchant_id = $1)`
+	// sqlWebhookRoll is the guard of a WebhookEndpointRoll: it holds if
+	// the secret is still the one the roll read.
+	sqlWebhookRoll = `UPDATE webhook_endpoints SET sealed_secret = $3, previous_sealed_secret = $4,
+		previous_secret_expires = $5 WHERE merchant_id = $1 AND id = $2 AND sealed_secret = $4`
+	sqlWebhookEndpointExists = `SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE merchant_id = $1 AND id = $2)`
 )
 
 // checkWebhook reports a Write whose webhook parts the store cannot take:
 // an endpoint change goes with nothing but an idempotency record.
 func checkWebhook(w *surgepay.Write) error {
-	if w.WebhookEndpointInsert == nil && w.WebhookEndpointDelete == nil {
+	n := 0
+	for _, set := range []bool{w.WebhookEndpointInsert != nil, w.WebhookEndpointDelete != nil,
+		w.WebhookEndpointRoll != nil, w.WebhookResend != nil} {
+		if set {
+			n++
+		}
+	}
+	if n == 0 {
 		return nil
 	}
 	rest := *w
 	rest.Idempotency, rest.WebhookEndpointInsert, rest.WebhookEndpointDelete = nil, nil, nil
-	if (w.WebhookEndpointInsert != nil && w.WebhookEndpointDelete != nil) || rest.Merchant != nil ||
+	if n > 1 || rest.Merchant != nil ||
 		rest.APIKey != nil || rest.CustomerInsert != nil || rest.CustomerUpdate != nil || rest.CustomerDelete != nil ||
 		rest.PaymentMethodInsert != nil || rest.PaymentMethodDelete != nil || rest.PaymentInsert != nil ||
 		rest.PaymentUpdate != nil || len(rest.Events) > 0 || rest.Staged != nil || len(rest.StagedAck) > 0 ||
@@ -162,6 +210,20 @@ func (o *op) addWebhook(w *surgepay.Write) {
 	if e := w.WebhookEndpointDelete; e != nil {
 		o.insert(surgepay.StmtDelete, sqlWebhookEndpointDelete, e.MerchantID, e.ID)
 	}
+	if r := w.WebhookEndpointRoll; r != nil {
+		g := rowGuard(surgepay.StmtUpdate, "webhook endpoint", lockWebhookEndpoint, sqlWebhookEndpointExists,
+			r.MerchantID, r.EndpointID, sqlWebhookRoll, r.MerchantID, r.EndpointID, r.SealedSecret,
+			r.PreviousSealedSecret, dbTime(r.PreviousSecretExpires))
+		o.guards = append(o.guards, g)
+	}
+	if r := w.WebhookResend; r != nil {
+		g := rowGuard(surgepay.StmtUpdate, "webhook delivery", lockWebhookDelivery, sqlWebhookDeliveryExists,
+			r.MerchantID, r.EventID, sqlWebhookResend, r.MerchantID, r.EventID, r.EndpointID, dbTime(r.At),
+			surgepay.WebhookResendsMax)
+		g.exists.args = []any{r.MerchantID, r.EventID, r.EndpointID}
+		g.lockKey += "/" + r.EndpointID
+		o.guards = append(o.guards, g)
+	}
 	if ev := w.Webhook; ev != nil {
 		o.insert(surgepay.StmtInsert, sqlWebhookFanOut, ev.ID, ev.MerchantID, ev.PaymentID, ev.Type, ev.Payload,
 			dbTime(ev.Created))
@@ -170,11 +232,35 @@ func (o *op) addWebhook(w *surgepay.Write) {
 
 func scanWebhookEndpoint(row pgx.Row) (*surgepay.WebhookEndpoint, error) {
 	var e surgepay.WebhookEndpoint
-	if err := row.Scan(&e.MerchantID, &e.ID, &e.URL, &e.Description, &e.SealedSecret, &e.Created); err != nil {
+	var prevExpires, lastSuccess, lastFailure *time.Time
+	if err := row.Scan(&e.MerchantID, &e.ID, &e.URL, &e.Description, &e.SealedSecret, &e.Created,
+		&e.PreviousSealedSecret, &prevExpires, &e.FailuresInARow, &lastSuccess, &lastFailure, &e.LastError); err != nil {
 		return nil, err
 	}
 	e.Created = e.Created.UTC()
+	e.PreviousSecretExpires, e.LastSuccess, e.LastFailure = utcOrZero(prevExpires), utcOrZero(lastSuccess), utcOrZero(lastFailure)
+	if len(e.PreviousSealedSecret) == 0 {
+		e.PreviousSealedSecret = nil
+	}
 	return &e, nil
+}
+
+// utcOrZero is a nullable time column: NULL is the zero time.
+func utcOrZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// nullTime is the argument of a nullable time column: NULL for the zero
+// time.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := dbTime(t)
+	return &u
 }
 
 // FindWebhookEndpoint returns ENOTFOUND if the merchant has no endpoint id.
@@ -240,11 +326,15 @@ func (db *DB) ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil
 		min(4*max, WebhookClaimScanMax))
 	ds, err := collect(rows, func(row pgx.Row) (*surgepay.WebhookDelivery, error) {
 		var d surgepay.WebhookDelivery
+		var prevExpires *time.Time
 		if err := row.Scan(&d.EventID, &d.EndpointID, &d.MerchantID, &d.PaymentID, &d.Type, &d.Payload,
-			&d.Attempt, &d.Created, &d.URL, &d.SealedSecret); err != nil {
+			&d.Attempt, &d.Created, &d.URL, &d.SealedSecret, &d.PreviousSealedSecret, &prevExpires); err != nil {
 			return nil, err
 		}
-		d.Created = d.Created.UTC()
+		d.Created, d.PreviousSecretExpires = d.Created.UTC(), utcOrZero(prevExpires)
+		if len(d.PreviousSealedSecret) == 0 {
+			d.PreviousSealedSecret = nil
+		}
 		return &d, nil
 	})
 	if err != nil {
@@ -267,13 +357,16 @@ func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.Webh
 	}
 	for _, r := range results {
 		switch r.Outcome {
-		case surgepay.WebhookDelivered, surgepay.WebhookDropped:
+		case surgepay.WebhookDropped:
 			del.events, del.endpoints = append(del.events, r.EventID), append(del.endpoints, r.EndpointID)
 			del.attempts = append(del.attempts, int32(r.Attempt))
-		case surgepay.WebhookRetry, surgepay.WebhookFailed:
-			status, next := "pending", r.NextAttempt
-			if r.Outcome == surgepay.WebhookFailed {
-				status, next = "failed", r.At
+		case surgepay.WebhookDelivered, surgepay.WebhookRetry, surgepay.WebhookFailed:
+			status, next := surgepay.WebhookStatusPending, r.NextAttempt
+			switch r.Outcome {
+			case surgepay.WebhookFailed:
+				status, next = surgepay.WebhookStatusFailed, r.At
+			case surgepay.WebhookDelivered:
+				status, next = surgepay.WebhookStatusSucceeded, r.At
 			}
 			upd.events, upd.endpoints = append(upd.events, r.EventID), append(upd.endpoints, r.EndpointID)
 			upd.attempts, upd.statuses = append(upd.attempts, int32(r.Attempt)), append(upd.statuses, status)
@@ -292,6 +385,21 @@ func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.Webh
 		surgepay.CountStatement(ctx, surgepay.StmtUpdate)
 		b.Queue(sqlWebhookUpdate, upd.events, upd.endpoints, upd.attempts, upd.statuses, upd.next, upd.codes,
 			upd.errs, upd.at)
+	}
+	if hs := surgepay.WebhookHealthOf(results); len(hs) > 0 {
+		var h struct {
+			merchants, ids, errs []string
+			resets               []bool
+			failures             []int32
+			success, failure     []*time.Time
+		}
+		for _, x := range hs {
+			h.merchants, h.ids, h.errs = append(h.merchants, x.MerchantID), append(h.ids, x.EndpointID), append(h.errs, x.LastError)
+			h.resets, h.failures = append(h.resets, x.Reset), append(h.failures, int32(x.Failures))
+			h.success, h.failure = append(h.success, nullTime(x.LastSuccess)), append(h.failure, nullTime(x.LastFailure))
+		}
+		surgepay.CountStatement(ctx, surgepay.StmtUpdate)
+		b.Queue(sqlWebhookHealth, h.merchants, h.ids, h.resets, h.failures, h.success, h.failure, h.errs)
 	}
 	if b.Len() == 0 {
 		return nil
@@ -332,4 +440,96 @@ func (db *DB) DeleteFailedWebhooksBefore(ctx context.Context, t time.Time, limit
 		return 0, fmt.Errorf("delete failed webhooks before %v: %w", t, err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// DeleteSucceededWebhooksBefore deletes up to limit succeeded deliveries
+// whose success was before t.
+func (db *DB) DeleteSucceededWebhooksBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	defer count(ctx, surgepay.StmtDelete)()
+	tag, err := db.pool.Exec(ctx, sqlWebhookPurgeSucceeded, dbTime(t), min(limit, webhookPurgeMax))
+	if err != nil {
+		return 0, fmt.Errorf("delete succeeded webhooks before %v: %w", t, err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// webhookDeliveriesQuery returns the SELECT of a delivery list and its
+// arguments: one range of the endpoint index (endpoint_id, event_id), or
+// of the primary key (event_id, endpoint_id) for an event.
+func webhookDeliveriesQuery(merchantID string, f surgepay.WebhookDeliveryFilter) (string, []any) {
+	var b strings.Builder
+	args := []any{merchantID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	b.WriteString(`SELECT ` + webhookDeliveryInfoCols + ` FROM webhook_deliveries WHERE merchant_id = $1`)
+	if f.EndpointID != "" {
+		b.WriteString(` AND endpoint_id = ` + arg(f.EndpointID))
+	}
+	if f.EventID != "" {
+		b.WriteString(` AND event_id = ` + arg(f.EventID))
+	}
+	if f.Status != "" {
+		b.WriteString(` AND status = ` + arg(f.Status))
+	}
+	if f.StartingAfterEvent != "" {
+		b.WriteString(` AND (event_id, endpoint_id) < (` + arg(f.StartingAfterEvent) + `, ` + arg(f.StartingAfterEndpoint) + `)`)
+	}
+	b.WriteString(` ORDER BY event_id DESC, endpoint_id DESC LIMIT ` + arg(f.Limit+1))
+	return b.String(), args
+}
+
+func scanWebhookDeliveryInfo(row pgx.Row) (*surgepay.WebhookDeliveryInfo, error) {
+	var d surgepay.WebhookDeliveryInfo
+	var last *time.Time
+	var leased bool
+	if err := row.Scan(&d.EventID, &d.EndpointID, &d.MerchantID, &d.PaymentID, &d.Type, &d.Status, &d.Attempts,
+		&leased, &d.NextAttempt, &last, &d.LastStatus, &d.LastError, &d.Resends, &d.Created); err != nil {
+		return nil, err
+	}
+	d.LastAttempt, d.Created = utcOrZero(last), d.Created.UTC()
+	if d.Status == surgepay.WebhookStatusPending {
+		d.NextAttempt, d.InFlight = d.NextAttempt.UTC(), leased
+	} else {
+		d.NextAttempt = time.Time{}
+	}
+	return &d, nil
+}
+
+// ListWebhookDeliveries returns a page of the deliveries f selects, newest
+// event first: one statement.
+func (db *DB) ListWebhookDeliveries(ctx context.Context, merchantID string, f surgepay.WebhookDeliveryFilter) ([]*surgepay.WebhookDeliveryInfo, bool, error) {
+	if err := f.Validate(); err != nil {
+		return nil, false, err
+	}
+	defer count(ctx, surgepay.StmtSelect)()
+	q, args := webhookDeliveriesQuery(merchantID, f)
+	rows, _ := db.pool.Query(ctx, q, args...)
+	ds, err := collect(rows, scanWebhookDeliveryInfo)
+	if err != nil {
+		return nil, false, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	if len(ds) > f.Limit {
+		return ds[:f.Limit], true, nil
+	}
+	return ds, false, nil
+}
+
+// FindWebhookDelivery returns ENOTFOUND if the merchant has no delivery of
+// the event to the endpoint.
+func (db *DB) FindWebhookDelivery(ctx context.Context, merchantID, eventID, endpointID string) (*surgepay.WebhookDeliveryInfo, error) {
+	defer count(ctx, surgepay.StmtSelect)()
+	d, err := scanWebhookDeliveryInfo(db.pool.QueryRow(ctx, `SELECT `+webhookDeliveryInfoCols+`
+		FROM webhook_deliveries WHERE event_id = $1 AND endpoint_id = $2 AND merchant_id = $3`, eventID, endpointID, merchantID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, surgepay.NotFound("id", "webhook delivery")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find webhook delivery of %s to %s: %w", eventID, endpointID, err)
+	}
+	return d, nil
 }

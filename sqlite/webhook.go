@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -39,7 +40,13 @@ const (
 	WebhookClaimScanMax = 4 * WebhookClaimMax
 )
 
-const webhookEndpointCols = "merchant_id, id, url, description, sealed_secret, created"
+const (
+	webhookEndpointCols     = "merchant_id, id, url, description, sealed_secret, created"
+	webhookEndpointReadCols = webhookEndpointCols + `, previous_sealed_secret, previous_secret_expires,
+		failures_in_a_row, last_success, last_failure, last_error`
+	webhookDeliveryInfoCols = `event_id, endpoint_id, merchant_id, payment_id, type, status, attempts, leased,
+		next_attempt, last_attempt, last_status, last_error, resends, created`
+)
 
 // The statements of the writer. The fan-out INSERT stores one row per
 // endpoint the merchant has at commit, none if it has none.
@@ -56,7 +63,7 @@ const (
 	// ({"we_...": n}), n. It considers the ?6 oldest due deliveries of the
 	// endpoints with room (an endpoint with none is skipped in the index
 	// scan, so its backlog does not hide the others').
-	sqlWebhookClaim = `UPDATE webhook_deliveries SET next_attempt = ?2, attempts = attempts + 1, updated = ?1
+	sqlWebhookClaim = `UPDATE webhook_deliveries SET next_attempt = ?2, attempts = attempts + 1, updated = ?1, leased = 1
 		WHERE rowid IN (
 			SELECT c.rid FROM (
 				SELECT rid, endpoint_id, next_attempt,
@@ -72,18 +79,47 @@ const (
 			(SELECT url FROM webhook_endpoints e
 				WHERE e.merchant_id = webhook_deliveries.merchant_id AND e.id = webhook_deliveries.endpoint_id),
 			(SELECT sealed_secret FROM webhook_endpoints e
+				WHERE e.merchant_id = webhook_deliveries.merchant_id AND e.id = webhook_deliveries.endpoint_id),
+			(SELECT previous_sealed_secret FROM webhook_endpoints e
+				WHERE e.merchant_id = webhook_deliveries.merchant_id AND e.id = webhook_deliveries.endpoint_id),
+			(SELECT previous_secret_expires FROM webhook_endpoints e
 				WHERE e.merchant_id = webhook_deliveries.merchant_id AND e.id = webhook_deliveries.endpoint_id)`
 	sqlWebhookDelete = `DELETE FROM webhook_deliveries WHERE event_id = ? AND endpoint_id = ? AND attempts = ?`
-	sqlWebhookUpdate = `UPDATE webhook_deliveries SET status = ?, next_attempt = ?, last_status = ?, last_error = ?,
-		updated = ? WHERE event_id = ? AND endpoint_id = ? AND attempts = ? AND status = 'pending'`
+	// sqlWebhookUpdate records an attempt's result (?1 status: pending to
+	// retry, succeeded or failed) if the delivery is still at that attempt.
+	sqlWebhookUpdate = `UPDATE webhook_deliveries SET status = ?1, next_attempt = ?2, last_status = ?3,
+		last_error = ?4, updated = ?5, last_attempt = ?5, leased = 0
+		WHERE event_id = ?6 AND endpoint_id = ?7 AND attempts = ?8 AND status = 'pending'`
+	// sqlWebhookHealth applies a batch's WebhookHealth of one endpoint.
+	sqlWebhookHealth = `UPDATE webhook_endpoints SET
+		failures_in_a_row = CASE WHEN ?3 THEN ?4 ELSE failures_in_a_row + ?4 END,
+		last_success = max(last_success, ?5), last_failure = max(last_failure, ?6),
+		last_error = CASE WHEN ?6 > last_failure THEN ?7 ELSE last_error END
+		WHERE merchant_id = ?1 AND id = ?2`
 	sqlWebhookPurge = `DELETE FROM webhook_deliveries WHERE rowid IN (SELECT rowid FROM webhook_deliveries
 		WHERE status = 'failed' AND updated < ? LIMIT ?)`
+	sqlWebhookPurgeSucceeded = `DELETE FROM webhook_deliveries WHERE rowid IN (SELECT rowid FROM webhook_deliveries
+		WHERE status = 'succeeded' AND updated < ? LIMIT ?)`
+	// sqlWebhookResend is the guard of a WebhookResend: the delivery
+	// becomes pending, due ?4, its attempts counted afresh, unless a claim
+	// holds it or it was resent WebhookResendsMax times.
+	sqlWebhookResend = `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt = ?4,
+		leased = 0, resends = resends + 1, updated = ?4
+		WHERE event_id = ?2 AND endpoint_id = ?3 AND merchant_id = ?1 AND resends < ?5
+			AND NOT (status = 'pending' AND leased = 1 AND next_attempt > ?4)`
+	sqlWebhookDeliveryExists = `SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+		WHERE event_id = ?2 AND endpoint_id = ?3 AND merchant_id = ?1)`
+	// sqlWebhookRoll is the guard of a WebhookEndpointRoll: it holds if
+	// the secret is still the one the roll read.
+	sqlWebhookRoll = `UPDATE webhook_endpoints SET sealed_secret = ?3, previous_sealed_secret = ?4,
+		previous_secret_expires = ?5 WHERE merchant_id = ?1 AND id = ?2 AND sealed_secret = ?4`
+	sqlWebhookEndpointExists = `SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE merchant_id = ?1 AND id = ?2)`
 )
 
 // The reads, on the read pool.
 const (
-	sqlWebhookEndpointFind = `SELECT ` + webhookEndpointCols + ` FROM webhook_endpoints WHERE merchant_id = ? AND id = ?`
-	sqlWebhookEndpointList = `SELECT ` + webhookEndpointCols + ` FROM webhook_endpoints WHERE merchant_id = ?
+	sqlWebhookEndpointFind = `SELECT ` + webhookEndpointReadCols + ` FROM webhook_endpoints WHERE merchant_id = ? AND id = ?`
+	sqlWebhookEndpointList = `SELECT ` + webhookEndpointReadCols + ` FROM webhook_endpoints WHERE merchant_id = ?
 		ORDER BY id DESC LIMIT ?`
 	sqlWebhookMerchants = `SELECT DISTINCT merchant_id FROM webhook_endpoints`
 	sqlWebhookDue       = `SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt <= ?1
@@ -97,6 +133,7 @@ const (
 // connection.
 type webhookStmts struct {
 	fanOut, endpointInsert, endpointDelete, claim, delete, update, purge *sql.Stmt
+	health, purgeSucceeded, resend, deliveryExists, roll, endpointExists *sql.Stmt
 }
 
 func (s *webhookStmts) prepare(ctx context.Context, conn *sql.Conn) error {
@@ -107,6 +144,9 @@ func (s *webhookStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.fanOut, sqlWebhookFanOut}, {&s.endpointInsert, sqlWebhookEndpointInsert},
 		{&s.endpointDelete, sqlWebhookEndpointDelete}, {&s.claim, sqlWebhookClaim},
 		{&s.delete, sqlWebhookDelete}, {&s.update, sqlWebhookUpdate}, {&s.purge, sqlWebhookPurge},
+		{&s.health, sqlWebhookHealth}, {&s.purgeSucceeded, sqlWebhookPurgeSucceeded}, {&s.resend, sqlWebhookResend},
+		{&s.deliveryExists, sqlWebhookDeliveryExists}, {&s.roll, sqlWebhookRoll},
+		{&s.endpointExists, sqlWebhookEndpointExists},
 	} {
 		st, err := conn.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -119,7 +159,8 @@ func (s *webhookStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 
 func (s *webhookStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.fanOut, s.endpointInsert, s.endpointDelete, s.claim, s.delete, s.update, s.purge} {
+	for _, st := range []*sql.Stmt{s.fanOut, s.endpointInsert, s.endpointDelete, s.claim, s.delete, s.update, s.purge,
+		s.health, s.purgeSucceeded, s.resend, s.deliveryExists, s.roll, s.endpointExists} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -128,14 +169,23 @@ func (s *webhookStmts) close() error {
 }
 
 // checkWebhook reports a Write whose webhook parts the store cannot take:
-// an endpoint change goes with nothing but an idempotency record.
+// an endpoint change, a roll or a resend goes alone, with nothing but an
+// idempotency record.
 func checkWebhook(w *surgepay.Write) error {
-	if w.WebhookEndpointInsert == nil && w.WebhookEndpointDelete == nil {
+	n := 0
+	for _, set := range []bool{w.WebhookEndpointInsert != nil, w.WebhookEndpointDelete != nil,
+		w.WebhookEndpointRoll != nil, w.WebhookResend != nil} {
+		if set {
+			n++
+		}
+	}
+	if n == 0 {
 		return nil
 	}
 	alone := *w
 	alone.Idempotency, alone.WebhookEndpointInsert, alone.WebhookEndpointDelete = nil, nil, nil
-	if w.WebhookEndpointInsert != nil && w.WebhookEndpointDelete != nil || !isEmptyWrite(&alone) {
+	alone.WebhookEndpointRoll, alone.WebhookResend = nil, nil
+	if n > 1 || !isEmptyWrite(&alone) {
 		return errors.New("apply: a webhook endpoint change must be alone in its Write, but for an idempotency record")
 	}
 	return nil
@@ -146,7 +196,8 @@ func isEmptyWrite(w *surgepay.Write) bool {
 		w.CustomerUpdate == nil && w.CustomerDelete == nil && w.PaymentMethodInsert == nil &&
 		w.PaymentMethodDelete == nil && w.PaymentInsert == nil && w.PaymentUpdate == nil &&
 		len(w.Events) == 0 && w.Staged == nil && len(w.StagedAck) == 0 && w.Webhook == nil &&
-		w.WebhookEndpointInsert == nil && w.WebhookEndpointDelete == nil
+		w.WebhookEndpointInsert == nil && w.WebhookEndpointDelete == nil && w.WebhookEndpointRoll == nil &&
+		w.WebhookResend == nil
 }
 
 // errTooManyEndpoints is the guard error of WebhookEndpointInsert.
@@ -175,7 +226,42 @@ func (w *writer) applyWebhook(ctx context.Context, wr *surgepay.Write) error {
 			return fmt.Errorf("delete webhook endpoint %s: %w", e.ID, err)
 		}
 	}
+	if r := wr.WebhookEndpointRoll; r != nil {
+		n, err := exec(ctx, surgepay.StmtUpdate, w.webhook.roll, r.MerchantID, r.EndpointID, r.SealedSecret,
+			r.PreviousSealedSecret, timeArg(r.PreviousSecretExpires))
+		if err != nil {
+			return fmt.Errorf("roll the secret of webhook endpoint %s: %w", r.EndpointID, err)
+		}
+		if n == 0 {
+			return w.guardFailed(ctx, w.webhook.endpointExists, "webhook endpoint", r.MerchantID, r.EndpointID)
+		}
+	}
+	if r := wr.WebhookResend; r != nil {
+		n, err := exec(ctx, surgepay.StmtUpdate, w.webhook.resend, r.MerchantID, r.EventID, r.EndpointID,
+			r.At.UnixNano(), surgepay.WebhookResendsMax)
+		if err != nil {
+			return fmt.Errorf("resend webhook %s to %s: %w", r.EventID, r.EndpointID, err)
+		}
+		if n == 0 {
+			return w.guardFailed(ctx, w.webhook.deliveryExists, "webhook delivery", r.MerchantID, r.EventID, r.EndpointID)
+		}
+	}
 	return w.insertWebhook(ctx, wr.Webhook)
+}
+
+// guardFailed returns the error of a webhook guard that changed no row:
+// ENOTFOUND if the row is gone (exists, a SELECT EXISTS of args), else
+// ECONFLICT "concurrent_update".
+func (w *writer) guardFailed(ctx context.Context, exists *sql.Stmt, object string, args ...any) error {
+	surgepay.CountStatement(ctx, surgepay.StmtSelect)
+	var ok bool
+	if err := exists.QueryRowContext(context.Background(), args...).Scan(&ok); err != nil {
+		return fmt.Errorf("look for the %s: %w", object, err)
+	}
+	if !ok {
+		return surgepay.NotFound("id", object)
+	}
+	return surgepay.Conflict("concurrent_update", "the %s was changed by another request; fetch it and retry", object)
 }
 
 // insertWebhook queues ev for every endpoint of its merchant: one
@@ -206,12 +292,25 @@ func (db *DB) runOnWriterWait(ctx context.Context, fn func(ctx context.Context, 
 
 func scanWebhookEndpoint(r scanner) (*surgepay.WebhookEndpoint, error) {
 	var e surgepay.WebhookEndpoint
-	var created int64
-	if err := r.Scan(&e.MerchantID, &e.ID, &e.URL, &e.Description, &e.SealedSecret, &created); err != nil {
+	var created, prevExpires, lastSuccess, lastFailure int64
+	if err := r.Scan(&e.MerchantID, &e.ID, &e.URL, &e.Description, &e.SealedSecret, &created,
+		&e.PreviousSealedSecret, &prevExpires, &e.FailuresInARow, &lastSuccess, &lastFailure, &e.LastError); err != nil {
 		return nil, err
 	}
 	e.Created = time.Unix(0, created).UTC()
+	e.PreviousSecretExpires, e.LastSuccess, e.LastFailure = nanoTime(prevExpires), nanoTime(lastSuccess), nanoTime(lastFailure)
+	if len(e.PreviousSealedSecret) == 0 {
+		e.PreviousSealedSecret = nil
+	}
 	return &e, nil
+}
+
+// nanoTime is a NOT NULL time column, 0 for none.
+func nanoTime(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
 }
 
 // FindWebhookEndpoint returns ENOTFOUND if the merchant has no endpoint id.
@@ -310,11 +409,16 @@ func scanWebhookDelivery(r scanner) (*surgepay.WebhookDelivery, error) {
 	var d surgepay.WebhookDelivery
 	var created int64
 	var url sql.NullString
+	var prevExpires sql.NullInt64
 	if err := r.Scan(&d.EventID, &d.EndpointID, &d.MerchantID, &d.PaymentID, &d.Type, &d.Payload, &d.Attempt,
-		&created, &url, &d.SealedSecret); err != nil {
+		&created, &url, &d.SealedSecret, &d.PreviousSealedSecret, &prevExpires); err != nil {
 		return nil, err
 	}
 	d.Created, d.URL = time.Unix(0, created).UTC(), url.String
+	d.PreviousSecretExpires = nanoTime(prevExpires.Int64)
+	if len(d.PreviousSealedSecret) == 0 {
+		d.PreviousSealedSecret = nil
+	}
 	return &d, nil
 }
 
@@ -331,12 +435,15 @@ func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.Webh
 		for _, r := range results {
 			var err error
 			switch r.Outcome {
-			case surgepay.WebhookDelivered, surgepay.WebhookDropped:
+			case surgepay.WebhookDropped:
 				_, err = exec(ctx, surgepay.StmtDelete, w.webhook.delete, r.EventID, r.EndpointID, r.Attempt)
-			case surgepay.WebhookRetry, surgepay.WebhookFailed:
-				status, next := "pending", r.NextAttempt
-				if r.Outcome == surgepay.WebhookFailed {
-					status, next = "failed", r.At
+			case surgepay.WebhookDelivered, surgepay.WebhookRetry, surgepay.WebhookFailed:
+				status, next := surgepay.WebhookStatusPending, r.NextAttempt
+				switch r.Outcome {
+				case surgepay.WebhookFailed:
+					status, next = surgepay.WebhookStatusFailed, r.At
+				case surgepay.WebhookDelivered:
+					status, next = surgepay.WebhookStatusSucceeded, r.At
 				}
 				_, err = exec(ctx, surgepay.StmtUpdate, w.webhook.update, status, next.UnixNano(), r.StatusCode,
 					r.Error, r.At.UnixNano(), r.EventID, r.EndpointID, r.Attempt)
@@ -345,6 +452,12 @@ func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.Webh
 			}
 			if err != nil {
 				return fmt.Errorf("delivery of %s to %s: %w", r.EventID, r.EndpointID, err)
+			}
+		}
+		for _, h := range surgepay.WebhookHealthOf(results) {
+			if _, err := exec(ctx, surgepay.StmtUpdate, w.webhook.health, h.MerchantID, h.EndpointID, h.Reset,
+				h.Failures, nanoArg(h.LastSuccess), nanoArg(h.LastFailure), h.LastError); err != nil {
+				return fmt.Errorf("health of webhook endpoint %s: %w", h.EndpointID, err)
 			}
 		}
 		return nil
@@ -384,4 +497,107 @@ func (db *DB) DeleteFailedWebhooksBefore(ctx context.Context, t time.Time, limit
 		return 0, fmt.Errorf("delete failed webhooks before %v: %w", t, err)
 	}
 	return int(n), nil
+}
+
+// nanoArg is the value of a NOT NULL time column: 0 for the zero time.
+func nanoArg(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// DeleteSucceededWebhooksBefore deletes up to limit (at most
+// PurgeLimitMax) succeeded deliveries whose success was before t, through
+// the writer.
+func (db *DB) DeleteSucceededWebhooksBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	var n int64
+	err := db.runOnWriter(ctx, func(ctx context.Context, w *writer) error {
+		var err error
+		n, err = exec(ctx, surgepay.StmtDelete, w.webhook.purgeSucceeded, t.UnixNano(), min(limit, PurgeLimitMax))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete succeeded webhooks before %v: %w", t, err)
+	}
+	return int(n), nil
+}
+
+// webhookDeliveriesQuery returns the SELECT of a delivery list and its
+// arguments: one range of the endpoint index (endpoint_id, event_id), or
+// of the primary key (event_id, endpoint_id) for an event.
+func webhookDeliveriesQuery(merchantID string, f surgepay.WebhookDeliveryFilter) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`SELECT ` + webhookDeliveryInfoCols + ` FROM webhook_deliveries WHERE merchant_id = ?`)
+	args := []any{merchantID}
+	if f.EndpointID != "" {
+		b.WriteString(` AND endpoint_id = ?`)
+		args = append(args, f.EndpointID)
+	}
+	if f.EventID != "" {
+		b.WriteString(` AND event_id = ?`)
+		args = append(args, f.EventID)
+	}
+	if f.Status != "" {
+		b.WriteString(` AND status = ?`)
+		args = append(args, f.Status)
+	}
+	if f.StartingAfterEvent != "" {
+		b.WriteString(` AND (event_id < ? OR event_id = ? AND endpoint_id < ?)`)
+		args = append(args, f.StartingAfterEvent, f.StartingAfterEvent, f.StartingAfterEndpoint)
+	}
+	b.WriteString(` ORDER BY event_id DESC, endpoint_id DESC LIMIT ?`)
+	return b.String(), append(args, f.Limit+1)
+}
+
+func scanWebhookDeliveryInfo(r scanner) (*surgepay.WebhookDeliveryInfo, error) {
+	var d surgepay.WebhookDeliveryInfo
+	var next, last, created int64
+	var leased bool
+	if err := r.Scan(&d.EventID, &d.EndpointID, &d.MerchantID, &d.PaymentID, &d.Type, &d.Status, &d.Attempts,
+		&leased, &next, &last, &d.LastStatus, &d.LastError, &d.Resends, &created); err != nil {
+		return nil, err
+	}
+	d.LastAttempt, d.Created = nanoTime(last), time.Unix(0, created).UTC()
+	if d.Status == surgepay.WebhookStatusPending {
+		d.NextAttempt, d.InFlight = nanoTime(next), leased
+	}
+	return &d, nil
+}
+
+// ListWebhookDeliveries returns a page of the deliveries f selects, newest
+// event first: one statement on the read pool.
+func (db *DB) ListWebhookDeliveries(ctx context.Context, merchantID string, f surgepay.WebhookDeliveryFilter) ([]*surgepay.WebhookDeliveryInfo, bool, error) {
+	if err := f.Validate(); err != nil {
+		return nil, false, err
+	}
+	defer counted(ctx)()
+	q, args := webhookDeliveriesQuery(merchantID, f)
+	rows, err := db.read.QueryContext(ctx, q, args...)
+	ds, err := scanAll(rows, err, scanWebhookDeliveryInfo)
+	if err != nil {
+		return nil, false, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	if len(ds) > f.Limit {
+		return ds[:f.Limit], true, nil
+	}
+	return ds, false, nil
+}
+
+// FindWebhookDelivery returns ENOTFOUND if the merchant has no delivery of
+// the event to the endpoint.
+func (db *DB) FindWebhookDelivery(ctx context.Context, merchantID, eventID, endpointID string) (*surgepay.WebhookDeliveryInfo, error) {
+	defer counted(ctx)()
+	d, err := scanWebhookDeliveryInfo(db.read.QueryRowContext(ctx, `SELECT `+webhookDeliveryInfoCols+`
+		FROM webhook_deliveries WHERE event_id = ? AND endpoint_id = ? AND merchant_id = ?`, eventID, endpointID, merchantID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, surgepay.NotFound("id", "webhook delivery")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find webhook delivery of %s to %s: %w", eventID, endpointID, err)
+	}
+	return d, nil
 }

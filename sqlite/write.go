@@ -316,7 +316,7 @@ func (w *writer) control(st *sql.Stmt) error {
 func needsSavepoint(wr *surgepay.Write) bool {
 	versioned := 0
 	for _, g := range []bool{wr.CustomerUpdate != nil, wr.CustomerDelete != nil, wr.PaymentUpdate != nil,
-		wr.WebhookEndpointInsert != nil} {
+		wr.WebhookEndpointInsert != nil, wr.WebhookEndpointRoll != nil, wr.WebhookResend != nil} {
 		if g {
 			versioned++
 		}

@@ -33,6 +33,11 @@ var webhookTests = []struct {
 	{"WebhookResults", testWebhookResults},
 	{"WebhookEndpointDeletedDelivery", testWebhookEndpointDeletedDelivery},
 	{"WebhookPurgeFailed", testWebhookPurgeFailed},
+	{"WebhookDeliveriesListed", testWebhookDeliveriesListed},
+	{"WebhookEndpointHealth", testWebhookEndpointHealth},
+	{"WebhookResend", testWebhookResend},
+	{"WebhookEndpointRoll", testWebhookEndpointRoll},
+	{"WebhookPurgeSucceeded", testWebhookPurgeSucceeded},
 }
 
 func webhookStore(t *testing.T, s surgepay.Store) surgepay.WebhookStore {
@@ -92,7 +97,13 @@ func testWebhookEndpointInsertFindListDelete(t *testing.T, s surgepay.Store) {
 	ws := webhookStore(t, s)
 	m, other := newMerchant(t, s), newMerchant(t, s)
 	e1 := newEndpoint(t, s, m.ID, 1)
-	wantAllFieldsSet(t, e1)
+	// The fields an insert stores; a roll and the results set the others
+	// (WebhookEndpointRoll, WebhookEndpointHealth).
+	wantAllFieldsSet(t, &struct {
+		ID, MerchantID, URL, Description string
+		SealedSecret                     []byte
+		Created                          time.Time
+	}{e1.ID, e1.MerchantID, e1.URL, e1.Description, e1.SealedSecret, e1.Created})
 	e2 := newEndpoint(t, s, m.ID, 2)
 	got, err := ws.FindWebhookEndpoint(t.Context(), m.ID, e1.ID)
 	if err != nil {
@@ -420,7 +431,8 @@ func testWebhookClaimBoundedPerEndpoint(t *testing.T, s surgepay.Store) {
 	want("unbounded claim of the rest", ds, evs[3], evs[4], evs[5], evs[9])
 }
 
-// testWebhookResults: delivered is removed, retry is due at NextAttempt,
+// testWebhookResults: delivered is kept as succeeded (not pending, never
+// claimed again), retry is due at NextAttempt,
 // failed is kept and never claimed, a stale result changes nothing.
 func testWebhookResults(t *testing.T, s surgepay.Store) {
 	ws := webhookStore(t, s)

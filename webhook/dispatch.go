@@ -65,10 +65,23 @@ const (
 	BacklogInterval = 10 * time.Second
 	// FailedRetentionDefault is how long failed deliveries are kept.
 	FailedRetentionDefault = 30 * 24 * time.Hour
+	// DeliveredRetentionDefault is how long succeeded deliveries are kept
+	// (listed, and resendable): three days, a weekend and a day to look
+	// into a receiver's "never got it". Each kept row holds its event's
+	// body (about 1.5 KB), so a merchant with one endpoint and 100
+	// payment changes a second keeps about 40 GB at the default: lower it
+	// for such volumes. DeliveredRetentionMin and DeliveredRetentionMax
+	// bound the setting.
+	DeliveredRetentionDefault = 72 * time.Hour
+	DeliveredRetentionMin     = time.Minute
+	DeliveredRetentionMax     = 90 * 24 * time.Hour
 	// PurgeInterval and PurgeBatchMax bound the deletion of old failed
-	// deliveries.
-	PurgeInterval = time.Hour
-	PurgeBatchMax = 10_000
+	// and succeeded deliveries: every PurgeInterval, batches of
+	// PurgeBatchMax until one is not full, at most PurgeBatchesMax of
+	// them (10 million rows an hour, far above what one node delivers).
+	PurgeInterval   = 10 * time.Minute
+	PurgeBatchMax   = 10_000
+	PurgeBatchesMax = 100
 	// errorBytesMax bounds the error text kept with a delivery.
 	errorBytesMax = 200
 	// recordTriesMax bounds the tries at recording one batch of results;
@@ -110,6 +123,10 @@ type Config struct {
 	// FailedRetention is how long failed deliveries are kept. Default 30
 	// days.
 	FailedRetention time.Duration
+	// DeliveredRetention is how long succeeded deliveries are kept, listed
+	// and resendable. Default 72h; DeliveredRetentionMin to
+	// DeliveredRetentionMax.
+	DeliveredRetention time.Duration
 	// AllowPrivateNetworks lets deliveries reach loopback, private,
 	// link-local and other non-public addresses. Default false: such an
 	// address is refused when connecting (after DNS), so that a merchant's
@@ -149,10 +166,15 @@ func (c *Config) defaults() error {
 		v   *time.Duration
 		def time.Duration
 	}{{&c.Timeout, TimeoutDefault}, {&c.BackoffBase, BackoffBaseDefault}, {&c.BackoffMax, BackoffMaxDefault},
-		{&c.PollInterval, PollIntervalDefault}, {&c.FailedRetention, FailedRetentionDefault}} {
+		{&c.PollInterval, PollIntervalDefault}, {&c.FailedRetention, FailedRetentionDefault},
+		{&c.DeliveredRetention, DeliveredRetentionDefault}} {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}
+	}
+	if c.DeliveredRetention < DeliveredRetentionMin || c.DeliveredRetention > DeliveredRetentionMax {
+		return fmt.Errorf("webhook: DeliveredRetention %s must be %s to %s", c.DeliveredRetention,
+			DeliveredRetentionMin, DeliveredRetentionMax)
 	}
 	if c.Timeout > TimeoutMax {
 		return fmt.Errorf("webhook: Timeout %s exceeds %s", c.Timeout, TimeoutMax)
@@ -329,7 +351,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-backlog.C:
 			d.refreshBacklog(ctx)
 		case <-purge.C:
-			d.purgeFailed(ctx)
+			d.Purge(ctx)
 		}
 	}
 	inflight.Wait()
@@ -392,7 +414,8 @@ func (d *Dispatcher) attemptCounted(dl *surgepay.WebhookDelivery) *surgepay.Webh
 // attempt sends one delivery and returns its result, and whether it sent
 // a request.
 func (d *Dispatcher) attempt(dl *surgepay.WebhookDelivery) (*surgepay.WebhookResult, bool) {
-	r := &surgepay.WebhookResult{EventID: dl.EventID, EndpointID: dl.EndpointID, Attempt: dl.Attempt}
+	r := &surgepay.WebhookResult{EventID: dl.EventID, EndpointID: dl.EndpointID, MerchantID: dl.MerchantID,
+		Attempt: dl.Attempt}
 	switch {
 	case dl.URL == "":
 		r.Outcome, r.At = surgepay.WebhookDropped, d.cfg.Now()
@@ -403,7 +426,7 @@ func (d *Dispatcher) attempt(dl *surgepay.WebhookDelivery) (*surgepay.WebhookRes
 		return r, false
 	}
 	r.StatusCode, r.Error = d.send(dl)
-	r.At = d.cfg.Now()
+	r.At, r.Sent = d.cfg.Now(), true
 	switch {
 	case r.Error == "":
 		r.Outcome = surgepay.WebhookDelivered
@@ -431,11 +454,24 @@ func (d *Dispatcher) backoff(n int) time.Duration {
 // failed, why. The reason never holds the URL (it may carry a token), the
 // secret or the answer's body.
 func (d *Dispatcher) send(dl *surgepay.WebhookDelivery) (int, string) {
-	secret, err := d.cfg.Vault.Decrypt(dl.SealedSecret, surgepay.WebhookSecretAAD(dl.MerchantID, dl.EndpointID))
+	aad := surgepay.WebhookSecretAAD(dl.MerchantID, dl.EndpointID)
+	secret, err := d.cfg.Vault.Decrypt(dl.SealedSecret, aad)
 	if err != nil {
 		d.cfg.Logger.Error("webhooks: cannot open an endpoint's secret (is the vault keyring complete?)",
 			"endpoint", dl.EndpointID, "merchant", dl.MerchantID)
 		return 0, "the endpoint's secret cannot be opened"
+	}
+	now := d.cfg.Now()
+	secrets := [][]byte{secret}
+	if len(dl.PreviousSealedSecret) > 0 && now.Before(dl.PreviousSecretExpires) {
+		// The overlap of a roll: a signature under each secret, so that
+		// the receiver verifies with either while it switches.
+		if prev, err := d.cfg.Vault.Decrypt(dl.PreviousSealedSecret, aad); err == nil {
+			secrets = append(secrets, prev)
+		} else {
+			d.cfg.Logger.Error("webhooks: cannot open an endpoint's previous secret; signed with the current one only",
+				"endpoint", dl.EndpointID, "merchant", dl.MerchantID)
+		}
 	}
 	req, err := http.NewRequest(http.MethodPost, dl.URL, bytes.NewReader(dl.Payload))
 	if err != nil {
@@ -447,7 +483,7 @@ func (d *Dispatcher) send(dl *surgepay.WebhookDelivery) (int, string) {
 	h.Set(HeaderEventID, dl.EventID)
 	h.Set(HeaderEventType, dl.Type)
 	h.Set(HeaderAttempt, strconv.Itoa(dl.Attempt))
-	h.Set(HeaderSignature, Signature(secret, d.cfg.Now(), dl.Payload))
+	h.Set(HeaderSignature, Signature(now, dl.Payload, secrets...))
 	res, err := d.client.Do(req)
 	if err != nil {
 		return 0, reason(err, d.cfg.Timeout)
@@ -583,14 +619,35 @@ func (d *Dispatcher) refreshBacklog(ctx context.Context) {
 	d.mu.Unlock()
 }
 
-// purgeFailed deletes failed deliveries older than FailedRetention, a
-// bounded batch at a time.
-func (d *Dispatcher) purgeFailed(ctx context.Context) {
-	n, err := d.cfg.Store.DeleteFailedWebhooksBefore(ctx, d.cfg.Now().Add(-d.cfg.FailedRetention), PurgeBatchMax)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		d.cfg.Logger.Warn("webhooks: purge failed deliveries", "err", err.Error())
-	case n > 0:
-		d.cfg.Logger.Info("webhooks: purged failed deliveries", "count", n)
+// Purge deletes failed deliveries older than FailedRetention and
+// succeeded ones older than DeliveredRetention, in batches of
+// PurgeBatchMax until one is not full, at most PurgeBatchesMax of each
+// (the rest waits for the next round). Run calls it every PurgeInterval.
+func (d *Dispatcher) Purge(ctx context.Context) {
+	now := d.cfg.Now()
+	for _, p := range []struct {
+		status string
+		del    func(context.Context, time.Time, int) (int, error)
+		before time.Time
+	}{
+		{surgepay.WebhookStatusFailed, d.cfg.Store.DeleteFailedWebhooksBefore, now.Add(-d.cfg.FailedRetention)},
+		{surgepay.WebhookStatusSucceeded, d.cfg.Store.DeleteSucceededWebhooksBefore, now.Add(-d.cfg.DeliveredRetention)},
+	} {
+		total := 0
+		for range PurgeBatchesMax {
+			n, err := p.del(ctx, p.before, PurgeBatchMax)
+			if err != nil {
+				if ctx.Err() == nil {
+					d.cfg.Logger.Warn("webhooks: purge deliveries", "status", p.status, "err", err.Error())
+				}
+				break
+			}
+			if total += n; n < PurgeBatchMax {
+				break
+			}
+		}
+		if total > 0 {
+			d.cfg.Logger.Info("webhooks: purged deliveries past their retention", "status", p.status, "count", total)
+		}
 	}
 }

@@ -35,7 +35,7 @@ const (
 	// flight at a time on that node (the others wait, due, their attempts
 	// uncounted) until an attempt succeeds. A dead endpoint whose requests
 	// time out then holds one worker, not EndpointInflightMax.
-	FailingEndpointStreak = 5
+	FailingEndpointStreak = surgepay.WebhookFailingStreak
 	// failingEndpointsMax bounds the failing endpoints a Dispatcher
 	// tracks; one failing beyond it keeps the usual bound.
 	failingEndpointsMax = 1024

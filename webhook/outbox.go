@@ -244,3 +244,12 @@ func minimalPayment(p *surgepay.Payment) any {
 	return paymentJSON{ID: p.ID, Object: "payment", Status: string(p.Status), Amount: p.Amount,
 		AmountCaptured: p.AmountCaptured, AmountRefunded: p.AmountRefunded, Currency: p.Currency}
 }
+
+// WakeDispatcher makes the dispatcher of this node look for due
+// deliveries at once (a resend).
+func (o *Outbox) WakeDispatcher() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}

@@ -14,7 +14,8 @@ import (
 const (
 	// HeaderSignature is "t=<unix seconds>,v1=<hex HMAC-SHA256>": the HMAC,
 	// keyed with the endpoint's secret (the whole "whsec_…" string), of
-	// "<t>.<body>".
+	// "<t>.<body>". During the overlap window of a rolled secret it holds
+	// two v1 values: "t=…,v1=<new secret's>,v1=<old secret's>".
 	HeaderSignature = "Surgepay-Signature"
 	// HeaderEventID is the event's ID, the same on every attempt and for
 	// every endpoint: receivers de-duplicate on it.
@@ -25,10 +26,18 @@ const (
 	HeaderAttempt = "Surgepay-Delivery-Attempt"
 )
 
-// Signature returns the Surgepay-Signature header of body sent at t.
-func Signature(secret []byte, t time.Time, body []byte) string {
+// Signature returns the Surgepay-Signature header of body sent at t: one
+// v1 value per secret, in order (the current secret first, then, during
+// the overlap of a roll, the previous one), as Stripe does. A receiver
+// accepts the request if any v1 value matches its secret.
+func Signature(t time.Time, body []byte, secrets ...[]byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
+	var b strings.Builder
+	b.WriteString("t=" + ts)
+	for _, s := range secrets {
+		b.WriteString(",v1=" + hex.EncodeToString(mac(s, ts, body)))
+	}
+	return b.String()
 }
 
 func mac(secret []byte, ts string, body []byte) []byte {

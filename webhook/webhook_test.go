@@ -26,7 +26,7 @@ func TestSignatureVerify(t *testing.T) {
 	secret := []byte("whsec_test")
 	body := []byte(`{"id":"evt_1"}`)
 	at := time.Unix(1_700_000_000, 0)
-	h := webhook.Signature(secret, at, body)
+	h := webhook.Signature(at, body, secret)
 	tests := []struct {
 		name   string
 		secret []byte

@@ -182,6 +182,10 @@ type WebhooksConfig struct {
 	// Default false: a merchant's URL cannot reach the operator's internal
 	// services. Env SURGEPAY_WEBHOOKS_ALLOW_PRIVATE_NETWORKS.
 	AllowPrivateNetworks bool `toml:"allow_private_networks"`
+	// DeliveredRetention is how long succeeded deliveries are kept (listed
+	// by GET /v1/webhook_deliveries, resendable); each holds its event's
+	// body. Default 72h, 1m to 2160h (90 days).
+	DeliveredRetention Duration `toml:"delivered_retention"`
 }
 
 // SQLiteConfig configures the embedded store.
@@ -259,7 +263,8 @@ func DefaultConfig() Config {
 		Merchants: map[string]surgepay.MerchantSettings{"default": surgepay.DefaultMerchantSettings()},
 		Stage: StageConfig{Kind: "embedded", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
 			Replicas: 1, Fallback: "capture"},
-		Webhooks: WebhooksConfig{Workers: webhook.WorkersDefault, Timeout: Duration{webhook.TimeoutDefault}},
+		Webhooks: WebhooksConfig{Workers: webhook.WorkersDefault, Timeout: Duration{webhook.TimeoutDefault},
+			DeliveredRetention: Duration{webhook.DeliveredRetentionDefault}},
 	}
 }
 
@@ -557,6 +562,10 @@ func (c *Config) Validate() error {
 	}
 	if d := c.Webhooks.Timeout.Duration; d < 100*time.Millisecond || d > webhook.TimeoutMax {
 		bad("webhooks.timeout", "%s must be between 100ms and %s", d, webhook.TimeoutMax)
+	}
+	if d := c.Webhooks.DeliveredRetention.Duration; d < webhook.DeliveredRetentionMin || d > webhook.DeliveredRetentionMax {
+		bad("webhooks.delivered_retention", "%s must be between %s and %s", d, webhook.DeliveredRetentionMin,
+			webhook.DeliveredRetentionMax)
 	}
 	if c.Stage.Fallback != "capture" && c.Stage.Fallback != "reject" {
 		bad("stage.fallback", "%q must be \"capture\" or \"reject\"", c.Stage.Fallback)

@@ -65,7 +65,8 @@ func (a *app) startWebhooks(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	d, err := webhook.New(webhook.Config{Store: a.hooks.store, Vault: a.keys, Logger: a.log,
 		Workers: cfg.Workers, EndpointInflightMax: cfg.EndpointInflightMax, Timeout: cfg.Timeout.Duration,
-		AllowPrivateNetworks: cfg.AllowPrivateNetworks, Wake: a.hooks.outbox.Wake()})
+		AllowPrivateNetworks: cfg.AllowPrivateNetworks, DeliveredRetention: cfg.DeliveredRetention.Duration,
+		Wake: a.hooks.outbox.Wake()})
 	if err != nil { // Config.Validate checked the same bounds
 		a.log.Error("webhooks: dispatcher not started", "err", err.Error())
 		return
