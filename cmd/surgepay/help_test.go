@@ -20,6 +20,7 @@ var commandNames = []string{
 	"", "serve", "settle", "trace", "migrate", "simulator", "version",
 	"keys", "keys create", "keys list", "keys revoke", "keys rotate", "keys settlement", "processors", "processors seal",
 	"tax", "tax import",
+	"webhooks", "webhooks endpoints", "webhooks deliveries", "webhooks resend", "webhooks roll-secret",
 	"loadtest", "loadtest run", "loadtest compare", "loadtest merge", "loadtest table",
 }
 

@@ -22,6 +22,8 @@ Usage:
   surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay keys rotate                    add a new card-vault key and make it primary
   surgepay keys settlement --out DIR      make the settlement key pair (public: API hosts; private: settle only)
+  surgepay webhooks endpoints             list webhook endpoints with their health (docs/webhooks.md)
+  surgepay webhooks deliveries --endpoint ID   list deliveries with their status; resend, roll-secret
   surgepay processors seal --name NAME    seal a processor's secret key (stdin) for [processors.NAME]
   surgepay settle [--until-empty]         capture staged streamlined sales in batches (docs/streamlined.md)
   surgepay trace --scenario checkout      run one flow and show where each request's time goes
@@ -70,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdLoadtest(ctx, args[1:], stdout, stderr)
 	case "processors":
 		return cmdProcessors(args[1:], stdout, stderr)
+	case "webhooks":
+		return cmdWebhooks(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return cmdVersion(args[1:], stdout, stderr)
 	case "help":
