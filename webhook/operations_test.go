@@ -56,13 +56,16 @@ func TestDeliveriesListedWithStatus(t *testing.T) {
 			event := w.Webhook.ID
 
 			ok := f.deliveries(t, okEP.ID)
-			if len(ok) != 1 || ok[0].EventID != event || ok[0].Status != surgepay.WebhookStatusSucceeded ||
+			failing := f.deliveries(t, badEP.ID)
+			if len(ok) != 1 || len(failing) != 1 {
+				t.Fatalf("listed %d and %d deliveries of the two endpoints, want 1 each (a delivered one is kept)", len(ok), len(failing))
+			}
+			if ok[0].EventID != event || ok[0].Status != surgepay.WebhookStatusSucceeded ||
 				ok[0].Attempts != 1 || ok[0].LastStatus != 200 || ok[0].LastError != "" || !ok[0].LastAttempt.Equal(sent) ||
 				!ok[0].NextAttempt.IsZero() || ok[0].InFlight {
 				t.Errorf("delivery to the 200 receiver = %+v; want succeeded, 1 attempt, HTTP 200 at %v", ok[0], sent)
 			}
-			failing := f.deliveries(t, badEP.ID)
-			if len(failing) != 1 || failing[0].Status != surgepay.WebhookStatusPending || failing[0].Attempts != 1 ||
+			if failing[0].Status != surgepay.WebhookStatusPending || failing[0].Attempts != 1 ||
 				failing[0].LastStatus != 503 || failing[0].LastError != "HTTP 503" || !failing[0].NextAttempt.After(sent) {
 				t.Errorf("delivery to the 503 receiver = %+v; want pending, 1 attempt, HTTP 503, a next attempt", failing[0])
 			}
@@ -100,8 +103,8 @@ func TestResendDeliversAgain(t *testing.T) {
 			deliverDue(t, d)
 			f.clock.Add(time.Hour)
 			deliverDue(t, d)
-			if got := f.deliveries(t, f.endpoint.ID); got[0].Status != surgepay.WebhookStatusFailed {
-				t.Fatalf("after 2 failed attempts: %+v, want failed", got[0])
+			if got := f.deliveries(t, f.endpoint.ID); len(got) != 1 || got[0].Status != surgepay.WebhookStatusFailed {
+				t.Fatalf("after 2 failed attempts: %v, want one, failed", got)
 			}
 			resend := func() {
 				t.Helper()
@@ -130,7 +133,9 @@ func TestResendDeliversAgain(t *testing.T) {
 					t.Errorf("resent request %d: signature does not verify: %v", i, err)
 				}
 			}
-			if l := f.deliveries(t, f.endpoint.ID); l[0].Status != surgepay.WebhookStatusSucceeded || l[0].Resends != 2 ||
+			if l := f.deliveries(t, f.endpoint.ID); len(l) != 1 {
+				t.Errorf("after the resends, %d deliveries listed, want 1", len(l))
+			} else if l[0].Status != surgepay.WebhookStatusSucceeded || l[0].Resends != 2 ||
 				l[0].Attempts != 1 {
 				t.Errorf("after the resends: %+v, want succeeded, 2 resends, 1 attempt", l[0])
 			}
