@@ -432,5 +432,37 @@ func WebhookHealthOf(results []*WebhookResult) []*WebhookHealth {
 		h.Failures++
 		h.LastFailure, h.LastError = r.At, r.Error
 	}
+	// One order on every node: concurrent batches that update the same
+	// endpoints lock their rows alike.
+	slices.SortFunc(out, func(a, b *WebhookHealth) int {
+		return strings.Compare(a.MerchantID+"/"+a.EndpointID, b.MerchantID+"/"+b.EndpointID)
+	})
 	return out
+}
+
+// WebhookDeliveryCursor returns the condition that f's cursor puts on a
+// list of f's deliveries, in terms an index range can use: the list
+// order is (event ID, endpoint ID) descending, but with the endpoint (or
+// the event) fixed by f one column suffices. It returns the comparison
+// ("<" or "<=") and value for the event ID, or "<" and a value for the
+// endpoint ID (op "" where none), and none false if no delivery can
+// follow the cursor. With no cursor, everything is "".
+func WebhookDeliveryCursor(f WebhookDeliveryFilter) (eventOp, eventAfter, endpointOp, endpointAfter string, none bool) {
+	after, afterEP := f.StartingAfterEvent, f.StartingAfterEndpoint
+	switch {
+	case after == "":
+		return "", "", "", "", false
+	case f.EndpointID != "":
+		// (event_id, E) < (after, afterEP): event_id < after, or equal
+		// when E < afterEP.
+		if f.EndpointID < afterEP {
+			return "<=", after, "", "", false
+		}
+		return "<", after, "", "", false
+	case f.EventID > after:
+		return "", "", "", "", true
+	case f.EventID == after:
+		return "", "", "<", afterEP, false
+	}
+	return "", "", "", "", false // every delivery of an older event follows
 }

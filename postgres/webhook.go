@@ -476,8 +476,14 @@ func webhookDeliveriesQuery(merchantID string, f surgepay.WebhookDeliveryFilter)
 	if f.Status != "" {
 		b.WriteString(` AND status = ` + arg(f.Status))
 	}
-	if f.StartingAfterEvent != "" {
-		b.WriteString(` AND (event_id, endpoint_id) < (` + arg(f.StartingAfterEvent) + `, ` + arg(f.StartingAfterEndpoint) + `)`)
+	evOp, ev, epOp, ep, none := surgepay.WebhookDeliveryCursor(f)
+	switch {
+	case none:
+		b.WriteString(` AND 1 = 0`)
+	case evOp != "":
+		b.WriteString(` AND event_id ` + evOp + ` ` + arg(ev))
+	case epOp != "":
+		b.WriteString(` AND endpoint_id ` + epOp + ` ` + arg(ep))
 	}
 	b.WriteString(` ORDER BY event_id DESC, endpoint_id DESC LIMIT ` + arg(f.Limit+1))
 	return b.String(), args

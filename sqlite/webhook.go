@@ -545,9 +545,16 @@ func webhookDeliveriesQuery(merchantID string, f surgepay.WebhookDeliveryFilter)
 		b.WriteString(` AND status = ?`)
 		args = append(args, f.Status)
 	}
-	if f.StartingAfterEvent != "" {
-		b.WriteString(` AND (event_id < ? OR event_id = ? AND endpoint_id < ?)`)
-		args = append(args, f.StartingAfterEvent, f.StartingAfterEvent, f.StartingAfterEndpoint)
+	evOp, ev, epOp, ep, none := surgepay.WebhookDeliveryCursor(f)
+	switch {
+	case none:
+		b.WriteString(` AND 1 = 0`)
+	case evOp != "":
+		b.WriteString(` AND event_id ` + evOp + ` ?`)
+		args = append(args, ev)
+	case epOp != "":
+		b.WriteString(` AND endpoint_id ` + epOp + ` ?`)
+		args = append(args, ep)
 	}
 	b.WriteString(` ORDER BY event_id DESC, endpoint_id DESC LIMIT ?`)
 	return b.String(), append(args, f.Limit+1)

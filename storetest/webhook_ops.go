@@ -115,6 +115,31 @@ func testWebhookDeliveriesListed(t *testing.T, s surgepay.Store) {
 	if d := diff(wantEv, deliveryKeys(byEvent)); d != "" {
 		t.Errorf("deliveries of one event (-want +got):\n%s", d)
 	}
+	// Pages of 1 over one event's deliveries: the cursor moves by endpoint.
+	var byEventPages []string
+	f = surgepay.WebhookDeliveryFilter{EventID: evs[1].ID, Limit: 1}
+	for page := 0; ; page++ {
+		ds, more := listDeliveries(t, ws, m.ID, f)
+		byEventPages = append(byEventPages, deliveryKeys(ds)...)
+		if !more || page > 3 {
+			break
+		}
+		f.StartingAfterEvent, f.StartingAfterEndpoint = ds[0].EventID, ds[0].EndpointID
+	}
+	if d := diff(wantEv, byEventPages); d != "" {
+		t.Errorf("pages of 1 over one event's deliveries (-want +got):\n%s", d)
+	}
+	// A cursor of another list (an event's) on an endpoint's list: the
+	// deliveries after it in (event, endpoint) order.
+	afterDs, _ := listDeliveries(t, ws, m.ID, surgepay.WebhookDeliveryFilter{EndpointID: e1.ID,
+		StartingAfterEvent: evs[2].ID, StartingAfterEndpoint: e2.ID})
+	wantAfter := []string{evs[1].ID + "/" + e1.ID, evs[0].ID + "/" + e1.ID}
+	if e1.ID < e2.ID {
+		wantAfter = append([]string{evs[2].ID + "/" + e1.ID}, wantAfter...)
+	}
+	if d := diff(wantAfter, deliveryKeys(afterDs)); d != "" {
+		t.Errorf("endpoint 1's deliveries after %s/%s (-want +got):\n%s", evs[2].ID, e2.ID, d)
+	}
 	for _, st := range []string{surgepay.WebhookStatusSucceeded, surgepay.WebhookStatusFailed} {
 		ds, _ := listDeliveries(t, ws, m.ID, surgepay.WebhookDeliveryFilter{EndpointID: e1.ID, Status: st})
 		if len(ds) != 1 || ds[0].Status != st {

@@ -19,6 +19,14 @@
 // for an endpoint that keeps failing), so a slow or dead endpoint holds a
 // few workers, not all, and the others' deliveries go on.
 //
+// For operators (issue 13 item 6), every result also counts in its
+// endpoint's health (failures in a row, last success and error); a
+// succeeded delivery is kept for Config.DeliveredRetention, so that it is
+// listed and can be resent (surgepay.Write.WebhookResend, queued for the
+// Dispatcher like any delivery); and during the overlap window of a
+// rolled secret each delivery carries a v1 signature under each secret
+// (Signature).
+//
 // Limits, admitted: an endpoint created on another node is seen by this
 // node's Outbox within EndpointsRefreshInterval, and the changes it makes
 // meanwhile are not queued for it. The bound per endpoint is per node (n
