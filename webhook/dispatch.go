@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/telemetry"
 )
 
 // Defaults and limits of a Dispatcher. Every queue, batch, body and retry
@@ -519,10 +520,13 @@ func reason(err error, timeout time.Duration) string {
 	return truncate(err.Error())
 }
 
-// truncate bounds s to errorBytesMax bytes of valid UTF-8: part of s may
-// come from the receiver (a malformed status line), and PostgreSQL refuses
-// invalid UTF-8 in text, which would fail the whole batch of results.
+// truncate bounds s to errorBytesMax bytes of valid UTF-8, card-number-like
+// runs of digits redacted: part of s may come from the receiver (a
+// malformed status line), the error is stored and shown to the merchant
+// and the operator, and PostgreSQL refuses invalid UTF-8 in text, which
+// would fail the whole batch of results.
 func truncate(s string) string {
+	s = telemetry.Redact(s)
 	if len(s) > errorBytesMax {
 		n := errorBytesMax
 		for n > 0 && !utf8.RuneStart(s[n]) {

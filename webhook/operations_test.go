@@ -1,7 +1,10 @@
 package webhook_test
 
 import (
+	"bufio"
 	"bytes"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +225,43 @@ func TestDeliveredKeptForRetention(t *testing.T) {
 	}
 	if _, err := webhook.New(webhook.Config{Store: f.ws, Vault: f.keys, DeliveredRetention: webhook.DeliveredRetentionMax + 1}); err == nil {
 		t.Error("a DeliveredRetention above its bound was accepted")
+	}
+}
+
+// TestLastErrorRedacted: a receiver whose status line carries a card
+// number gets a failed attempt whose stored error (listed, shown on the
+// endpoint) has the number redacted.
+func TestLastErrorRedacted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				bufio.NewReader(c).ReadString('\n')
+				io.WriteString(c, "HTTP/1.1 4242-4242-4242-4242 nope\r\nContent-Length: 0\r\n\r\n")
+			}()
+		}
+	}()
+	f := newFixture(t, testenv.OpenSQLite(t), "http://"+ln.Addr().String()+"/hooks")
+	f.sale(t, f.outbox(t))
+	d := f.dispatcher(t, webhook.Config{})
+	deliverDue(t, d)
+	ds := f.deliveries(t, f.endpoint.ID)
+	ep := f.findEndpoint(t, f.endpoint.ID)
+	if len(ds) != 1 || ds[0].LastError == "" || ep.LastError == "" {
+		t.Fatalf("deliveries %v, endpoint error %q: want a failed attempt with its error", ds, ep.LastError)
+	}
+	for _, s := range []string{ds[0].LastError, ep.LastError, f.logs.String()} {
+		if strings.Contains(strings.ReplaceAll(s, "-", ""), "4242424242424242") {
+			t.Errorf("a card number in the stored error or the log: %q", s)
+		}
 	}
 }
