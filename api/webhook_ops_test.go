@@ -237,5 +237,14 @@ func TestWebhookRollSecretAPI(t *testing.T) {
 		} else if exp := r.num("previous_secret_expires"); exp < time.Now().Add(23*time.Hour).Unix() {
 			t.Errorf("default window ends at %d, want about 24 hours from now", exp)
 		}
+		logs := e.logs.String()
+		if strings.Count(logs, "webhook endpoint secret rolled") != 3 {
+			t.Errorf("want one log line per roll, the replay none (3), got %d", strings.Count(logs, "webhook endpoint secret rolled"))
+		}
+		for _, secret := range []string{old, fresh, newest} {
+			if strings.Contains(logs, secret) {
+				t.Errorf("the log holds a secret")
+			}
+		}
 	})
 }

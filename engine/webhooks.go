@@ -244,6 +244,8 @@ func (e *Engine) ResendWebhookDelivery(ctx context.Context, call *Call, id strin
 		if err := e.apply(ctx, call, w); err != nil {
 			return err
 		}
+		e.log.Info("webhook delivery resent", "merchant", call.MerchantID, "event", evID, "endpoint", epID,
+			"resends", next.Resends, "key", call.KeyID, "request_id", call.RequestID)
 		if wk, ok := e.cfg.Outbox.(dispatcherWaker); ok {
 			wk.WakeDispatcher()
 		}
@@ -293,6 +295,9 @@ func (e *Engine) RollWebhookSecret(ctx context.Context, call *Call, id string, o
 		if err := e.apply(ctx, call, w); err != nil {
 			return err
 		}
+		// For the operator's record (a leak is often why): never the secret.
+		e.log.Info("webhook endpoint secret rolled", "merchant", ep.MerchantID, "endpoint", ep.ID,
+			"key", call.KeyID, "request_id", call.RequestID, "old_secret_until", roll.PreviousSecretExpires.Format(time.RFC3339))
 		out, secret = &next, s
 		return nil
 	})
