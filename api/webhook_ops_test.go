@@ -248,3 +248,28 @@ func TestWebhookRollSecretAPI(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookResendAfterLeaseEnded: a delivery whose claim's lease ended
+// (its node died mid-attempt) is not shown in flight, and may be resent.
+func TestWebhookResendAfterLeaseEnded(t *testing.T) {
+	e := newWebhookEnv(t, openSQLite(t), false)
+	ep, _ := e.endpoint(e.keyA)
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	e.must(200, e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "automatic"))
+	ws := e.store.(surgepay.WebhookStore)
+	past := time.Now().Add(-2 * time.Minute)
+	ds, err := ws.ClaimWebhookDeliveries(context.Background(), time.Now(), past.Add(time.Minute), 10)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("claim: %v, %v", ds, err)
+	}
+	id := surgepay.WebhookDeliveryID(ds[0].EventID, ep)
+	if d := e.must(200, e.keyA, "GET", "/v1/webhook_deliveries/"+id, ""); d.JSON["in_flight"] != false || d.str("status") != "pending" {
+		t.Errorf("a delivery whose lease ended: %s, want pending, not in flight", d.Raw)
+	}
+	if r := e.do(e.keyA, "POST", "/v1/webhook_deliveries/"+id+"/resend", "", ""); r.Status != 200 {
+		t.Errorf("resend of a delivery whose lease ended: %d %s, want 200", r.Status, r.Raw)
+	}
+	if got := e.deliver(); len(got) != 1 {
+		t.Errorf("after the resend the receiver got %d requests, want 1", len(got))
+	}
+}

@@ -177,7 +177,21 @@ func (e *Engine) ListWebhookDeliveries(ctx context.Context, call *Call, f surgep
 	if err != nil {
 		return nil, false, err
 	}
-	return ws.ListWebhookDeliveries(ctx, call.MerchantID, f)
+	ds, more, err := ws.ListWebhookDeliveries(ctx, call.MerchantID, f)
+	now := e.now()
+	for _, d := range ds {
+		settleLease(d, now)
+	}
+	return ds, more, err
+}
+
+// settleLease clears InFlight of a delivery whose lease ended before now:
+// its dispatcher died or could not record the attempt, and the delivery
+// is due again.
+func settleLease(d *surgepay.WebhookDeliveryInfo, now time.Time) {
+	if d.InFlight && !d.NextAttempt.After(now) {
+		d.InFlight = false
+	}
 }
 
 // GetWebhookDelivery returns a delivery of the call's merchant by its ID
@@ -192,7 +206,12 @@ func (e *Engine) GetWebhookDelivery(ctx context.Context, call *Call, id string) 
 	if err != nil {
 		return nil, err
 	}
-	return ws.FindWebhookDelivery(ctx, call.MerchantID, ev, ep)
+	d, err := ws.FindWebhookDelivery(ctx, call.MerchantID, ev, ep)
+	if err != nil {
+		return nil, err
+	}
+	settleLease(d, e.now())
+	return d, nil
 }
 
 // ResendWebhookDelivery queues a delivery of the call's merchant again: it
@@ -221,8 +240,9 @@ func (e *Engine) ResendWebhookDelivery(ctx context.Context, call *Call, id strin
 			return err
 		}
 		now := e.now()
+		settleLease(d, now)
 		switch {
-		case d.InFlight && d.NextAttempt.After(now):
+		case d.InFlight:
 			return &surgepay.Error{Code: surgepay.ECONFLICT, Reason: "webhook_delivery_in_flight", RetryAfter: 10,
 				Message: "an attempt at this delivery is in flight; resend it once the attempt ends"}
 		case d.Resends >= surgepay.WebhookResendsMax:
