@@ -299,7 +299,11 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go watchSettleSettings(watchCtx, cfg.path, hup, &settings, log)
-	rep, err := settle.Run(ctx, settle.Config{Store: withWebhooks(ctx, store, &settings, log), Provider: prov,
+	// The outbox's refresh runs until runSettle returns (watchCtx), not
+	// until the caller's ctx ends: it read the store after it was closed,
+	// and a test's two settles wrote one log buffer from two leaked
+	// goroutines (a race TestSettleCommandEmbedded caught under -race).
+	rep, err := settle.Run(ctx, settle.Config{Store: withWebhooks(watchCtx, store, &settings, log), Provider: prov,
 		Opener: opener, Consumer: consumer,
 		BatchSizeMax: o.batchSize, Workers: o.workers, RateMax: o.maxRate, UntilEmpty: o.untilEmpty, Logger: log,
 		OnStats: onStats, AckWait: o.ackWait, CallTimeout: cfg.Provider.Timeout.Duration,

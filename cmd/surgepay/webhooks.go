@@ -149,8 +149,8 @@ func (s postgresWithWebhooks) ApplySettlements(ctx context.Context, ws []*surgep
 }
 
 // withWebhooks returns store queuing webhooks in its Writes, and keeps the
-// outbox's list of merchants with endpoints fresh until ctx ends. A store
-// of another type is returned as it is.
+// outbox's list of merchants with endpoints fresh until ctx ends: end ctx
+// before closing store. A store of another type is returned as it is.
 func withWebhooks(ctx context.Context, store surgepay.Store, settings *atomic.Pointer[engine.Settings], log *slog.Logger) surgepay.Store {
 	ws, ok := store.(surgepay.WebhookStore)
 	if !ok {
