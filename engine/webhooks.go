@@ -180,15 +180,15 @@ func (e *Engine) ListWebhookDeliveries(ctx context.Context, call *Call, f surgep
 	ds, more, err := ws.ListWebhookDeliveries(ctx, call.MerchantID, f)
 	now := e.now()
 	for _, d := range ds {
-		settleLease(d, now)
+		endedLease(d, now)
 	}
 	return ds, more, err
 }
 
-// settleLease clears InFlight of a delivery whose lease ended before now:
+// endedLease clears InFlight of a delivery whose lease ended before now:
 // its dispatcher died or could not record the attempt, and the delivery
 // is due again.
-func settleLease(d *surgepay.WebhookDeliveryInfo, now time.Time) {
+func endedLease(d *surgepay.WebhookDeliveryInfo, now time.Time) {
 	if d.InFlight && !d.NextAttempt.After(now) {
 		d.InFlight = false
 	}
@@ -210,7 +210,7 @@ func (e *Engine) GetWebhookDelivery(ctx context.Context, call *Call, id string) 
 	if err != nil {
 		return nil, err
 	}
-	settleLease(d, e.now())
+	endedLease(d, e.now())
 	return d, nil
 }
 
@@ -240,7 +240,7 @@ func (e *Engine) ResendWebhookDelivery(ctx context.Context, call *Call, id strin
 			return err
 		}
 		now := e.now()
-		settleLease(d, now)
+		endedLease(d, now)
 		switch {
 		case d.InFlight:
 			return &surgepay.Error{Code: surgepay.ECONFLICT, Reason: "webhook_delivery_in_flight", RetryAfter: 10,
