@@ -356,11 +356,19 @@ func ParseWebhookDeliveryID(id string) (eventID, endpointID string, ok bool) {
 // Apply returns ECONFLICT "concurrent_update" (ENOTFOUND if it is gone).
 // The engine checks the state first to answer precise errors; the guard
 // settles races.
+//
+// With Copy, the endpoint has no delivery of the event (it was created
+// after the event): one is queued, a copy of the event's delivery to
+// another endpoint of the merchant (the same body), pending, due At, its
+// first resend. It is guarded too: ENOTFOUND if the merchant keeps no
+// delivery of the event, ECONFLICT "concurrent_update" if the endpoint
+// got one meanwhile.
 type WebhookResend struct {
 	MerchantID string
 	EventID    string
 	EndpointID string
 	At         time.Time
+	Copy       bool
 }
 
 // WebhookEndpointRoll replaces an endpoint's secret (Write.WebhookEndpointRoll):

@@ -273,3 +273,46 @@ func TestWebhookResendAfterLeaseEnded(t *testing.T) {
 		t.Errorf("after the resend the receiver got %d requests, want 1", len(got))
 	}
 }
+
+// TestWebhookResendToNewEndpoint: an endpoint registered after an event
+// gets it by a resend of the delivery ID of that event and endpoint, once,
+// with the event's body; an endpoint of another merchant does not.
+func TestWebhookResendToNewEndpoint(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ee *env) {
+		e := newWebhookEnv(t, ee.store, false)
+		e.endpoint(e.keyA)
+		cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+		e.must(200, e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "automatic"))
+		first := e.deliver()
+		if len(first) != 1 {
+			t.Fatalf("delivered %d, want 1", len(first))
+		}
+		late, lateSecret := e.endpoint(e.keyA)
+		id := surgepay.WebhookDeliveryID(first[0].event.ID, late)
+		if r := e.do(e.keyA, "GET", "/v1/webhook_deliveries/"+id, "", ""); r.Status != 404 {
+			t.Fatalf("before the resend, the new endpoint's delivery: %d %s, want 404", r.Status, r.Raw)
+		}
+		r := e.do(e.keyA, "POST", "/v1/webhook_deliveries/"+id+"/resend", "", "late-1")
+		if r.Status != 200 || r.str("endpoint") != late || r.str("status") != "pending" || r.num("resends") != 1 ||
+			r.str("event_type") != first[0].event.Type {
+			t.Fatalf("resend to the new endpoint: %d %s", r.Status, r.Raw)
+		}
+		if again := e.do(e.keyA, "POST", "/v1/webhook_deliveries/"+id+"/resend", "", "late-1"); again.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("repeat with the key: %d %s, want the replay", again.Status, again.Raw)
+		}
+		got := e.deliver()
+		if len(got) != 1 || got[0].event.ID != first[0].event.ID || string(got[0].body) != string(first[0].body) {
+			t.Fatalf("the new endpoint got %d requests (%v), want the event once with its body", len(got), types(got))
+		}
+		if err := webhook.Verify([]byte(lateSecret), got[0].header.Get(webhook.HeaderSignature), got[0].body, 5*time.Minute, time.Now()); err != nil {
+			t.Errorf("signed with the new endpoint's secret: %v", err)
+		}
+		otherEP, _ := e.endpoint(e.keyB)
+		bad := surgepay.WebhookDeliveryID(first[0].event.ID, otherEP)
+		for _, key := range []string{e.keyA, e.keyB} {
+			if r := e.do(key, "POST", "/v1/webhook_deliveries/"+bad+"/resend", "", ""); r.Status != 404 {
+				t.Errorf("resend of A's event to B's endpoint: %d %s, want 404", r.Status, r.Raw)
+			}
+		}
+	})
+}

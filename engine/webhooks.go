@@ -216,7 +216,9 @@ func (e *Engine) GetWebhookDelivery(ctx context.Context, call *Call, id string) 
 
 // ResendWebhookDelivery queues a delivery of the call's merchant again: it
 // becomes pending, due now, with a fresh set of attempts, and goes through
-// the dispatcher like any other (its bound per endpoint included). It is
+// the dispatcher like any other (its bound per endpoint included). An
+// endpoint that never had the event (created after it) gets it, a copy of
+// the event's delivery to another endpoint, as long as one is kept. It is
 // refused while an attempt is in flight (ECONFLICT
 // "webhook_delivery_in_flight": retry once it ends), after
 // surgepay.WebhookResendsMax resends (EUNPROCESS
@@ -235,11 +237,18 @@ func (e *Engine) ResendWebhookDelivery(ctx context.Context, call *Call, id strin
 	}
 	var out *surgepay.WebhookDeliveryInfo
 	err = e.idempotent(ctx, call, func() error {
+		now := e.now()
 		d, err := ws.FindWebhookDelivery(ctx, call.MerchantID, evID, epID)
+		copied := false
+		if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
+			// One event to one endpoint that never had it (created after
+			// the event): a copy of the event's delivery to another.
+			d, err = e.webhookEventKept(ctx, ws, call.MerchantID, evID, epID)
+			copied = true
+		}
 		if err != nil {
 			return err
 		}
-		now := e.now()
 		endedLease(d, now)
 		switch {
 		case d.InFlight:
@@ -259,7 +268,7 @@ func (e *Engine) ResendWebhookDelivery(ctx context.Context, call *Call, id strin
 		next.Status, next.Attempts, next.InFlight, next.NextAttempt = surgepay.WebhookStatusPending, 0, false, now
 		next.Resends++
 		w := &surgepay.Write{WebhookResend: &surgepay.WebhookResend{MerchantID: call.MerchantID, EventID: evID,
-			EndpointID: epID, At: now}}
+			EndpointID: epID, At: now, Copy: copied}}
 		e.attach(call, w, &next, nil)
 		if err := e.apply(ctx, call, w); err != nil {
 			return err
@@ -273,6 +282,21 @@ func (e *Engine) ResendWebhookDelivery(ctx context.Context, call *Call, id strin
 		return nil
 	})
 	return out, err
+}
+
+// webhookEventKept returns what a delivery of an event to endpointID will
+// be, from the event's delivery to another endpoint of the merchant, as
+// if it had never been attempted; ENOTFOUND if the merchant keeps none.
+func (e *Engine) webhookEventKept(ctx context.Context, ws surgepay.WebhookStore, merchantID, eventID, endpointID string) (*surgepay.WebhookDeliveryInfo, error) {
+	ds, _, err := ws.ListWebhookDeliveries(ctx, merchantID, surgepay.WebhookDeliveryFilter{EventID: eventID, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return nil, surgepay.NotFound("id", "webhook delivery")
+	}
+	return &surgepay.WebhookDeliveryInfo{EventID: eventID, EndpointID: endpointID, MerchantID: merchantID,
+		PaymentID: ds[0].PaymentID, Type: ds[0].Type, Status: surgepay.WebhookStatusPending, Created: ds[0].Created}, nil
 }
 
 // RollWebhookSecret gives an endpoint of the call's merchant a new signing

@@ -151,6 +151,16 @@ const (
 			AND NOT (status = 'pending' AND leased AND next_attempt > $4)`
 	sqlWebhookDeliveryExists = `SELECT EXISTS (SELECT 1 FROM webhook_deliveries
 		WHERE event_id = $2 AND endpoint_id = $3 AND merchant_id = $1)`
+	// sqlWebhookResendCopy is the guard of a WebhookResend with Copy: a
+	// delivery of the event to the endpoint, copied from the event's
+	// delivery to another endpoint of the merchant.
+	sqlWebhookResendCopy = `INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id, payment_id, type,
+		payload, status, attempts, next_attempt, last_status, last_error, created, updated, resends)
+		SELECT event_id, $3, merchant_id, payment_id, type, payload, 'pending', 0, $4, 0, '', created, $4, 1
+		FROM webhook_deliveries WHERE event_id = $2 AND merchant_id = $1 AND endpoint_id <> $3 LIMIT 1
+		ON CONFLICT DO NOTHING`
+	sqlWebhookEventKept = `SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE event_id = $2 AND merchant_id = $1
+		AND endpoint_id <> $3)`
 	// sqlWebhookRoll is the guard of a WebhookEndpointRoll: it holds if
 	// the secret is still the one the roll read.
 	sqlWebhookRoll = `UPDATE webhook_endpoints SET sealed_secret = $3, previous_sealed_secret = $4,
@@ -216,7 +226,17 @@ func (o *op) addWebhook(w *surgepay.Write) {
 			r.PreviousSealedSecret, dbTime(r.PreviousSecretExpires))
 		o.guards = append(o.guards, g)
 	}
-	if r := w.WebhookResend; r != nil {
+	if r := w.WebhookResend; r != nil && r.Copy {
+		o.guards = append(o.guards, guard{
+			stmt: stmt{sql: sqlWebhookResendCopy, kind: surgepay.StmtInsert,
+				args: []any{r.MerchantID, r.EventID, r.EndpointID, dbTime(r.At)}},
+			lockKey: lockWebhookDelivery + r.MerchantID + "/" + r.EventID + "/" + r.EndpointID,
+			fail: surgepay.Conflict("concurrent_update",
+				"the webhook delivery was changed by another request; fetch it and retry"),
+			exists: stmt{sql: sqlWebhookEventKept, kind: surgepay.StmtSelect, args: []any{r.MerchantID, r.EventID, r.EndpointID}},
+			object: "webhook delivery",
+		})
+	} else if r != nil {
 		g := rowGuard(surgepay.StmtUpdate, "webhook delivery", lockWebhookDelivery, sqlWebhookDeliveryExists,
 			r.MerchantID, r.EventID, sqlWebhookResend, r.MerchantID, r.EventID, r.EndpointID, dbTime(r.At),
 			surgepay.WebhookResendsMax)

@@ -109,6 +109,16 @@ const (
 			AND NOT (status = 'pending' AND leased = 1 AND next_attempt > ?4)`
 	sqlWebhookDeliveryExists = `SELECT EXISTS (SELECT 1 FROM webhook_deliveries
 		WHERE event_id = ?2 AND endpoint_id = ?3 AND merchant_id = ?1)`
+	// sqlWebhookResendCopy is the guard of a WebhookResend with Copy: a
+	// delivery of the event to the endpoint, copied from the event's
+	// delivery to another endpoint of the merchant.
+	sqlWebhookResendCopy = `INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id, payment_id, type,
+		payload, status, attempts, next_attempt, last_status, last_error, created, updated, resends)
+		SELECT event_id, ?3, merchant_id, payment_id, type, payload, 'pending', 0, ?4, 0, '', created, ?4, 1
+		FROM webhook_deliveries WHERE event_id = ?2 AND merchant_id = ?1 AND endpoint_id <> ?3 LIMIT 1
+		ON CONFLICT DO NOTHING`
+	sqlWebhookEventKept = `SELECT EXISTS (SELECT 1 FROM webhook_deliveries WHERE event_id = ?2 AND merchant_id = ?1
+		AND endpoint_id <> ?3)`
 	// sqlWebhookRoll is the guard of a WebhookEndpointRoll: it holds if
 	// the secret is still the one the roll read.
 	sqlWebhookRoll = `UPDATE webhook_endpoints SET sealed_secret = ?3, previous_sealed_secret = ?4,
@@ -134,6 +144,7 @@ const (
 type webhookStmts struct {
 	fanOut, endpointInsert, endpointDelete, claim, delete, update, purge *sql.Stmt
 	health, purgeSucceeded, resend, deliveryExists, roll, endpointExists *sql.Stmt
+	resendCopy, eventKept                                                *sql.Stmt
 }
 
 func (s *webhookStmts) prepare(ctx context.Context, conn *sql.Conn) error {
@@ -146,7 +157,8 @@ func (s *webhookStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.delete, sqlWebhookDelete}, {&s.update, sqlWebhookUpdate}, {&s.purge, sqlWebhookPurge},
 		{&s.health, sqlWebhookHealth}, {&s.purgeSucceeded, sqlWebhookPurgeSucceeded}, {&s.resend, sqlWebhookResend},
 		{&s.deliveryExists, sqlWebhookDeliveryExists}, {&s.roll, sqlWebhookRoll},
-		{&s.endpointExists, sqlWebhookEndpointExists},
+		{&s.endpointExists, sqlWebhookEndpointExists}, {&s.resendCopy, sqlWebhookResendCopy},
+		{&s.eventKept, sqlWebhookEventKept},
 	} {
 		st, err := conn.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -160,7 +172,7 @@ func (s *webhookStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 func (s *webhookStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{s.fanOut, s.endpointInsert, s.endpointDelete, s.claim, s.delete, s.update, s.purge,
-		s.health, s.purgeSucceeded, s.resend, s.deliveryExists, s.roll, s.endpointExists} {
+		s.health, s.purgeSucceeded, s.resend, s.deliveryExists, s.roll, s.endpointExists, s.resendCopy, s.eventKept} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -236,7 +248,16 @@ func (w *writer) applyWebhook(ctx context.Context, wr *surgepay.Write) error {
 			return w.guardFailed(ctx, w.webhook.endpointExists, "webhook endpoint", r.MerchantID, r.EndpointID)
 		}
 	}
-	if r := wr.WebhookResend; r != nil {
+	if r := wr.WebhookResend; r != nil && r.Copy {
+		n, err := exec(ctx, surgepay.StmtInsert, w.webhook.resendCopy, r.MerchantID, r.EventID, r.EndpointID,
+			r.At.UnixNano())
+		if err != nil {
+			return fmt.Errorf("queue webhook %s for %s: %w", r.EventID, r.EndpointID, err)
+		}
+		if n == 0 {
+			return w.guardFailed(ctx, w.webhook.eventKept, "webhook delivery", r.MerchantID, r.EventID, r.EndpointID)
+		}
+	} else if r != nil {
 		n, err := exec(ctx, surgepay.StmtUpdate, w.webhook.resend, r.MerchantID, r.EventID, r.EndpointID,
 			r.At.UnixNano(), surgepay.WebhookResendsMax)
 		if err != nil {

@@ -36,6 +36,7 @@ var webhookTests = []struct {
 	{"WebhookDeliveriesListed", testWebhookDeliveriesListed},
 	{"WebhookEndpointHealth", testWebhookEndpointHealth},
 	{"WebhookResend", testWebhookResend},
+	{"WebhookResendCopy", testWebhookResendCopy},
 	{"WebhookEndpointRoll", testWebhookEndpointRoll},
 	{"WebhookPurgeSucceeded", testWebhookPurgeSucceeded},
 }

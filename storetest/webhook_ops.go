@@ -278,6 +278,50 @@ func testWebhookResend(t *testing.T, s surgepay.Store) {
 	}
 }
 
+// testWebhookResendCopy: an endpoint created after an event gets it by a
+// resend with Copy: a pending delivery with the event's body, claimed
+// with the new endpoint's URL; a second copy conflicts; an event the
+// merchant keeps no delivery of, or another merchant's, is ENOTFOUND.
+func testWebhookResendCopy(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m, other := newMerchant(t, s), newMerchant(t, s)
+	newEndpoint(t, s, m.ID, 1)
+	ev := queued(t, s, m.ID)
+	late := newEndpoint(t, s, m.ID, 2)
+	t0 := now().Add(time.Second)
+	cp := &surgepay.WebhookResend{MerchantID: m.ID, EventID: ev.ID, EndpointID: late.ID, At: t0, Copy: true}
+	ctx, c := ctxCounter(t)
+	if err := s.Apply(ctx, &surgepay.Write{Idempotency: sampleIdempotency(m.ID), WebhookResend: cp}); err != nil {
+		t.Fatalf("Apply(resend copy): %v", err)
+	}
+	wantStatements(t, "Apply(resend copy)", c, stmtKinds{2, 0, 2, 0, 0})
+	d, err := ws.FindWebhookDelivery(t.Context(), m.ID, ev.ID, late.ID)
+	if err != nil {
+		t.Fatalf("FindWebhookDelivery(the copy): %v", err)
+	}
+	want := &surgepay.WebhookDeliveryInfo{EventID: ev.ID, EndpointID: late.ID, MerchantID: m.ID, PaymentID: ev.PaymentID,
+		Type: ev.Type, Status: surgepay.WebhookStatusPending, NextAttempt: t0, Resends: 1, Created: ev.Created}
+	if df := diff(want, d); df != "" {
+		t.Errorf("the copy (-want +got):\n%s", df)
+	}
+	var got *surgepay.WebhookDelivery
+	for _, dl := range claim(t, ws, t0, t0.Add(time.Minute), 10) {
+		if dl.EndpointID == late.ID {
+			got = dl
+		}
+	}
+	if got == nil || !bytes.Equal(got.Payload, ev.Payload) || got.URL != late.URL || got.Attempt != 1 {
+		t.Fatalf("claimed copy = %+v, want the event's body to %s, attempt 1", got, late.URL)
+	}
+	wantErr(t, s.Apply(t.Context(), &surgepay.Write{WebhookResend: cp}), surgepay.ECONFLICT, "concurrent_update")
+	gone := *cp
+	gone.EventID = surgepay.NewID("evt")
+	wantNotFound(t, "copy of an event without deliveries", s.Apply(t.Context(), &surgepay.Write{WebhookResend: &gone}))
+	theirs := *cp
+	theirs.MerchantID = other.ID
+	wantNotFound(t, "copy of another merchant's event", s.Apply(t.Context(), &surgepay.Write{WebhookResend: &theirs}))
+}
+
 // testWebhookEndpointRoll: a roll replaces the secret and keeps the old
 // one with its expiry, which claims return; a roll from a secret that is
 // no longer current fails and stores nothing of its Write.
