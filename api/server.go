@@ -407,7 +407,9 @@ func (s *Server) logError(r *http.Request, status int, err error) {
 }
 
 func setRetryAfter(w http.ResponseWriter, err error) {
-	if e, ok := err.(*surgepay.Error); ok && e.RetryAfter > 0 {
+	// errors.As: a store wraps its *Error around the cause.
+	var e *surgepay.Error
+	if errors.As(err, &e) && e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 }

@@ -185,7 +185,7 @@ func (db *DB) FindWebhookEndpoint(ctx context.Context, merchantID, id string) (*
 		return nil, surgepay.NotFound("id", "webhook endpoint")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find webhook endpoint %s: %w", id, err)
+		return nil, readErr(fmt.Errorf("find webhook endpoint %s: %w", id, err))
 	}
 	return e, nil
 }
@@ -196,7 +196,7 @@ func (db *DB) ListWebhookEndpoints(ctx context.Context, merchantID string) ([]*s
 	rows, _ := db.pool.Query(ctx, sqlWebhookEndpointList, merchantID, surgepay.WebhookEndpointsPerMerchantMax)
 	es, err := collect(rows, scanWebhookEndpoint)
 	if err != nil {
-		return nil, fmt.Errorf("list webhook endpoints: %w", err)
+		return nil, readErr(fmt.Errorf("list webhook endpoints: %w", err))
 	}
 	return es, nil
 }
@@ -211,7 +211,7 @@ func (db *DB) ListWebhookMerchants(ctx context.Context) ([]string, error) {
 		return id, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list webhook merchants: %w", err)
+		return nil, readErr(fmt.Errorf("list webhook merchants: %w", err))
 	}
 	return ids, nil
 }
@@ -248,7 +248,7 @@ func (db *DB) ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil
 		return &d, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim webhooks: %w", err)
+		return nil, readErr(fmt.Errorf("claim webhooks: %w", err))
 	}
 	return ds, nil
 }
@@ -312,7 +312,7 @@ func (db *DB) WebhookBacklog(ctx context.Context) (surgepay.WebhookBacklog, erro
 	var b surgepay.WebhookBacklog
 	var oldest *time.Time
 	if err := db.pool.QueryRow(ctx, sqlWebhookBacklog).Scan(&b.Pending, &b.Failed, &oldest); err != nil {
-		return b, fmt.Errorf("count webhook deliveries: %w", err)
+		return b, readErr(fmt.Errorf("count webhook deliveries: %w", err))
 	}
 	if oldest != nil {
 		b.OldestPending = oldest.UTC()
@@ -329,7 +329,7 @@ func (db *DB) DeleteFailedWebhooksBefore(ctx context.Context, t time.Time, limit
 	defer count(ctx, surgepay.StmtDelete)()
 	tag, err := db.pool.Exec(ctx, sqlWebhookPurge, dbTime(t), min(limit, webhookPurgeMax))
 	if err != nil {
-		return 0, fmt.Errorf("delete failed webhooks before %v: %w", t, err)
+		return 0, readErr(fmt.Errorf("delete failed webhooks before %v: %w", t, err))
 	}
 	return int(tag.RowsAffected()), nil
 }
