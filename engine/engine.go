@@ -26,6 +26,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/internal/statelog"
 	"github.com/surgepay/surgepay/telemetry"
 )
 
@@ -91,6 +92,22 @@ type Engine struct {
 	inflight  *keyLocks
 	payLocks  *stripedLocks
 	settings  atomic.Pointer[Settings]
+
+	// cacheHealth and stageHealth log a failing cache (Redis) or stage
+	// (NATS) once per change of state with a count, not once per request.
+	cacheHealth, stageHealth *statelog.Tracker
+}
+
+// cacheDone records the outcome of a cache write or invalidation on a
+// request's path. A failure costs only store reads later (or, for an
+// invalidation, an entry served until its TTL, see docs/cache.md), so the
+// request goes on either way.
+func (e *Engine) cacheDone(err error, op string) {
+	if err != nil {
+		e.cacheHealth.Fail(err, slog.String("op", op))
+		return
+	}
+	e.cacheHealth.OK()
 }
 
 // New returns an engine.
@@ -122,7 +139,8 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Tax = func() surgepay.TaxTable { return nil }
 	}
 	e := &Engine{cfg: cfg, store: cfg.Store, provider: cfg.Provider, vault: cfg.Vault, log: cfg.Logger,
-		inflight: newKeyLocks(), payLocks: newStripedLocks(1024)}
+		inflight: newKeyLocks(), payLocks: newStripedLocks(1024),
+		cacheHealth: statelog.New(cfg.Logger, "engine: cache"), stageHealth: statelog.New(cfg.Logger, "engine: stage")}
 	if cfg.Cache == nil {
 		c, err := cache.New(cache.DefaultConfig(), cache.WithLogger(cfg.Logger))
 		if err != nil {
@@ -240,9 +258,7 @@ func (e *Engine) CreateAPIKey(ctx context.Context, merchantID string) (string, *
 	if err := e.store.Apply(ctx, &surgepay.Write{APIKey: k}); err != nil {
 		return "", nil, err
 	}
-	if err := e.apiKeys.Set(ctx, hex.EncodeToString(k.Hash), k); err != nil {
-		e.log.Warn("cache API key", "key", k.ID, "err", err.Error())
-	}
+	e.cacheDone(e.apiKeys.Set(ctx, hex.EncodeToString(k.Hash), k), "cache API key")
 	return secret, k, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,10 @@ const (
 	cacheLoadBefore     = 500 * time.Millisecond // load with Redis up, then the kill
 	cacheLoadAfter      = time.Second            // load with Redis dead
 	cacheWorkersPerNode = 2
+	// redisWarningsMax bounds one node's warnings over the whole test: a
+	// few changes of state (each cache scope's breaker, the engine's
+	// cache writes), whatever the number of requests.
+	redisWarningsMax = 10
 )
 
 // TestServeRedisSharedByTwoNodes runs a real redis-server and two
@@ -134,6 +139,23 @@ scope = "global"
 		for _, n := range []*cacheNode{a, b} {
 			if perNodeAfter[n.name] == 0 {
 				t.Errorf("%s answered no sale after Redis was killed, want some", n.name)
+			}
+			// A dead Redis is logged once per change of state (the cache's
+			// breaker, the engine's cache writes), not once per request: it
+			// was one warning per sale.
+			b, err := os.ReadFile(n.p.logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var warns []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "WARN") {
+					warns = append(warns, l)
+				}
+			}
+			if len(warns) > redisWarningsMax {
+				t.Errorf("%s logged %d warnings for %d sales with Redis dead, want at most %d; first ones:\n%s",
+					n.name, len(warns), perNodeAfter[n.name], redisWarningsMax, strings.Join(warns[:redisWarningsMax], "\n"))
 			}
 		}
 	})
