@@ -54,7 +54,7 @@ const (
 	// waiting for PublishTimeout.
 	BreakerFailuresMax  = 3
 	BreakerOpenDuration = 5 * time.Second
-	fetchMaxLimit         = 10_000
+	fetchMaxLimit       = 10_000
 )
 
 // Headers of a record's message.
