@@ -80,6 +80,9 @@ type Config struct {
 	ServerPID int
 	// ServerMetricsURL, when set, samples them from Prometheus text instead.
 	ServerMetricsURL string
+	// ServerDataDir, when set, samples the size of the server's data
+	// folder with its CPU and RSS (bytes stored per sale).
+	ServerDataDir string
 }
 
 // MixEntry is one scenario of a weighted mix.
