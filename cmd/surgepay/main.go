@@ -27,6 +27,7 @@ Usage:
   surgepay trace --scenario checkout      run one flow and show where each request's time goes
   surgepay tax import FILE                validate a tax-rate CSV and install it in the data folder
   surgepay migrate                        apply database migrations and exit
+  surgepay backup --out FILE              copy the embedded database while it serves (checked, 0600)
   surgepay simulator [flags]              run the card-network simulator as an HTTP server
   surgepay loadtest [flags]               run a load test (see docs/loadtest.md)
   surgepay loadtest compare BASE NEW      compare two load-test results
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdTax(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		return cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "backup":
+		return cmdBackup(ctx, args[1:], stdout, stderr)
 	case "simulator":
 		return cmdSimulator(ctx, args[1:], stdout, stderr)
 	case "loadtest":
