@@ -357,7 +357,8 @@ var notSecretSettings = []string{"listen", "admin_listen", "data_dir", "storage"
 	"stage.public_key_file", "stage.kind", "stage.stream", "stage.subject", "stage.fallback",
 	"stage.nats_creds_file", "stage.nats_user", "stage.nats_tls_ca_file", "stage.nats_tls_cert_file",
 	"stage.nats_tls_key_file", "cache.namespace", "cache.redis.sentinel_master", "cache.redis.username",
-	"admin_token_file", "tls.cert_file", "tls.key_file", "tls.admin_client_ca_file"}
+	"admin_token_file", "tls.cert_file", "tls.key_file", "tls.admin_client_ca_file",
+	"cache.redis.tls_ca_file", "cache.redis.tls_cert_file", "cache.redis.tls_key_file"}
 
 // fillStrings sets every string (or string list) setting under v, a
 // struct, to fill(its dotted TOML key). Maps (merchants, cache entities)
