@@ -437,8 +437,11 @@ Runs the payments API (listen, default 127.0.0.1:8080) and the admin
 listener (admin_listen, default 127.0.0.1:9090: metrics, dashboard, pprof)
 until interrupted. It checks that it can listen on both before it creates
 anything. The first start creates the data folder, a development merchant
-and an API key (printed, and written to DATA_DIR/dev-api-key).
-Configuration: README.md, etc/surgepay.toml.
+and an API key (printed, and written to DATA_DIR/dev-api-key), and the
+admin listener's token (DATA_DIR/admin-token). Beyond loopback it needs
+TLS (tls.cert_file, tls.key_file; SIGHUP reloads them) or
+tls.proxy_terminated. Configuration: README.md, etc/surgepay.toml,
+docs/tls.md.
 `
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
