@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,5 +301,36 @@ func TestServeAdminAuth(t *testing.T) {
 	}
 	if code, _ := get(t, base+"/readyz"); code != http.StatusOK {
 		t.Errorf("GET /readyz without the token: status %d, want 200", code)
+	}
+}
+
+// TestServeAdminTokenRotation: a new token written to the token file is
+// required after SIGHUP; the old one is refused at once.
+func TestServeAdminTokenRotation(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	startServe(t, cfg)
+	url := "http://" + cfg.AdminListen + "/config"
+	old := readAdminToken(t, dir)
+	if code, _ := getAuth(t, url, old); code != http.StatusOK {
+		t.Fatalf("GET /config with the first token: status %d, want 200", code)
+	}
+	const rotated = "rotated-admin-token-0123456789"
+	if err := writeFileAtomic(filepath.Join(dir, adminTokenFileName), []byte(rotated+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil { // serve's signal.Notify takes it
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(reloadTimeoutTLS); ; time.Sleep(50 * time.Millisecond) {
+		if code, _ := getAuth(t, url, rotated); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rotated token is not accepted %s after SIGHUP", reloadTimeoutTLS)
+		}
+	}
+	if code, _ := getAuth(t, url, old); code != http.StatusUnauthorized {
+		t.Errorf("GET /config with the old token after the rotation: status %d, want 401", code)
 	}
 }
