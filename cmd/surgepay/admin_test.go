@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/surgepay/surgepay/telemetry"
 	"github.com/surgepay/surgepay/telemetry/telemetrytest"
 )
@@ -133,6 +135,28 @@ func TestAdminAuth(t *testing.T) {
 		closed := newAdmin(adminAuth{Token: func() string { return "" }})
 		if code, _ := getAuth(t, closed.URL+"/config", ""); code != http.StatusUnauthorized {
 			t.Errorf("GET /config with an empty token against no token: status %d, want 401", code)
+		}
+	})
+	t.Run("ErrTooManyWrongCredentials", func(t *testing.T) {
+		// A budget of 3 wrong credentials that does not refill in the test.
+		limited := newAdmin(adminAuth{Token: testAdminAuth.Token, failures: rate.NewLimiter(rate.Every(time.Hour), 3)})
+		for i := range 3 {
+			if code, _ := getAuth(t, limited.URL+"/config", "wrong-token-0123456789"); code != http.StatusUnauthorized {
+				t.Fatalf("wrong token %d of the budget: status %d, want 401", i+1, code)
+			}
+		}
+		code, _, res := doRequest(t, http.DefaultClient, "GET", limited.URL+"/config", nil,
+			map[string]string{"Authorization": "Bearer " + testAdminToken})
+		if code != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+			t.Errorf("the right token after the budget of wrong ones: status %d, Retry-After %q; want 429 with Retry-After "+
+				"(it is not even checked)", code, res.Header.Get("Retry-After"))
+		}
+		form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+		if code, _, _ := doRequest(t, noRedirect, "POST", limited.URL+"/login", strings.NewReader("token="+testAdminToken), form); code != http.StatusTooManyRequests {
+			t.Errorf("POST /login after the budget: status %d, want 429", code)
+		}
+		if code, _ := get(t, limited.URL+"/healthz"); code != http.StatusOK {
+			t.Errorf("GET /healthz after the budget: status %d, want 200", code)
 		}
 	})
 	t.Run("MetricsOpen", func(t *testing.T) {

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 const (
@@ -40,6 +42,13 @@ const (
 	adminSessionLifetime = 12 * time.Hour
 	// adminLoginBodyBytesMax bounds the body of POST /login.
 	adminLoginBodyBytesMax = 4 << 10
+	// adminFailuresPerSecond and adminFailuresBurst bound the wrong
+	// credentials (token, cookie, login) a listener checks: beyond, every
+	// request that presents one gets 429 until the budget refills, so a
+	// guessed token, even a short one from SURGEPAY_ADMIN_TOKEN, costs
+	// years. A client certificate and the open paths are not limited.
+	adminFailuresPerSecond = 5
+	adminFailuresBurst     = 20
 )
 
 // validateAdminToken checks the length of SURGEPAY_ADMIN_TOKEN.
@@ -130,6 +139,9 @@ type adminAuth struct {
 	ClientCert bool
 	// now is time.Now, replaced by tests.
 	now func() time.Time
+	// failures is the budget of wrong credentials; nil: wrap makes one
+	// of adminFailuresPerSecond and adminFailuresBurst.
+	failures *rate.Limiter
 }
 
 // adminOpenPaths need no credential: probes of load balancers and
@@ -144,15 +156,30 @@ var adminOpenPaths = map[string]bool{"/healthz": true, "/readyz": true, "/login"
 // certificate. Clients that are not browsers send neither header and
 // pass.
 func (a adminAuth) wrap(next http.Handler) http.Handler {
+	if a.failures == nil {
+		a.failures = rate.NewLimiter(adminFailuresPerSecond, adminFailuresBurst)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login", a.loginPage)
 	mux.HandleFunc("POST /login", a.login)
 	mux.HandleFunc("POST /logout", a.logout)
 	mux.Handle("/", next)
 	guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if adminOpenPaths[r.URL.Path] || (a.MetricsOpen && r.URL.Path == "/metrics") || r.URL.Path == "/logout" || a.allowed(r) {
+		if adminOpenPaths[r.URL.Path] || (a.MetricsOpen && r.URL.Path == "/metrics") || r.URL.Path == "/logout" || a.clientCert(r) {
 			mux.ServeHTTP(w, r)
 			return
+		}
+		presented := r.Header.Get("Authorization") != "" || hasCookie(r, adminSessionCookie)
+		if presented && !a.failuresLeft() {
+			tooManyFailures(w)
+			return
+		}
+		if a.allowed(r) {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if presented {
+			a.failures.Allow() // spend one
 		}
 		a.refuse(w, r)
 	})
@@ -163,7 +190,7 @@ func (a adminAuth) wrap(next http.Handler) http.Handler {
 // bearer token or basic-auth password, a valid session cookie, or a
 // verified client certificate.
 func (a adminAuth) allowed(r *http.Request) bool {
-	if a.ClientCert && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+	if a.clientCert(r) {
 		return true
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
@@ -179,6 +206,28 @@ func (a adminAuth) allowed(r *http.Request) bool {
 		return a.sessionValid(c.Value)
 	}
 	return false
+}
+
+// clientCert reports whether r came with a client certificate that the
+// listener verified, when those are credentials.
+func (a adminAuth) clientCert(r *http.Request) bool {
+	return a.ClientCert && r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+}
+
+// failuresLeft reports whether a wrong credential may still be checked.
+func (a adminAuth) failuresLeft() bool { return a.failures == nil || a.failures.Tokens() >= 1 }
+
+// tooManyFailures answers a credential sent while the budget of wrong
+// ones is spent.
+func tooManyFailures(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, "429 too many wrong admin credentials: retry later", http.StatusTooManyRequests)
+}
+
+func hasCookie(r *http.Request, name string) bool {
+	_, err := r.Cookie(name)
+	return err == nil
 }
 
 // tokenMatches compares got with the token in constant time: both are
@@ -299,8 +348,15 @@ func (a adminAuth) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
+	if !a.failuresLeft() {
+		tooManyFailures(w)
+		return
+	}
 	token := a.token()
 	if !a.tokenMatches(r.PostForm.Get("token")) {
+		if a.failures != nil {
+			a.failures.Allow() // spend one
+		}
 		writeLogin(w, http.StatusUnauthorized, loginData{Next: next, Failed: true})
 		return
 	}
