@@ -88,7 +88,7 @@ func serveAdmin(ctx context.Context, ln net.Listener, ready func() bool, log *sl
 // serveAdminWith runs the admin listener with c on ln until ctx ends.
 func serveAdminWith(ctx context.Context, ln net.Listener, c adminConfig, log *slog.Logger) error {
 	srv := &http.Server{Handler: newAdminHandler(c), ReadHeaderTimeout: 5 * time.Second, TLSConfig: c.TLS,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ErrorLog: serverErrorLog(log)}
 	go func() {
 		<-ctx.Done()
 		srv.Close()

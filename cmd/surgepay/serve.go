@@ -557,7 +557,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		Handler:           api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax, Telemetry: a.tel}),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), TLSConfig: tlsAPI,
+		ErrorLog: serverErrorLog(log), TLSConfig: tlsAPI,
 	}
 	var wg sync.WaitGroup
 	bg, stopBG := context.WithCancel(ctx)

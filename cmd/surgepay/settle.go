@@ -429,7 +429,7 @@ func serveSettleMetrics(cfg Config, addr string, m *settleMetrics, log *slog.Log
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.SettleMetricsHandler(m.stat))
 	srv := &http.Server{Handler: auth.wrap(mux), ReadHeaderTimeout: 5 * time.Second, TLSConfig: tc,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ErrorLog: serverErrorLog(log)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -219,4 +221,25 @@ func (a *app) reloadListeners(log *slog.Logger, why string) {
 		a.adminToken.Store(&token)
 		log.Info("admin token changed", "why", why)
 	}
+}
+
+// serverErrorLog is http.Server.ErrorLog for a listener: its lines at
+// warn, but failed TLS handshakes at debug. Those come one per
+// connection from scanners, TCP health checks and clients that do not
+// trust the certificate, and would flood the log at warn.
+func serverErrorLog(log *slog.Logger) *stdlog.Logger {
+	return stdlog.New(handshakeLevel{log}, "", 0)
+}
+
+// handshakeLevel writes http.Server's log lines to log at their level.
+type handshakeLevel struct{ log *slog.Logger }
+
+func (h handshakeLevel) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	h.log.Log(context.Background(), level, msg)
+	return len(p), nil
 }
