@@ -118,8 +118,15 @@ func TestServeTLS(t *testing.T) {
 	if code != http.StatusOK || serial(res).Cmp(first.Serial) != 0 || res.TLS.Version < tls.VersionTLS12 {
 		t.Fatalf("GET over TLS: status %d, serial %v (want %v), version %x", code, serial(res), first.Serial, res.TLS.Version)
 	}
-	if res.ProtoMajor != 1 {
-		t.Errorf("protocol %s, want HTTP/1.1", res.Proto)
+	alpn := ca.ClientTLS()
+	alpn.NextProtos = []string{"h2", "http/1.1"}
+	if c, err := tls.Dial("tcp", cfg.Listen, alpn); err != nil {
+		t.Errorf("TLS dial offering h2: %v", err)
+	} else {
+		if p := c.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+			t.Errorf("a client offering h2 and http/1.1 got %q, want http/1.1 (the limits are per connection)", p)
+		}
+		c.Close()
 	}
 	adminURL := "https://" + cfg.AdminListen + "/config"
 	if code, _, _ := doRequest(t, old, "GET", adminURL, nil, map[string]string{"Authorization": "Bearer " + token}); code != http.StatusOK {
