@@ -94,14 +94,7 @@ func serveAdminWith(ctx context.Context, ln net.Listener, c adminConfig, log *sl
 		srv.Close()
 	}()
 	log.Info("admin listening", "addr", ln.Addr().String(), "tls", c.TLS != nil)
-	var err error
-	if c.TLS != nil {
-		disableHTTP2(srv)
-		err = srv.ServeTLS(ln, "", "")
-	} else {
-		err = srv.Serve(ln)
-	}
-	if err != http.ErrServerClosed {
+	if err := serveHTTP(srv, ln); err != http.ErrServerClosed {
 		return err
 	}
 	return nil
