@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -235,5 +236,30 @@ func TestServeAdminClientCert(t *testing.T) {
 	}
 	if code, err := get(ca.ClientTLS(mallory)); code != http.StatusUnauthorized {
 		t.Errorf("GET /config from a client whose certificate the server does not ask for: status %d, %v; want 401", code, err)
+	}
+}
+
+// TestCertReloaderKeepsCertOnError: files that do not load are refused
+// by name at start, and a reload from them keeps the running
+// certificate.
+func TestCertReloaderKeepsCertOnError(t *testing.T) {
+	ca := tlstest.NewCA(t, "surgepay-test")
+	cert := ca.Server("server")
+	if _, err := newCertReloader(cert.CertFile+".missing", cert.KeyFile); err == nil || !strings.Contains(err.Error(), "tls.cert_file") {
+		t.Errorf("newCertReloader with a missing file: %v, want an error naming tls.cert_file", err)
+	}
+	r, err := newCertReloader(cert.CertFile, cert.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cert.KeyFile, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(); err == nil {
+		t.Error("Reload from a broken key file: nil error, want refused")
+	}
+	got, _ := r.GetCertificate(nil)
+	if got == nil || len(got.Certificate) == 0 || !bytes.Equal(got.Certificate[0], cert.TLS.Certificate[0]) {
+		t.Error("after a refused reload the served certificate changed, want the running one")
 	}
 }
