@@ -124,12 +124,16 @@ func parseProcStat(s string) (float64, int64, error) {
 type promSampler struct {
 	url    string
 	client *http.Client
+	token  string // the admin token, sent as a bearer token if set
 }
 
 func (p promSampler) sample(ctx context.Context) (procValues, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
 		return procValues{}, err
+	}
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
@@ -187,7 +191,9 @@ func newResourceMonitor(cfg *Config, start time.Time) *resourceMonitor {
 	m := &resourceMonitor{start: start, injector: procSampler{"self"}, dataDir: cfg.ServerDataDir, done: make(chan struct{})}
 	switch {
 	case cfg.ServerMetricsURL != "":
-		m.server = promSampler{cfg.ServerMetricsURL, &http.Client{Timeout: ResourceSampleInterval / 2}}
+		tc, _ := cfg.clientTLS() // checked by Validate
+		m.server = promSampler{cfg.ServerMetricsURL, &http.Client{Timeout: ResourceSampleInterval / 2,
+			Transport: &http.Transport{TLSClientConfig: tc}}, cfg.ServerMetricsToken}
 		m.serverSource = "prometheus"
 	case cfg.ServerPID > 0:
 		m.server = procSampler{strconv.Itoa(cfg.ServerPID)}

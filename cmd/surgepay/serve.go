@@ -55,6 +55,11 @@ type app struct {
 	processors *processorSet
 	def        surgepay.Provider
 	closer     []func()
+	// certs is the listeners' TLS certificate (nil: plain HTTP) and
+	// adminToken the admin listener's token; both are read again on
+	// SIGHUP (reloadListeners).
+	certs      *certReloader
+	adminToken atomic.Pointer[string]
 }
 
 func (a *app) Close() {
@@ -399,8 +404,8 @@ func (a *app) ensureDevMerchant(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "Created development merchant %s with API key (also in %s):\n\n    %s\n\n"+
-		"Try:  curl -s http://%s/v1/customers -H 'Authorization: Bearer %s' -d '{\"name\":\"Ada\"}'\n\n",
-		m.ID, keyFile, secret, a.cfg.Listen, secret)
+		"Try:  curl -s %s://%s/v1/customers -H 'Authorization: Bearer %s' -d '{\"name\":\"Ada\"}'\n\n",
+		m.ID, keyFile, secret, scheme(a.certs != nil), a.cfg.Listen, secret)
 	return nil
 }
 
@@ -432,8 +437,11 @@ Runs the payments API (listen, default 127.0.0.1:8080) and the admin
 listener (admin_listen, default 127.0.0.1:9090: metrics, dashboard, pprof)
 until interrupted. It checks that it can listen on both before it creates
 anything. The first start creates the data folder, a development merchant
-and an API key (printed, and written to DATA_DIR/dev-api-key).
-Configuration: README.md, etc/surgepay.toml.
+and an API key (printed, and written to DATA_DIR/dev-api-key), and the
+admin listener's token (DATA_DIR/admin-token). Beyond loopback it needs
+TLS (tls.cert_file, tls.key_file; SIGHUP reloads them) or
+tls.proxy_terminated. Configuration: README.md, etc/surgepay.toml,
+docs/tls.md.
 `
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -478,8 +486,15 @@ func (e *listenError) Error() string {
 func (e *listenError) Unwrap() error { return e.err }
 
 // listen opens the API listener and, unless admin_listen is off, the
-// admin listener (aln nil), or neither.
+// admin listener (aln nil), or neither. An address beyond loopback needs
+// TLS, or tls.proxy_terminated.
 func listen(cfg Config) (ln, aln net.Listener, err error) {
+	if err := checkPlainListen(cfg.TLS, "listen", cfg.Listen); err != nil {
+		return nil, nil, err
+	}
+	if err := checkPlainListen(cfg.TLS, "admin_listen", cfg.AdminListen); err != nil {
+		return nil, nil, err
+	}
 	ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, nil, &listenError{addr: cfg.Listen, env: "SURGEPAY_LISTEN", key: "listen", err: err}
@@ -505,8 +520,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	// Listen first: a port in use must not leave a data folder, a
-	// merchant and an API key behind.
+	// Listen first: a port in use (or a certificate that does not load)
+	// must not leave a data folder, a merchant and an API key behind.
+	tlsAPI, tlsAdmin, certs, err := listenerTLS(cfg)
+	if err != nil {
+		return err
+	}
 	ln, aln, err := listen(cfg)
 	if err != nil {
 		return err
@@ -522,8 +541,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		return err
 	}
 	defer a.Close()
+	a.certs = certs
 	if err := a.ensureDevMerchant(ctx, out); err != nil {
 		return fmt.Errorf("development merchant: %w", err)
+	}
+	if aln != nil {
+		if err := a.loadAdminToken(out, aln.Addr(), tlsAdmin != nil); err != nil {
+			return err
+		}
 	}
 	if err := a.eng.Preheat(ctx); err != nil {
 		return fmt.Errorf("preheat: %w", err)
@@ -532,7 +557,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		Handler:           api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax, Telemetry: a.tel}),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog: serverErrorLog(log), TLSConfig: tlsAPI,
 	}
 	var wg sync.WaitGroup
 	bg, stopBG := context.WithCancel(ctx)
@@ -546,7 +571,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 			defer wg.Done()
 			isReady := func() bool { return ready.Load() && a.storeReachable(bg) }
 			if err := serveAdminWith(bg, aln, adminConfig{Ready: isReady, Telemetry: a.tel,
-				Config: func() any { return current.Load().adminView() }}, log); err != nil {
+				Config: func() any { return current.Load().adminView() }, Auth: a.adminAuth(), TLS: tlsAdmin}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()
@@ -556,10 +581,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
 	go func() { defer wg.Done(); purgeLoop(bg, a.eng, log) }()
 	a.startWebhooks(bg, &wg)
-	fmt.Fprintf(out, "surgepay listening on http://%s (storage %s)\n", ln.Addr(), cfg.Storage)
-	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind)
+	fmt.Fprintf(out, "surgepay listening on %s://%s (storage %s)\n", scheme(tlsAPI != nil), ln.Addr(), cfg.Storage)
+	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind, "tls", tlsAPI != nil)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- serveHTTP(srv, ln) }()
 	ready.Store(true)
 	select {
 	case err := <-errc:
