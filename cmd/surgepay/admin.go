@@ -11,6 +11,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/telemetry"
 )
 
@@ -23,6 +24,9 @@ type adminConfig struct {
 	// Config returns the effective configuration with secrets redacted
 	// (GET /config, as TOML); nil: no /config.
 	Config func() any
+	// AdminAPI serves /admin/v1/ (merchants, API keys, audit trail;
+	// docs/admin-api.md); nil: none.
+	AdminAPI http.Handler
 }
 
 // adminHandler serves liveness, readiness and the Go profiler.
@@ -54,6 +58,9 @@ func newAdminHandler(c adminConfig) http.Handler {
 		dash := c.Telemetry.DashboardHandler()
 		mux.Handle("GET /dashboard", dash)
 		mux.Handle("GET /dashboard/", dash)
+	}
+	if c.AdminAPI != nil {
+		mux.Handle(api.AdminPrefix, c.AdminAPI)
 	}
 	if c.Config != nil {
 		mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {
