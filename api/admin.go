@@ -265,7 +265,7 @@ func (a *Admin) listKeys(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := a.eng.Now()
 	return listOf(keys, false, func(k *surgepay.APIKey) apiKeyJSON { return apiKeyOf(k, now) }), nil
 }
 
@@ -274,7 +274,7 @@ func (a *Admin) getKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, notFoundParam(err, "id")
 	}
-	return apiKeyOf(k, time.Now()), nil
+	return apiKeyOf(k, a.eng.Now()), nil
 }
 
 // expiry is the optional expiry of a key being made: expires_at (RFC
@@ -320,15 +320,17 @@ func (a *Admin) createKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	exp, err := req.expiry.time(time.Now())
+	exp, err := req.expiry.time(a.eng.Now())
 	if err != nil {
 		return nil, err
 	}
 	secret, k, err := a.eng.CreateAPIKeyWith(r.Context(), *req.Merchant, engine.KeyOptions{Scopes: scopes, Expires: exp})
-	if err != nil {
-		return nil, notFoundParam(err, "merchant")
+	if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
+		return nil, surgepay.NotFound("merchant", "merchant")
+	} else if err != nil {
+		return nil, err
 	}
-	out := apiKeyOf(k, time.Now())
+	out := apiKeyOf(k, a.eng.Now())
 	out.Secret = secret
 	return out, nil
 }
@@ -348,7 +350,7 @@ func (a *Admin) rollKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, surgepay.Invalid("grace", "invalid_value", "grace must be a duration such as 24h, 0 to %v", engine.APIKeyRollGraceMax)
 	}
-	exp, err := req.expiry.time(time.Now())
+	exp, err := req.expiry.time(a.eng.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +358,7 @@ func (a *Admin) rollKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, notFoundParam(err, "id")
 	}
-	now := time.Now()
+	now := a.eng.Now()
 	out := struct {
 		Object string     `json:"object"`
 		New    apiKeyJSON `json:"new"`
@@ -374,7 +376,7 @@ func (a *Admin) revokeKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, notFoundParam(err, "id")
 	}
-	return apiKeyOf(k, time.Now()), nil
+	return apiKeyOf(k, a.eng.Now()), nil
 }
 
 func (a *Admin) listAudit(w http.ResponseWriter, r *http.Request) (any, error) {

@@ -152,6 +152,10 @@ func (e *Engine) CacheStats() []cache.Stat { return e.cache.Stats() }
 
 func (e *Engine) now() time.Time { return e.cfg.Now().UTC() }
 
+// Now returns the engine's current time (Config.Now), in UTC: the clock
+// that key expiries are checked against.
+func (e *Engine) Now() time.Time { return e.now() }
+
 // Preheat loads every API key and the most recently saved cards (see
 // Config.PreheatPaymentMethodsMax) into the cache, so the first requests
 // after a start, or on a new node, do not miss. It returns only the
