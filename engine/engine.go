@@ -90,6 +90,7 @@ type Engine struct {
 	payLocks  *stripedLocks
 	settings  atomic.Pointer[Settings]
 	uses      *keyUses
+	auditIDs  auditIDs
 }
 
 // New returns an engine.
