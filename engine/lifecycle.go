@@ -301,7 +301,7 @@ func (e *Engine) RevokeAPIKey(ctx context.Context, id string) (*surgepay.APIKey,
 
 // Rolled is the outcome of RollAPIKey.
 type Rolled struct {
-	Secret string          // the new key's secret, shown once
+	Secret string           // the new key's secret, shown once
 	New    *surgepay.APIKey // the new key: the old one's merchant and scopes
 	Old    *surgepay.APIKey // the old key: expiring at the end of the grace, or revoked
 }
