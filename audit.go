@@ -27,8 +27,8 @@ const (
 	AuditAPIKeyCreated    = "api_key.created"
 	AuditAPIKeyRolled     = "api_key.rolled" // on the old key; Detail names the new one and the grace
 	AuditAPIKeyRevoked    = "api_key.revoked"
-	// AuditAPIKeyExpirySet is an expiry set on an existing key, by a roll
-	// (the old key's grace) or on its own.
+	// AuditAPIKeyExpirySet is an expiry set on (or brought forward for) an
+	// existing key; a roll records the old key's grace in its own row.
 	AuditAPIKeyExpirySet = "api_key.expiry_set"
 )
 

@@ -57,6 +57,7 @@ func NewAdmin(cfg AdminConfig) *Admin {
 	a.handle("POST /admin/v1/api_keys", a.createKey)
 	a.handle("GET /admin/v1/api_keys/{id}", a.getKey)
 	a.handle("POST /admin/v1/api_keys/{id}/roll", a.rollKey)
+	a.handle("POST /admin/v1/api_keys/{id}/expire", a.expireKey)
 	a.handle("POST /admin/v1/api_keys/{id}/revoke", a.revokeKey)
 	a.handle("GET /admin/v1/audit_events", a.listAudit)
 	a.mux.HandleFunc(AdminPrefix, func(w http.ResponseWriter, r *http.Request) {
@@ -366,6 +367,25 @@ func (a *Admin) rollKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	}{"api_key_roll", apiKeyOf(rolled.New, now), apiKeyOf(rolled.Old, now)}
 	out.New.Secret = rolled.Secret
 	return out, nil
+}
+
+func (a *Admin) expireKey(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req expiry
+	if err := a.decodeBody(w, r, &req); err != nil {
+		return nil, err
+	}
+	if req.ExpiresAt == nil && req.ExpiresIn == nil {
+		return nil, surgepay.Invalid("expires_at", "parameter_missing", "expires_at or expires_in is required")
+	}
+	exp, err := req.time(a.eng.Now())
+	if err != nil {
+		return nil, err
+	}
+	k, err := a.eng.ExpireAPIKey(r.Context(), r.PathValue("id"), exp)
+	if err != nil {
+		return nil, notFoundParam(err, "id")
+	}
+	return apiKeyOf(k, a.eng.Now()), nil
 }
 
 func (a *Admin) revokeKey(w http.ResponseWriter, r *http.Request) (any, error) {

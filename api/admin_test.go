@@ -183,6 +183,24 @@ func TestAPIKeyExpiresAndRollGrace(t *testing.T) {
 	a.must(200, fresh, "GET", "/v1/customers", "")
 	a.wantRefused(t, fresh, "POST", "/v1/customers", `{"name":"x"}`, 403, "insufficient_scope")
 
+	// An expiry set on a live key, then only brought forward.
+	k = a.call(t, 200, "POST", "/admin/v1/api_keys", `{"merchant":"`+a.merchants[0]+`"}`)
+	later := str(k, "secret")
+	got := a.call(t, 200, "POST", "/admin/v1/api_keys/"+str(k, "id")+"/expire", `{"expires_in":"10m"}`)
+	if got["expires_at"] == nil {
+		t.Errorf("expire answer: %v", got)
+	}
+	if code, param := errOf(a.call(t, 400, "POST", "/admin/v1/api_keys/"+str(k, "id")+"/expire", `{"expires_in":"1h"}`)); code != "invalid_value" || param != "expires_at" {
+		t.Errorf("pushing an expiry later: %s %s, want invalid_value expires_at", code, param)
+	}
+	a.must(200, later, "GET", "/v1/customers", "")
+	a.clock.add(10 * time.Minute)
+	a.wantRefused(t, later, "GET", "/v1/customers", "", 401, "api_key_expired")
+	if ev := a.call(t, 200, "GET", "/admin/v1/audit_events?object="+str(k, "id"), "")["data"].([]any); len(ev) != 2 ||
+		str(ev[0].(map[string]any), "action") != surgepay.AuditAPIKeyExpirySet {
+		t.Errorf("audit of the expired key: %v", ev)
+	}
+
 	r = a.call(t, 200, "POST", "/admin/v1/api_keys/"+str(nk, "id")+"/roll", `{"grace":"0s"}`)
 	a.wantRefused(t, fresh, "GET", "/v1/customers", "", 401, "invalid_api_key")
 	a.must(200, str(r["new"].(map[string]any), "secret"), "GET", "/v1/customers", "")

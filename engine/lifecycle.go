@@ -299,6 +299,42 @@ func (e *Engine) RevokeAPIKey(ctx context.Context, id string) (*surgepay.APIKey,
 	return k, nil
 }
 
+// ExpireAPIKey sets the key's expiry to expires, or brings it forward:
+// an expiry can only be shortened (a key that leaked cannot be lengthened
+// back to life by mistake). The cache bound is RevokeAPIKey's. ENOTFOUND
+// if there is no key; ECONFLICT api_key_revoked for a revoked key;
+// EINVALID for a time in the past, beyond APIKeyLifetimeMax, or later
+// than the key's expiry.
+func (e *Engine) ExpireAPIKey(ctx context.Context, id string, expires time.Time) (*surgepay.APIKey, error) {
+	if expires.IsZero() {
+		return nil, surgepay.Invalid("expires_at", "parameter_missing", "an expiry is required")
+	}
+	if err := e.checkKeyOptions(KeyOptions{Expires: expires}); err != nil {
+		return nil, err
+	}
+	k, err := e.GetAPIKey(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if k.Revoked {
+		return nil, surgepay.Conflict("api_key_revoked", "the API key is revoked")
+	}
+	if !k.Expires.IsZero() && expires.After(k.Expires) {
+		return nil, surgepay.Invalid("expires_at", "invalid_value", "the key expires at %s already; an expiry can only be brought forward",
+			k.Expires.UTC().Format(time.RFC3339))
+	}
+	k.Expires = expires.UTC()
+	w := &surgepay.Write{APIKeyExpire: &surgepay.APIKeyExpiry{ID: id, Expires: k.Expires},
+		Audit: []*surgepay.AuditEvent{e.audit(ctx, surgepay.AuditAPIKeyExpirySet, k.MerchantID, id, keyDetail(k))}}
+	if err := e.store.Apply(ctx, w); err != nil {
+		return nil, err
+	}
+	if err := e.apiKeys.Invalidate(ctx, hex.EncodeToString(k.Hash)); err != nil {
+		e.log.Warn("API key keeps its old expiry in the shared cache until Redis answers", "key", id, "err", err.Error())
+	}
+	return k, nil
+}
+
 // Rolled is the outcome of RollAPIKey.
 type Rolled struct {
 	Secret string           // the new key's secret, shown once

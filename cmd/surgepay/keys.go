@@ -49,6 +49,13 @@ prints it once. The old secret keeps working for --grace (e.g. 24h; at
 most 168h; 0 stops it at once), then is refused 401 api_key_expired.
 `
 
+const keysExpireUsage = `Usage: surgepay keys expire KEY_ID (--expires-in D | --expires-at T) [--config FILE]
+
+Sets the key's expiry, or brings it forward (an expiry is never pushed
+later). From then on the key is refused 401 api_key_expired; the cache
+bound is revoke's.
+`
+
 // cliActor names the operator in the audit trail: "cli:" and the OS user.
 func cliActor() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
@@ -110,7 +117,7 @@ func openCLIApp(ctx context.Context, path string, stderr io.Writer) (*app, int) 
 // cmdKeysAdmin is `surgepay keys create|list|revoke|roll`.
 func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) int {
 	usage := map[string]string{"create": keysCreateUsage, "list": keysListUsage, "revoke": keysRevokeUsage,
-		"roll": keysRollUsage}[sub]
+		"roll": keysRollUsage, "expire": keysExpireUsage}[sub]
 	c, path := configFlags("keys "+sub, usage)
 	var merchant, scopes, grace *string
 	var exp expiryFlags
@@ -124,13 +131,15 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 	case "roll":
 		grace = c.Flags.String("grace", "", "how long the old secret keeps working (`DURATION`, 0 to 168h; required)")
 		exp = addExpiryFlags(c)
+	case "expire":
+		exp = addExpiryFlags(c)
 	}
 	rest, code, ok := c.ParseInterleaved(args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	wantArgs := 0
-	if sub == "revoke" || sub == "roll" {
+	if sub == "revoke" || sub == "roll" || sub == "expire" {
 		wantArgs = 1
 	}
 	if len(rest) != wantArgs {
@@ -138,6 +147,9 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 	}
 	if sub == "roll" && *grace == "" {
 		return c.Fail(stderr, "--grace is required (0 stops the old secret at once)")
+	}
+	if sub == "expire" && *exp.in == "" && *exp.at == "" {
+		return c.Fail(stderr, "--expires-in or --expires-at is required")
 	}
 	a, code := openCLIApp(ctx, *path, stderr)
 	if code >= 0 {
@@ -158,6 +170,15 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 		}
 	case "roll":
 		err = keysRoll(ctx, a, rest[0], *grace, exp, stdout)
+	case "expire":
+		var t time.Time
+		var k *surgepay.APIKey
+		if t, err = exp.time(time.Now()); err == nil {
+			if k, err = a.eng.ExpireAPIKey(ctx, rest[0], t); err == nil {
+				fmt.Fprintf(stdout, "API key %s (%s…) of merchant %s expires at %s\n", k.ID, k.Prefix, k.MerchantID,
+					k.Expires.Format(time.RFC3339))
+			}
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)

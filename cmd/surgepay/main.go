@@ -21,6 +21,7 @@ Usage:
   surgepay keys create [--merchant ID]    make a new API key (for the first merchant by default; --scopes, --expires-in)
   surgepay keys list [--merchant ID]      list API keys (never their secrets)
   surgepay keys roll KEY_ID --grace D     make a new secret; the old one works for D more (0: stops at once)
+  surgepay keys expire KEY_ID --expires-in D   set or bring forward a key's expiry
   surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay audit list                     the audit trail of merchant and key changes
   surgepay keys rotate                    add a new card-vault key and make it primary

@@ -97,6 +97,9 @@ func TestMerchantsCLIAndAdminAPI(t *testing.T) {
 	next := field(out, "sk_")
 	eventuallyStatus(t, c, http.StatusUnauthorized)
 	newClient(s.url, next).must(t, "GET", "/v1/customers", "", nil, http.StatusOK, nil)
+	if code, out, errs = cli("keys", "expire", field(out, "key_"), "--expires-in", "1h"); code != 0 || !strings.Contains(out, "expires at") {
+		t.Fatalf("keys expire: %d %q %s", code, out, errs)
+	}
 
 	code, out, _ = cli("merchants", "show", mid)
 	if code != 0 || !strings.Contains(out, "Second shop") || strings.Count(out, "key_") != 2 || !strings.Contains(out, "customers:read") {
@@ -107,7 +110,7 @@ func TestMerchantsCLIAndAdminAPI(t *testing.T) {
 	}
 	code, out, _ = cli("audit", "list", "--merchant", mid)
 	for _, want := range []string{"merchant.created", "api_key.created", "merchant.disabled", "admin_api", "merchant.enabled",
-		"api_key.rolled", "cli"} {
+		"api_key.rolled", "api_key.expiry_set", "cli:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("audit list lacks %q:\n%s", want, out)
 		}

@@ -648,6 +648,7 @@ const keysUsage = `Usage:
   surgepay keys create [--merchant ID]    make a new API key (--scopes, --expires-in)
   surgepay keys list [--merchant ID]      list API keys: prefix, scopes, created, last used, expiry, revoked
   surgepay keys roll KEY_ID --grace D     make a new secret; the old one works for D more
+  surgepay keys expire KEY_ID --expires-in D   set or bring forward a key's expiry
   surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay keys rotate                    add a new card-vault key and make it primary
   surgepay keys settlement --out DIR      make the settlement key pair
@@ -664,7 +665,7 @@ cards under the new key (docs/vault.md).
 
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sub, code, ok := cli.Subcommand(args, "keys", keysUsage,
-		[]string{"create", "list", "roll", "revoke", "rotate", "settlement"}, stdout, stderr)
+		[]string{"create", "list", "roll", "expire", "revoke", "rotate", "settlement"}, stdout, stderr)
 	switch {
 	case !ok:
 		return code
