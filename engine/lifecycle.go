@@ -22,9 +22,6 @@ const (
 	APIKeyRollGraceMax = 7 * 24 * time.Hour
 	// APIKeyLifetimeMax bounds an expiry given at creation or roll.
 	APIKeyLifetimeMax = 5 * 365 * 24 * time.Hour
-	// APIKeysMax bounds the keys the lifecycle methods read in one list (every
-	// key of every merchant, which they scan by ID).
-	APIKeysMax = 100_000
 )
 
 type actorKey struct{}
