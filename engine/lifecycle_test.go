@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -177,4 +178,62 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestLifecycleBadInput: what the CLI passes straight to the engine is
+// refused with EINVALID naming the field: an empty name, control or
+// bidirectional characters in a name, an unknown scope, an expiry in the
+// past or too far, a grace out of bounds; a revoked key cannot be rolled
+// or expired.
+func TestLifecycleBadInput(t *testing.T) {
+	ctx := context.Background()
+	eng, call := newEngine(t, testenv.OpenSQLite(t), nil)
+	_, k, err := eng.CreateAPIKey(ctx, call.MerchantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, param, reason string
+		err                 error
+	}{
+		{"EmptyName", "name", "parameter_missing", second(eng.CreateMerchant(ctx, " "))},
+		{"BidiName", "name", "invalid_characters", second(eng.CreateMerchant(ctx, "Shop\u202egnp.exe"))},
+		{"ControlName", "name", "invalid_characters", second(eng.CreateMerchant(ctx, "Shop\x1b[31m"))},
+		{"UnknownScope", "scopes", "invalid_scope", third(eng.CreateAPIKeyWith(ctx, call.MerchantID, engine.KeyOptions{Scopes: []string{"root"}}))},
+		{"ExpiryPast", "expires_at", "invalid_value", third(eng.CreateAPIKeyWith(ctx, call.MerchantID, engine.KeyOptions{Expires: time.Now().Add(-time.Second)}))},
+		{"ExpiryTooFar", "expires_at", "invalid_value", third(eng.CreateAPIKeyWith(ctx, call.MerchantID,
+			engine.KeyOptions{Expires: time.Now().Add(engine.APIKeyLifetimeMax + time.Hour)}))},
+		{"GraceNegative", "grace", "invalid_value", second(eng.RollAPIKey(ctx, k.ID, -time.Second, time.Time{}))},
+		{"GraceTooLong", "grace", "invalid_value", second(eng.RollAPIKey(ctx, k.ID, engine.APIKeyRollGraceMax+time.Second, time.Time{}))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e *surgepay.Error
+			if !asError(tc.err, &e) || e.Code != surgepay.EINVALID || e.Param != tc.param || e.Reason != tc.reason {
+				t.Errorf("got %v, want invalid %s %s", tc.err, tc.param, tc.reason)
+			}
+		})
+	}
+	if _, err := eng.RevokeAPIKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.RollAPIKey(ctx, k.ID, time.Hour, time.Time{}); surgepay.ErrorReason(err) != "api_key_revoked" {
+		t.Errorf("roll of a revoked key: %v, want api_key_revoked", err)
+	}
+	if _, err := eng.ExpireAPIKey(ctx, k.ID, time.Now().Add(time.Hour)); surgepay.ErrorReason(err) != "api_key_revoked" {
+		t.Errorf("expire of a revoked key: %v, want api_key_revoked", err)
+	}
+	if _, err := eng.SetMerchantDisabled(ctx, "mer_unknown", true); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+		t.Errorf("disable an unknown merchant: %v, want not found", err)
+	}
+}
+
+func second[A any](_ A, err error) error { return err }
+
+func third[A, B any](_ A, _ B, err error) error { return err }
+
+func asError(err error, e **surgepay.Error) bool {
+	var x *surgepay.Error
+	ok := errors.As(err, &x)
+	*e = x
+	return ok
 }
