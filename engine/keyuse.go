@@ -22,6 +22,9 @@ const (
 	// keyUsesMax bounds the keys remembered between flushes; uses of
 	// further keys are dropped until the next flush (and counted).
 	keyUsesMax = 100_000
+	// keyUseFinalFlushTimeout bounds the flush when the flusher stops, so
+	// a store that does not answer cannot hold up a shutdown.
+	keyUseFinalFlushTimeout = 5 * time.Second
 )
 
 // keyUses remembers when each key was last used since the last flush.
@@ -99,7 +102,7 @@ func (e *Engine) RunKeyUseFlusher(ctx context.Context, interval time.Duration) {
 	for {
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyUseFinalFlushTimeout)
 			if err := e.FlushKeyUses(fctx); err != nil {
 				e.log.Warn("flush API key last-used times at stop", "err", err.Error())
 			}
