@@ -72,7 +72,7 @@ func (db *DB) ListMerchants(ctx context.Context) ([]*surgepay.Merchant, error) {
 // FindAPIKeyByHash returns ENOTFOUND if no key, revoked or not, has the hash.
 func (db *DB) FindAPIKeyByHash(ctx context.Context, hash []byte) (*surgepay.APIKey, error) {
 	defer count(ctx, surgepay.StmtSelect)()
-	k, err := scanAPIKey(db.pool.QueryRow(ctx, "SELECT "+apiKeyCols+" FROM api_keys WHERE hash = $1", hash))
+	k, err := scanAPIKey(db.pool.QueryRow(ctx, "SELECT "+apiKeyReadCols+apiKeyFrom+" WHERE k.hash = $1", hash))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, surgepay.NotFound("api_key", "API key")
 	}
@@ -86,12 +86,34 @@ func (db *DB) FindAPIKeyByHash(ctx context.Context, hash []byte) (*surgepay.APIK
 // oldest first.
 func (db *DB) ListAPIKeys(ctx context.Context) ([]*surgepay.APIKey, error) {
 	defer count(ctx, surgepay.StmtSelect)()
-	rows, _ := db.pool.Query(ctx, "SELECT "+apiKeyCols+" FROM api_keys ORDER BY id")
+	rows, _ := db.pool.Query(ctx, "SELECT "+apiKeyReadCols+apiKeyFrom+" ORDER BY k.id")
 	ks, err := collect(rows, scanAPIKey)
 	if err != nil {
 		return nil, readErr(fmt.Errorf("list API keys: %w", err))
 	}
 	return ks, nil
+}
+
+// ListAuditEvents returns a page of the audit trail that passes f,
+// newest first, and whether more follow. One statement.
+func (db *DB) ListAuditEvents(ctx context.Context, f surgepay.AuditFilter) ([]*surgepay.AuditEvent, bool, error) {
+	defer count(ctx, surgepay.StmtSelect)()
+	q := &listQuery{}
+	q.sql.WriteString("SELECT " + auditCols + " FROM audit_events WHERE true")
+	if f.MerchantID != "" {
+		q.where("merchant_id = $%d", f.MerchantID)
+	}
+	if f.ObjectID != "" {
+		q.where("object_id = $%d", f.ObjectID)
+	}
+	q.page(f.Page)
+	rows, _ := db.pool.Query(ctx, q.sql.String(), q.args...)
+	es, err := collect(rows, scanAudit)
+	if err != nil {
+		return nil, false, fmt.Errorf("list audit events: %w", err)
+	}
+	es, more := trim(es, q.limit)
+	return es, more, nil
 }
 
 // FindCustomer returns ENOTFOUND if the merchant has no such customer.

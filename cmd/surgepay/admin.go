@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/telemetry"
 )
 
@@ -29,6 +30,9 @@ type adminConfig struct {
 	Auth adminAuth
 	// TLS, when set, makes the listener serve TLS only.
 	TLS *tls.Config
+	// AdminAPI serves /admin/v1/ (merchants, API keys, audit trail;
+	// docs/admin-api.md); nil: none.
+	AdminAPI http.Handler
 }
 
 // adminHandler serves liveness, readiness and the Go profiler.
@@ -64,6 +68,9 @@ func adminMux(c adminConfig) *http.ServeMux {
 		dash := c.Telemetry.DashboardHandler()
 		mux.Handle("GET /dashboard", dash)
 		mux.Handle("GET /dashboard/", dash)
+	}
+	if c.AdminAPI != nil {
+		mux.Handle(api.AdminPrefix, c.AdminAPI)
 	}
 	if c.Config != nil {
 		mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {

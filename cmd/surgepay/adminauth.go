@@ -416,3 +416,28 @@ func (a *app) adminAuth() adminAuth {
 		ClientCert:  a.cfg.TLS.AdminClientCAFile != "",
 	}
 }
+
+// adminActor names the caller of the admin API in the audit trail: the
+// client certificate's subject when one was verified, else the admin
+// token (one token: it names no person).
+func adminActor(r *http.Request) string {
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		if cn := r.TLS.VerifiedChains[0][0].Subject.CommonName; cn != "" {
+			return "admin_api:cert:" + truncateActor(cn)
+		}
+		return "admin_api:cert"
+	}
+	return "admin_api:token"
+}
+
+// truncateActor keeps up to 64 printable ASCII characters of a
+// certificate name for the audit trail.
+func truncateActor(s string) string {
+	out := make([]byte, 0, 64)
+	for i := 0; i < len(s) && len(out) < cap(out); i++ {
+		if c := s[i]; c >= 0x20 && c < 0x7f {
+			out = append(out, c)
+		}
+	}
+	return string(out)
+}

@@ -17,9 +17,13 @@ const usage = `surgepay — a self-hosted payment transaction engine
 
 Usage:
   surgepay serve [--config FILE]          run the payments API (embedded default: SQLite in ./data)
-  surgepay keys create [--merchant ID]    make a new API key (for the first merchant by default)
+  surgepay merchants create NAME          make a merchant; also list, show ID, disable ID, enable ID
+  surgepay keys create [--merchant ID]    make a new API key (for the first merchant by default; --scopes, --expires-in)
   surgepay keys list [--merchant ID]      list API keys (never their secrets)
+  surgepay keys roll KEY_ID --grace D     make a new secret; the old one works for D more (0: stops at once)
+  surgepay keys expire KEY_ID --expires-in D   set or bring forward a key's expiry
   surgepay keys revoke KEY_ID             revoke an API key for good
+  surgepay audit list                     the audit trail of merchant and key changes
   surgepay keys rotate                    add a new card-vault key and make it primary
   surgepay keys settlement --out DIR      make the settlement key pair (public: API hosts; private: settle only)
   surgepay processors seal --name NAME    seal a processor's secret key (stdin) for [processors.NAME]
@@ -61,6 +65,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdTrace(ctx, args[1:], stdout, stderr)
 	case "keys":
 		return cmdKeys(ctx, args[1:], stdout, stderr)
+	case "merchants":
+		return cmdMerchants(ctx, args[1:], stdout, stderr)
+	case "audit":
+		return cmdAudit(ctx, args[1:], stdout, stderr)
 	case "tax":
 		return cmdTax(ctx, args[1:], stdout, stderr)
 	case "migrate":

@@ -392,6 +392,7 @@ func (a *app) ensureDevMerchant(ctx context.Context, out io.Writer) error {
 		}
 		return nil
 	}
+	ctx = engine.WithActor(ctx, "serve")
 	m, err := a.eng.CreateMerchant(ctx, "Development merchant")
 	if err != nil {
 		return err
@@ -571,12 +572,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 			defer wg.Done()
 			isReady := func() bool { return ready.Load() && a.storeReachable(bg) }
 			if err := serveAdminWith(bg, aln, adminConfig{Ready: isReady, Telemetry: a.tel,
-				Config: func() any { return current.Load().adminView() }, Auth: a.adminAuth(), TLS: tlsAdmin}, log); err != nil {
+				Config: func() any { return current.Load().adminView() }, Auth: a.adminAuth(), TLS: tlsAdmin,
+				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: adminActor})}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()
 	}
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); a.eng.RunKeyUseFlusher(bg, engine.KeyUseFlushIntervalDefault) }()
 	go func() { defer wg.Done(); watchConfig(bg, a, &current, hup, log) }()
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
 	go func() { defer wg.Done(); purgeLoop(bg, a.eng, log) }()
@@ -667,19 +670,15 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 const keysUsage = `Usage:
-  surgepay keys create [--merchant ID]    make a new API key
-  surgepay keys list [--merchant ID]      list API keys: ID, merchant, prefix, created, revoked
+  surgepay keys create [--merchant ID]    make a new API key (--scopes, --expires-in)
+  surgepay keys list [--merchant ID]      list API keys: prefix, scopes, created, last used, expiry, revoked
+  surgepay keys roll KEY_ID --grace D     make a new secret; the old one works for D more
+  surgepay keys expire KEY_ID --expires-in D   set or bring forward a key's expiry
   surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay keys rotate                    add a new card-vault key and make it primary
   surgepay keys settlement --out DIR      make the settlement key pair
 
 Run 'surgepay help keys COMMAND' for a command's flags.
-`
-
-const keysCreateUsage = `Usage: surgepay keys create [--merchant ID] [--config FILE]
-
-Makes a new API key for a merchant (default: the first one, made by the
-first serve) and prints it once.
 `
 
 const keysRotateUsage = `Usage: surgepay keys rotate [--config FILE]
@@ -691,22 +690,16 @@ cards under the new key (docs/vault.md).
 
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sub, code, ok := cli.Subcommand(args, "keys", keysUsage,
-		[]string{"create", "list", "revoke", "rotate", "settlement"}, stdout, stderr)
+		[]string{"create", "list", "roll", "expire", "revoke", "rotate", "settlement"}, stdout, stderr)
 	switch {
 	case !ok:
 		return code
 	case sub == "settlement":
 		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
-	case sub == "list" || sub == "revoke":
+	case sub != "rotate":
 		return cmdKeysAdmin(ctx, sub, args[1:], stdout, stderr)
 	}
-	c, path := configFlags("keys "+sub, keysCreateUsage)
-	var merchant *string
-	if sub == "create" {
-		merchant = c.Flags.String("merchant", "", "merchant `ID` (default: the first merchant)")
-	} else {
-		c.Usage = keysRotateUsage
-	}
+	c, path := configFlags("keys rotate", keysRotateUsage)
 	if code, ok := c.Parse(args[1:], stdout, stderr); !ok {
 		return code
 	}
@@ -715,31 +708,7 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 2
 	}
-	if sub == "rotate" {
-		return rotateVault(cfg, stdout, stderr)
-	}
-	a, err := openApp(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 1
-	}
-	defer a.Close()
-	id := *merchant
-	if id == "" {
-		ms, err := a.store.ListMerchants(ctx)
-		if err != nil || len(ms) == 0 {
-			fmt.Fprintln(stderr, "surgepay: no merchant yet: run `surgepay serve` once, or pass --merchant")
-			return 1
-		}
-		id = ms[0].ID
-	}
-	secret, k, err := a.eng.CreateAPIKey(ctx, id)
-	if err != nil {
-		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "API key %s for merchant %s (shown once):\n%s\n", k.ID, id, secret)
-	return 0
+	return rotateVault(cfg, stdout, stderr)
 }
 
 func rotateVault(cfg Config, stdout, stderr io.Writer) int {
