@@ -13,6 +13,7 @@ import (
 const (
 	EINVALID     = "invalid"      // The request is malformed or a value is out of range.
 	EUNAUTH      = "unauthorized" // Missing or unknown API key.
+	EFORBIDDEN   = "forbidden"    // A valid key that may not do this (scope, disabled merchant).
 	ENOTFOUND    = "not_found"    // The object does not exist for this merchant.
 	ECONFLICT    = "conflict"     // The object is in a state that forbids the operation.
 	EUNPROCESS   = "unprocessable"

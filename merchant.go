@@ -11,6 +11,16 @@ type Merchant struct {
 	ID      string
 	Name    string
 	Created time.Time
+	// Disabled merchants' API keys are refused (403 merchant_disabled);
+	// their stored payments, settlement and webhooks are untouched (see
+	// docs/merchants.md).
+	Disabled bool
+}
+
+// MerchantStatus sets the Disabled flag of a merchant (Write.MerchantStatus).
+type MerchantStatus struct {
+	MerchantID string
+	Disabled   bool
 }
 
 // APIKey authenticates a merchant. Only a keyed hash of the secret is
@@ -24,6 +34,39 @@ type APIKey struct {
 	Prefix     string // first characters of the secret, to help people tell keys apart.
 	Created    time.Time
 	Revoked    bool
+	// Scopes restrict what the key may do (see Scope); empty: everything,
+	// the access every key made before scopes existed keeps.
+	Scopes []string
+	// Expires is when the key stops working; zero: never. A roll sets the
+	// old key's Expires to the end of its grace period.
+	Expires time.Time
+	// LastUsed is when the key last authenticated a request, as of the
+	// last flush of the engine's in-memory record (not per request); zero:
+	// never.
+	LastUsed time.Time
+	// MerchantDisabled is the Disabled flag of the key's merchant, read
+	// with the key (stores join it; it is not stored with the key), so
+	// that one lookup tells whether a request may go on.
+	MerchantDisabled bool
+}
+
+// Expired reports whether the key has an expiry at or before now.
+func (k *APIKey) Expired(now time.Time) bool {
+	return !k.Expires.IsZero() && !now.Before(k.Expires)
+}
+
+// APIKeyExpiry brings an API key's expiry forward to Expires, or keeps it
+// if it is already earlier (Write.APIKeyExpire).
+type APIKeyExpiry struct {
+	ID      string
+	Expires time.Time
+}
+
+// APIKeyUse records that a key was last used at At (Write.APIKeysUsed);
+// a store keeps the later of the stored and the given time.
+type APIKeyUse struct {
+	ID string
+	At time.Time
 }
 
 // MerchantSettings are the per-merchant switches of the payment pipeline.

@@ -19,6 +19,9 @@ type Store interface {
 	// FindAPIKeyByHash returns the key with this HMAC hash, ENOTFOUND if none.
 	FindAPIKeyByHash(ctx context.Context, hash []byte) (*APIKey, error)
 	ListAPIKeys(ctx context.Context) ([]*APIKey, error)
+	// ListAuditEvents returns a page of the merchant and API-key audit
+	// trail that passes f, newest first, and whether more follow.
+	ListAuditEvents(ctx context.Context, f AuditFilter) ([]*AuditEvent, bool, error)
 
 	FindCustomer(ctx context.Context, merchantID, id string) (*Customer, error)
 	ListCustomers(ctx context.Context, merchantID string, page Page) ([]*Customer, bool, error)
@@ -99,6 +102,18 @@ type Write struct {
 	// APIKeyRevoke marks the key with this ID revoked, for good; a key
 	// already revoked, or none, is no error.
 	APIKeyRevoke string
+	// MerchantStatus sets a merchant's Disabled flag; a merchant that is
+	// gone is no error (the engine reads it first). Not a guard.
+	MerchantStatus *MerchantStatus
+	// APIKeyExpire brings a key's expiry forward (never later). Not a guard.
+	APIKeyExpire *APIKeyExpiry
+	// APIKeysUsed raises keys' last-used times (never lowers them): the
+	// engine's background flush, at most APIKeysUsedPerWriteMax. Not a
+	// guard; keys that are gone are skipped.
+	APIKeysUsed []APIKeyUse
+	// Audit rows, inserted (at most AuditEventsPerWriteMax); never
+	// updated or deleted.
+	Audit []*AuditEvent
 
 	CustomerInsert *Customer
 	CustomerUpdate *Customer // stored if the stored Version is CustomerUpdate.Version-1

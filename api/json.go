@@ -120,6 +120,8 @@ func statusOf(code string) int {
 		return http.StatusBadRequest
 	case surgepay.EUNAUTH:
 		return http.StatusUnauthorized
+	case surgepay.EFORBIDDEN:
+		return http.StatusForbidden
 	case surgepay.EDECLINED:
 		return http.StatusPaymentRequired
 	case surgepay.ENOTFOUND:
@@ -142,6 +144,8 @@ func errorType(e *surgepay.Error) string {
 		return "card_error"
 	case e.Code == surgepay.EUNAUTH:
 		return "authentication_error"
+	case e.Code == surgepay.EFORBIDDEN:
+		return "permission_error"
 	case strings.HasPrefix(e.Reason, "idempotency_"):
 		return "idempotency_error"
 	case e.Code == surgepay.ERATELIMIT:

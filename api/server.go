@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -58,6 +59,7 @@ type Server struct {
 	limits   *limiters
 	mux      *http.ServeMux
 	routes   []string
+	scopes   map[string]string // route pattern -> scope
 }
 
 // New returns a Server.
@@ -75,7 +77,8 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, tel: cfg.Telemetry,
-		inflight: make(chan struct{}, cfg.InflightMax), limits: newLimiters(cfg.Now), mux: http.NewServeMux()}
+		inflight: make(chan struct{}, cfg.InflightMax), limits: newLimiters(cfg.Now), mux: http.NewServeMux(),
+		scopes: map[string]string{}}
 	s.routesInit()
 	return s
 }
@@ -102,31 +105,31 @@ func (s *Server) routesInit() {
 		}
 		w.Write([]byte("ok\n"))
 	})
-	s.handle("POST /v1/customers", s.createCustomer)
-	s.handle("GET /v1/customers", s.listCustomers)
-	s.handle("GET /v1/customers/{id}", s.getCustomer)
-	s.handle("POST /v1/customers/{id}", s.updateCustomer)
-	s.handle("DELETE /v1/customers/{id}", s.deleteCustomer)
-	s.handle("POST /v1/payment_methods", s.createPaymentMethod)
-	s.handle("GET /v1/payment_methods", s.listPaymentMethods)
-	s.handle("GET /v1/payment_methods/{id}", s.getPaymentMethod)
-	s.handle("DELETE /v1/payment_methods/{id}", s.deletePaymentMethod)
-	s.handle("POST /v1/payments", s.createPayment)
-	s.handle("GET /v1/payments", s.listPayments)
-	s.handle("GET /v1/payments/{id}", s.getPayment)
-	s.handle("POST /v1/payments/{id}/capture", s.capturePayment)
-	s.handle("POST /v1/payments/{id}/void", s.voidPayment)
-	s.handle("POST /v1/payments/{id}/refunds", s.refundPayment)
-	s.handle("GET /v1/payments/{id}/events", s.listEvents)
-	s.handle("GET /v1/analytics", s.getAnalytics)
-	s.handle("POST /v1/webhook_endpoints", s.createWebhookEndpoint)
-	s.handle("GET /v1/webhook_endpoints", s.listWebhookEndpoints)
-	s.handle("GET /v1/webhook_endpoints/{id}", s.getWebhookEndpoint)
-	s.handle("DELETE /v1/webhook_endpoints/{id}", s.deleteWebhookEndpoint)
-	s.handle("POST /v1/webhook_endpoints/{id}/roll_secret", s.rollWebhookSecret)
-	s.handle("GET /v1/webhook_deliveries", s.listWebhookDeliveries)
-	s.handle("GET /v1/webhook_deliveries/{id}", s.getWebhookDelivery)
-	s.handle("POST /v1/webhook_deliveries/{id}/resend", s.resendWebhookDelivery)
+	s.handle("POST /v1/customers", surgepay.ScopeCustomersWrite, s.createCustomer)
+	s.handle("GET /v1/customers", surgepay.ScopeCustomersRead, s.listCustomers)
+	s.handle("GET /v1/customers/{id}", surgepay.ScopeCustomersRead, s.getCustomer)
+	s.handle("POST /v1/customers/{id}", surgepay.ScopeCustomersWrite, s.updateCustomer)
+	s.handle("DELETE /v1/customers/{id}", surgepay.ScopeCustomersWrite, s.deleteCustomer)
+	s.handle("POST /v1/payment_methods", surgepay.ScopePaymentMethodsWrite, s.createPaymentMethod)
+	s.handle("GET /v1/payment_methods", surgepay.ScopePaymentMethodsRead, s.listPaymentMethods)
+	s.handle("GET /v1/payment_methods/{id}", surgepay.ScopePaymentMethodsRead, s.getPaymentMethod)
+	s.handle("DELETE /v1/payment_methods/{id}", surgepay.ScopePaymentMethodsWrite, s.deletePaymentMethod)
+	s.handle("POST /v1/payments", surgepay.ScopePaymentsWrite, s.createPayment)
+	s.handle("GET /v1/payments", surgepay.ScopePaymentsRead, s.listPayments)
+	s.handle("GET /v1/payments/{id}", surgepay.ScopePaymentsRead, s.getPayment)
+	s.handle("POST /v1/payments/{id}/capture", surgepay.ScopePaymentsWrite, s.capturePayment)
+	s.handle("POST /v1/payments/{id}/void", surgepay.ScopePaymentsWrite, s.voidPayment)
+	s.handle("POST /v1/payments/{id}/refunds", surgepay.ScopeRefundsWrite, s.refundPayment)
+	s.handle("GET /v1/payments/{id}/events", surgepay.ScopePaymentsRead, s.listEvents)
+	s.handle("GET /v1/analytics", surgepay.ScopeAnalyticsRead, s.getAnalytics)
+	s.handle("POST /v1/webhook_endpoints", surgepay.ScopeWebhooksWrite, s.createWebhookEndpoint)
+	s.handle("GET /v1/webhook_endpoints", surgepay.ScopeWebhooksRead, s.listWebhookEndpoints)
+	s.handle("GET /v1/webhook_endpoints/{id}", surgepay.ScopeWebhooksRead, s.getWebhookEndpoint)
+	s.handle("DELETE /v1/webhook_endpoints/{id}", surgepay.ScopeWebhooksWrite, s.deleteWebhookEndpoint)
+	s.handle("POST /v1/webhook_endpoints/{id}/roll_secret", surgepay.ScopeWebhooksWrite, s.rollWebhookSecret)
+	s.handle("GET /v1/webhook_deliveries", surgepay.ScopeWebhooksRead, s.listWebhookDeliveries)
+	s.handle("GET /v1/webhook_deliveries/{id}", surgepay.ScopeWebhooksRead, s.getWebhookDelivery)
+	s.handle("POST /v1/webhook_deliveries/{id}/resend", surgepay.ScopeWebhooksWrite, s.resendWebhookDelivery)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := s.allowed(r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
@@ -139,10 +142,20 @@ func (s *Server) routesInit() {
 	})
 }
 
-func (s *Server) handle(pattern string, h handlerFunc) {
+// handle registers an authenticated route and the scope a restricted API
+// key needs to call it (surgepay.Allows); every route has one.
+func (s *Server) handle(pattern, scope string, h handlerFunc) {
+	if !surgepay.ValidScope(scope) {
+		panic("api: route " + pattern + " has no valid scope") // a programmer error, caught by every test
+	}
 	s.routes = append(s.routes, pattern)
-	s.mux.Handle(pattern, s.authenticated(h))
+	s.scopes[pattern] = scope
+	s.mux.Handle(pattern, s.authenticated(scope, h))
 }
+
+// RouteScopes returns the scope each authenticated route needs, by
+// "METHOD /path" pattern.
+func (s *Server) RouteScopes() map[string]string { return maps.Clone(s.scopes) }
 
 // ServeHTTP serves the API with panic recovery, a request ID, the
 // in-flight limit, the per-request SQL statement counter, metrics, a span
@@ -311,11 +324,12 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// authenticated checks the Bearer key and the merchant's request rate
-// limit, then builds the engine call. A request over the rate limit is
+// authenticated checks the Bearer key, the merchant's request rate limit
+// and the key's scopes (403 insufficient_scope naming the scope needed),
+// then builds the engine call. A request over the rate limit is
 // refused before its handler runs: it stores nothing, not even an
 // idempotency record, and an idempotent replay counts like any request.
-func (s *Server) authenticated(h handlerFunc) http.Handler {
+func (s *Server) authenticated(scope string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
@@ -332,6 +346,11 @@ func (s *Server) authenticated(h handlerFunc) http.Handler {
 		st.merchant = key.MerchantID
 		if err := s.rateLimit(key.MerchantID); err != nil {
 			s.writeError(w, r, err)
+			return
+		}
+		if !surgepay.Allows(key.Scopes, scope) {
+			s.writeError(w, r, &surgepay.Error{Code: surgepay.EFORBIDDEN, Reason: "insufficient_scope", Param: scope,
+				Message: "this API key lacks the scope " + scope + " that " + r.Pattern + " needs"})
 			return
 		}
 		call := &engine.Call{MerchantID: key.MerchantID, KeyID: key.ID, RequestID: st.id, Render: render}
@@ -411,7 +430,9 @@ func (s *Server) logError(r *http.Request, status int, err error) {
 }
 
 func setRetryAfter(w http.ResponseWriter, err error) {
-	if e, ok := err.(*surgepay.Error); ok && e.RetryAfter > 0 {
+	// errors.As: a store wraps its *Error around the cause.
+	var e *surgepay.Error
+	if errors.As(err, &e) && e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/webhook"
 )
 
@@ -315,4 +316,30 @@ func TestWebhookResendToNewEndpoint(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWebhookOperationsScopes: a read-only key lists and shows
+// deliveries, and may neither resend nor roll (403).
+func TestWebhookOperationsScopes(t *testing.T) {
+	e := newWebhookEnv(t, openSQLite(t), false)
+	ep, _ := e.endpoint(e.keyA)
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	e.must(200, e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "automatic"))
+	got := e.deliver()
+	ro, err := surgepay.ParseScopes("scopes", []string{"read_only"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readOnly, _, err := e.eng.CreateAPIKeyWith(context.Background(), e.merchants[0], engine.KeyOptions{Scopes: ro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := surgepay.WebhookDeliveryID(got[0].event.ID, ep)
+	e.must(200, readOnly, "GET", "/v1/webhook_deliveries?endpoint="+ep, "")
+	e.must(200, readOnly, "GET", "/v1/webhook_deliveries/"+id, "")
+	for _, path := range []string{"/v1/webhook_deliveries/" + id + "/resend", "/v1/webhook_endpoints/" + ep + "/roll_secret"} {
+		if r := e.do(readOnly, "POST", path, "", ""); r.Status != 403 {
+			t.Errorf("POST %s with a read-only key: %d %s, want 403", path, r.Status, r.Raw)
+		}
+	}
 }

@@ -464,3 +464,44 @@ func (s outboxStore) Apply(ctx context.Context, w *surgepay.Write) error {
 	s.outbox.Prepare(w)
 	return s.Store.Apply(ctx, w)
 }
+
+// TestDisabledMerchantPendingWorkGoesOn: disabling a merchant refuses its
+// keys but not the work already accepted: its staged streamlined sales
+// are still captured by settle (each is an authorization the network
+// made), and the webhooks already queued and those settlement queues are
+// still delivered.
+func TestDisabledMerchantPendingWorkGoesOn(t *testing.T) {
+	e := newWebhookEnv(t, openSQLite(t), true)
+	e.endpoint(e.keyA)
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	e.setPath(e.merchants[0], surgepay.PathStreamlined, "detailed")
+	sale := e.must(200, e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 2500, "automatic")).str("id")
+
+	if _, err := e.eng.SetMerchantDisabled(context.Background(), e.merchants[0], true); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.do(e.keyA, "GET", "/v1/payments/"+sale, "", ""); r.Status != 403 {
+		t.Fatalf("GET with the disabled merchant's key: %d %s, want 403", r.Status, r.Raw)
+	}
+	if got := e.deliver(); len(got) != 1 || got[0].event.Type != "payment.succeeded" {
+		t.Fatalf("queued before the disable: delivered %v, want payment.succeeded", types(got))
+	}
+	consumer, err := stage.NewEmbedded(e.store, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := settle.Run(ctx, settle.Config{Store: outboxStore{e.store, e.outbox}, Provider: e.sim,
+		Opener: e.opener, Consumer: consumer, UntilEmpty: true, RetryBackoff: time.Millisecond})
+	if err != nil || rep.Captured != 1 {
+		t.Fatalf("settle of a disabled merchant's staged sale: %v, report %+v; want it captured", err, rep)
+	}
+	if got := e.deliver(); len(got) != 1 || got[0].event.Type != "payment.captured" {
+		t.Errorf("after settlement: delivered %v, want payment.captured", types(got))
+	}
+	p, err := e.store.FindPayment(context.Background(), e.merchants[0], sale)
+	if err != nil || p.AmountCaptured != 2500 {
+		t.Errorf("the disabled merchant's sale after settle: %+v, %v; want captured 2500", p, err)
+	}
+}

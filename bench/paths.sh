@@ -112,7 +112,7 @@ fi
 "$bin" loadtest --url "http://127.0.0.1:$port" --api-key "$(<"$data/dev-api-key")" \
 	--scenario streamlined --rate "$rate" --duration "$duration" --quiet \
 	--server-pid $server --out "$dir/$label.json" ${BENCH_LOADTEST_FLAGS:-} >/dev/null 2>&1 || true
-curl -s "http://127.0.0.1:$admin/metrics" | grep -E '^surgepay_groupcommit_batch_size_(sum|count)' >"$dir/$label.metrics" || true
+curl -s -H "Authorization: Bearer $(cat "$data/admin-token")" "http://127.0.0.1:$admin/metrics" | grep -E '^surgepay_groupcommit_batch_size_(sum|count)' >"$dir/$label.metrics" || true
 
 if [[ -n $with_settle ]]; then
 	kill -INT "$settler" 2>/dev/null || true

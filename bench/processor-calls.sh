@@ -38,7 +38,7 @@ TOML
   local key; key=$(cat "$work/data/dev-api-key")
   echo "== $1"
   "$work/overhead" -url http://127.0.0.1:18080 -key "sales=$key" -rate "$rate" -duration "${secs}s" $3 | tail -n +2
-  curl -s http://127.0.0.1:19090/metrics | grep -E '^surgepay_processor_(calls|refused)_total\{.*stripe_mock' | grep -v ' 0$' || true
+  curl -s -H "Authorization: Bearer $(cat "$work/data/admin-token")" http://127.0.0.1:19090/metrics | grep -E '^surgepay_processor_(calls|refused)_total\{.*stripe_mock' | grep -v ' 0$' || true
   kill $SERVE_PID; wait $SERVE_PID 2>/dev/null || true
 }
 echo "$(date -u +%FT%TZ) $(nproc) cores; ${rate} sales/s offered for ${secs}s; budget ${budget} operations/s"

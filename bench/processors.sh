@@ -39,5 +39,5 @@ echo "== the same, dollar sales to the simulator"
 "$work/overhead" -url http://127.0.0.1:18080 -key "sim=$key@usd" -rate "$rate" -duration "${secs}s"
 echo "== capacity, closed loop, 32 in flight each, both at once, 10s"
 "$work/overhead" -url http://127.0.0.1:18080 -key "sim=$key@usd" -key "stripe=$key@eur" -concurrency 32 -duration 10s
-curl -s http://127.0.0.1:19090/metrics | grep -E '^surgepay_processor_(calls|refused)_total' || true
+curl -s -H "Authorization: Bearer $(cat "$work/data/admin-token")" http://127.0.0.1:19090/metrics | grep -E '^surgepay_processor_(calls|refused)_total' || true
 grep -v '^$' "$work/serve.out" | grep -iv 'created development\|try:\|listening\|sk_' | tail -5 || true

@@ -130,6 +130,15 @@ type RedisConfig struct {
 	// roots and the address's host name. The server scope is local and
 	// never uses TLS. Default false.
 	TLS bool `toml:"tls"`
+	// TLSCAFile is a PEM file of the certificates that sign the Redis
+	// servers' (and sentinels'); set, only they are trusted, instead of
+	// the system's roots. TLSCertFile and TLSKeyFile are a client
+	// certificate, both or neither, for servers that verify clients
+	// (Redis's default tls-auth-clients yes). All need tls = true.
+	// Default none.
+	TLSCAFile   string `toml:"tls_ca_file"`
+	TLSCertFile string `toml:"tls_cert_file"`
+	TLSKeyFile  string `toml:"tls_key_file"`
 	// DB is the database number (standalone and Sentinel only). Default 0.
 	DB int `toml:"db"`
 	// ConnsPerNode is the number of pipelined connections to each Redis
@@ -350,6 +359,10 @@ func (r RedisConfig) validate() error {
 		return fmt.Errorf("config cache.redis.conns_per_node: %d must be a power of two from 1 to %d", r.ConnsPerNode, ConnsPerNodeMax)
 	case r.DialTimeout < 0 || r.DialTimeout > time.Minute:
 		return fmt.Errorf("config cache.redis.dial_timeout: %s must be between 0 (default %s) and 1m", r.DialTimeout, DialTimeoutDefault)
+	case !r.TLS && (r.TLSCAFile != "" || r.TLSCertFile != "" || r.TLSKeyFile != ""):
+		return errors.New("config cache.redis.tls_ca_file, tls_cert_file, tls_key_file: need cache.redis.tls = true")
+	case (r.TLSCertFile == "") != (r.TLSKeyFile == ""):
+		return errors.New("config cache.redis.tls_cert_file and tls_key_file go together: set both or neither")
 	case r.ClientSideBytesPerConn < 0 || r.ClientSideBytesPerConn > 1<<30:
 		return fmt.Errorf("config cache.redis.client_side_bytes_per_conn: %d must be between 0 (default %d) and 1 GiB", r.ClientSideBytesPerConn, ClientSideBytesPerConnDefault)
 	}

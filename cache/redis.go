@@ -3,11 +3,13 @@ package cache
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/bits"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,8 +163,11 @@ func clientOptions(scope Scope, cfg Config) (rueidis.ClientOption, error) {
 	case ScopeGlobal:
 		opt.InitAddress = append([]string(nil), r.GlobalAddrs...)
 		if r.TLS {
-			// ServerName is left empty: crypto/tls takes each node's host.
-			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			tc, err := redisTLS(r)
+			if err != nil {
+				return opt, err
+			}
+			opt.TLSConfig = tc
 		}
 		switch {
 		case r.SentinelMaster != "":
@@ -178,6 +183,32 @@ func clientOptions(scope Scope, cfg Config) (rueidis.ClientOption, error) {
 		return opt, fmt.Errorf("cache: scope %q has no Redis", scope)
 	}
 	return opt, nil
+}
+
+// redisTLS returns the TLS configuration of the global scope: TLS 1.2 or
+// newer, the CA file's roots (else the system's), the client
+// certificate if any. ServerName is left empty: crypto/tls takes each
+// node's host.
+func redisTLS(r RedisConfig) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if r.TLSCAFile != "" {
+		b, err := os.ReadFile(r.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("cache.redis.tls_ca_file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("cache.redis.tls_ca_file %s: no PEM certificate", r.TLSCAFile)
+		}
+	}
+	if r.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(r.TLSCertFile, r.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("cache.redis.tls_cert_file, tls_key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 func dialUnix(ctx context.Context, path string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {

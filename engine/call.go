@@ -157,9 +157,7 @@ func (e *Engine) apply(ctx context.Context, call *Call, w *surgepay.Write) error
 // remember caches a stored idempotency record; a cache failure only costs
 // a store read on a later repeat.
 func (e *Engine) remember(ctx context.Context, key string, rec *surgepay.IdempotencyRecord) {
-	if err := e.idem.Set(ctx, key, rec); err != nil {
-		e.log.Warn("cache idempotency record", "err", err.Error())
-	}
+	e.cacheDone(e.idem.Set(ctx, key, rec), "cache idempotency record")
 }
 
 // IsReplay reports whether err is a *Replay and returns it.

@@ -79,9 +79,7 @@ func (e *Engine) saveMethod(ctx context.Context, call *Call, customerID string, 
 		if err := e.apply(ctx, call, w); err != nil {
 			return err
 		}
-		if err := e.methods.Set(ctx, methodKey(call.MerchantID, pm.ID), pm); err != nil {
-			e.log.Warn("cache payment method", "payment_method", pm.ID, "err", err.Error())
-		}
+		e.cacheDone(e.methods.Set(ctx, methodKey(call.MerchantID, pm.ID), pm), "cache payment method")
 		out = pm
 		return nil
 	})
@@ -168,7 +166,5 @@ func (e *Engine) DeletePaymentMethod(ctx context.Context, call *Call, id string)
 // forget drops a payment method from the cache after its delete (which
 // may have failed: dropping a card still stored costs one store read).
 func (e *Engine) forget(ctx context.Context, key string) {
-	if err := e.methods.Invalidate(ctx, key); err != nil {
-		e.log.Warn("invalidate cached payment method", "err", err.Error())
-	}
+	e.cacheDone(e.methods.Invalidate(ctx, key), "invalidate cached payment method")
 }

@@ -52,9 +52,7 @@ func (e *Engine) GetCustomer(ctx context.Context, call *Call, id string) (*surge
 // delete, in a shared scope from every process's memory. It is called
 // even when the write returned an error: the write may have happened.
 func (e *Engine) forgetCustomer(ctx context.Context, merchantID, id string) {
-	if err := e.customers.Invalidate(ctx, customerKey(merchantID, id)); err != nil {
-		e.log.Warn("invalidate cached customer", "customer", id, "err", err.Error())
-	}
+	e.cacheDone(e.customers.Invalidate(ctx, customerKey(merchantID, id)), "invalidate cached customer")
 }
 
 // UpdateCustomer changes a customer. A concurrent update of the same

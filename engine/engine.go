@@ -15,9 +15,7 @@ package engine
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/internal/statelog"
 	"github.com/surgepay/surgepay/telemetry"
 )
 
@@ -91,6 +90,24 @@ type Engine struct {
 	inflight  *keyLocks
 	payLocks  *stripedLocks
 	settings  atomic.Pointer[Settings]
+	uses      *keyUses
+	auditIDs  auditIDs
+
+	// cacheHealth and stageHealth log a failing cache (Redis) or stage
+	// (NATS) once per change of state with a count, not once per request.
+	cacheHealth, stageHealth *statelog.Tracker
+}
+
+// cacheDone records the outcome of a cache write or invalidation on a
+// request's path. A failure costs only store reads later (or, for an
+// invalidation, an entry served until its TTL, see docs/cache.md), so the
+// request goes on either way.
+func (e *Engine) cacheDone(err error, op string) {
+	if err != nil {
+		e.cacheHealth.Fail(err, slog.String("op", op))
+		return
+	}
+	e.cacheHealth.OK()
 }
 
 // New returns an engine.
@@ -122,7 +139,8 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Tax = func() surgepay.TaxTable { return nil }
 	}
 	e := &Engine{cfg: cfg, store: cfg.Store, provider: cfg.Provider, vault: cfg.Vault, log: cfg.Logger,
-		inflight: newKeyLocks(), payLocks: newStripedLocks(1024)}
+		inflight: newKeyLocks(), payLocks: newStripedLocks(1024), uses: newKeyUses(),
+		cacheHealth: statelog.New(cfg.Logger, "engine: cache"), stageHealth: statelog.New(cfg.Logger, "engine: stage")}
 	if cfg.Cache == nil {
 		c, err := cache.New(cache.DefaultConfig(), cache.WithLogger(cfg.Logger))
 		if err != nil {
@@ -153,6 +171,10 @@ func (e *Engine) CacheStats() []cache.Stat { return e.cache.Stats() }
 
 func (e *Engine) now() time.Time { return e.cfg.Now().UTC() }
 
+// Now returns the engine's current time (Config.Now), in UTC: the clock
+// that key expiries are checked against.
+func (e *Engine) Now() time.Time { return e.now() }
+
 // Preheat loads every API key and the most recently saved cards (see
 // Config.PreheatPaymentMethodsMax) into the cache, so the first requests
 // after a start, or on a new node, do not miss. It returns only the
@@ -178,8 +200,10 @@ func (e *Engine) Preheat(ctx context.Context) error {
 }
 
 // Authenticate returns the API key for secret: one HMAC-SHA256 and a cache
-// lookup, a store read only on a miss. It returns EUNAUTH for unknown or
-// revoked keys.
+// lookup, a store read only on a miss. It returns EUNAUTH for unknown,
+// revoked (invalid_api_key) or expired (api_key_expired) keys, and
+// EFORBIDDEN merchant_disabled for a key whose merchant is disabled. It
+// records the key's use in memory (see RunKeyUseFlusher): no statement.
 func (e *Engine) Authenticate(ctx context.Context, secret string) (*surgepay.APIKey, error) {
 	if secret == "" || len(secret) > 200 {
 		return nil, unauthorized()
@@ -199,6 +223,15 @@ func (e *Engine) Authenticate(ctx context.Context, secret string) (*surgepay.API
 	if k.Revoked {
 		return nil, unauthorized()
 	}
+	if k.Expired(e.now()) {
+		return nil, &surgepay.Error{Code: surgepay.EUNAUTH, Reason: "api_key_expired",
+			Message: "the API key has expired; use its replacement or ask for a new one"}
+	}
+	if k.MerchantDisabled {
+		return nil, &surgepay.Error{Code: surgepay.EFORBIDDEN, Reason: "merchant_disabled",
+			Message: "the merchant of this API key is disabled"}
+	}
+	e.uses.record(k.ID, e.now())
 	return k, nil
 }
 
@@ -210,82 +243,4 @@ func (e *Engine) hashKey(secret string) []byte {
 	m := hmac.New(sha256.New, e.vault.APIKeySecret())
 	m.Write([]byte(secret))
 	return m.Sum(nil)
-}
-
-// CreateMerchant stores a new merchant.
-func (e *Engine) CreateMerchant(ctx context.Context, name string) (*surgepay.Merchant, error) {
-	if err := surgepay.ValidateText("name", name); err != nil {
-		return nil, err
-	}
-	m := &surgepay.Merchant{ID: surgepay.NewID("mer"), Name: name, Created: e.now()}
-	if err := e.store.Apply(ctx, &surgepay.Write{Merchant: m}); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// CreateAPIKey makes a new secret key for a merchant and returns the secret,
-// which is shown once and stored only as a keyed hash.
-func (e *Engine) CreateAPIKey(ctx context.Context, merchantID string) (string, *surgepay.APIKey, error) {
-	if _, err := e.store.FindMerchant(ctx, merchantID); err != nil {
-		return "", nil, err
-	}
-	var raw [24]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", nil, err
-	}
-	secret := "sk_" + base64.RawURLEncoding.EncodeToString(raw[:])
-	k := &surgepay.APIKey{ID: surgepay.NewID("key"), MerchantID: merchantID, Hash: e.hashKey(secret),
-		Prefix: secret[:10], Created: e.now()}
-	if err := e.store.Apply(ctx, &surgepay.Write{APIKey: k}); err != nil {
-		return "", nil, err
-	}
-	if err := e.apiKeys.Set(ctx, hex.EncodeToString(k.Hash), k); err != nil {
-		e.log.Warn("cache API key", "key", k.ID, "err", err.Error())
-	}
-	return secret, k, nil
-}
-
-// ListAPIKeys returns the API keys of merchantID ("": of every merchant),
-// revoked ones included. Their secrets are not stored: a key is its ID and
-// prefix.
-func (e *Engine) ListAPIKeys(ctx context.Context, merchantID string) ([]*surgepay.APIKey, error) {
-	keys, err := e.store.ListAPIKeys(ctx)
-	if err != nil || merchantID == "" {
-		return keys, err
-	}
-	out := keys[:0]
-	for _, k := range keys {
-		if k.MerchantID == merchantID {
-			out = append(out, k)
-		}
-	}
-	return out, nil
-}
-
-// RevokeAPIKey revokes the key with this ID for good and drops it from the
-// cache: at once in this process and, with the api_keys entity in a shared
-// scope (Redis), in every process that shares it; a process that caches
-// keys in its own memory only keeps the key until its entry expires
-// (cache.entities.api_keys.ttl, 5 minutes by default). ENOTFOUND if there
-// is no such key; revoking a revoked key is no error.
-func (e *Engine) RevokeAPIKey(ctx context.Context, id string) (*surgepay.APIKey, error) {
-	keys, err := e.store.ListAPIKeys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range keys {
-		if k.ID != id {
-			continue
-		}
-		if err := e.store.Apply(ctx, &surgepay.Write{APIKeyRevoke: id}); err != nil {
-			return nil, err
-		}
-		if err := e.apiKeys.Invalidate(ctx, hex.EncodeToString(k.Hash)); err != nil {
-			e.log.Warn("revoked API key stays in the shared cache until Redis answers", "key", id, "err", err.Error())
-		}
-		k.Revoked = true
-		return k, nil
-	}
-	return nil, surgepay.NotFound("id", "API key")
 }

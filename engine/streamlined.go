@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/surgepay/surgepay"
 )
@@ -61,8 +62,10 @@ func (e *Engine) recordStreamlined(ctx context.Context, call *Call, p *surgepay.
 	if e.cfg.Stage == nil {
 		w.Staged = rec
 	} else if err := e.cfg.Stage.Put(ctx, rec); err != nil {
-		e.log.Warn("stage unavailable", "payment", p.ID, "fallback", e.cfg.StageFallback, "err", err.Error())
+		e.stageHealth.Fail(err, slog.String("fallback", e.cfg.StageFallback))
 		return e.stageFallback(ctx, call, p, res)
+	} else {
+		e.stageHealth.OK()
 	}
 	e.attach(call, w, p, nil)
 	if err := e.apply(ctx, call, w); err != nil {

@@ -65,11 +65,23 @@ type Item[T any] struct {
 // only if the whole batch failed; then every item without its own Err gets it.
 type CommitFunc[T any] func(items []*Item[T]) error
 
+// StallWindow is how far back Stats.StallMax looks, in StallWindow
+// one-second buckets.
+const StallWindow = 10 * time.Second
+
+const stallBuckets = int(StallWindow / time.Second)
+
 // Stats are running totals, for metrics.
 type Stats struct {
 	Batches, Items int64
 	BatchSizeLast  int
 	CommitTimeLast time.Duration
+	// StallMax is the longest commit that ended within the last
+	// StallWindow, or the commit in progress if it has run longer: how
+	// long the writes of a batch, and every write queued behind it,
+	// waited on one transaction. A writer stuck in a commit shows here
+	// while it is stuck, not only once it ends.
+	StallMax time.Duration
 }
 
 // Committer is a group-commit writer. Safe for concurrent use.
@@ -92,6 +104,15 @@ type Committer[T any] struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+	// stall holds the longest commit that ended in each of the last
+	// stallBuckets seconds (by Unix second); committing the start of each
+	// writer's commit in progress (zero when idle). Guarded by statsMu.
+	stall [stallBuckets]struct {
+		sec int64
+		max time.Duration
+	}
+	committing []time.Time
+	now        func() time.Time
 	// OnBatch is Config.OnBatch.
 	OnBatch func(size int, d time.Duration)
 }
@@ -100,10 +121,10 @@ type Committer[T any] struct {
 func New[T any](cfg Config, commit CommitFunc[T]) *Committer[T] {
 	cfg = cfg.withDefaults()
 	c := &Committer[T]{cfg: cfg, commit: commit, queue: make(chan *Item[T], cfg.QueueDepthMax),
-		closing: make(chan struct{}), OnBatch: cfg.OnBatch}
+		closing: make(chan struct{}), OnBatch: cfg.OnBatch, committing: make([]time.Time, cfg.Writers), now: time.Now}
 	for i := 0; i < cfg.Writers; i++ {
 		c.wg.Add(1)
-		go c.run()
+		go c.run(i)
 	}
 	return c
 }
@@ -200,7 +221,20 @@ func (c *Committer[T]) QueueDepth() int { return len(c.queue) }
 func (c *Committer[T]) Stats() Stats {
 	c.statsMu.Lock()
 	defer c.statsMu.Unlock()
-	return c.stats
+	s := c.stats
+	now := c.now()
+	oldest := now.Unix() - int64(stallBuckets) + 1
+	for _, b := range c.stall {
+		if b.sec >= oldest {
+			s.StallMax = max(s.StallMax, b.max)
+		}
+	}
+	for _, t := range c.committing {
+		if !t.IsZero() {
+			s.StallMax = max(s.StallMax, now.Sub(t))
+		}
+	}
+	return s
 }
 
 // Close stops accepting items, commits what is queued and waits for the
@@ -217,13 +251,13 @@ func (c *Committer[T]) Close() {
 	c.wg.Wait()
 }
 
-func (c *Committer[T]) run() {
+func (c *Committer[T]) run(writer int) {
 	defer c.wg.Done()
 	batch := make([]*Item[T], 0, c.cfg.BatchSizeMax)
 	for first := range c.queue {
 		batch = append(batch[:0], first)
 		batch = c.fill(batch)
-		c.flush(batch)
+		c.flush(writer, batch)
 	}
 }
 
@@ -261,10 +295,14 @@ func (c *Committer[T]) fill(batch []*Item[T]) []*Item[T] {
 	return batch
 }
 
-func (c *Committer[T]) flush(batch []*Item[T]) {
-	start := time.Now()
+func (c *Committer[T]) flush(writer int, batch []*Item[T]) {
+	c.statsMu.Lock()
+	start := c.now()
+	c.committing[writer] = start
+	c.statsMu.Unlock()
 	err := c.commit(batch)
-	d := time.Since(start)
+	end := c.now()
+	d := end.Sub(start)
 	for _, it := range batch {
 		if err != nil && it.Err == nil {
 			it.Err = err
@@ -276,6 +314,12 @@ func (c *Committer[T]) flush(batch []*Item[T]) {
 	c.stats.Items += int64(len(batch))
 	c.stats.BatchSizeLast = len(batch)
 	c.stats.CommitTimeLast = d
+	c.committing[writer] = time.Time{}
+	b := &c.stall[end.Unix()%int64(stallBuckets)]
+	if b.sec != end.Unix() {
+		b.sec, b.max = end.Unix(), 0
+	}
+	b.max = max(b.max, d)
 	c.statsMu.Unlock()
 	if c.OnBatch != nil {
 		c.OnBatch(len(batch), d)

@@ -321,3 +321,44 @@ func TestSubmitWaitBoundedByContext(t *testing.T) {
 		t.Error("the item SubmitWait queued was not committed")
 	}
 }
+
+// StallMax shows a commit in progress while it runs, keeps the longest
+// commit that ended for StallWindow, then forgets it.
+func TestStallMax(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Unix(1_700_000_000, 0)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	entered, release := make(chan struct{}), make(chan struct{})
+	c := New(Config{}, func(items []*Item[int]) error {
+		if items[0].Value == 1 {
+			advance(3 * time.Second)
+			close(entered)
+			<-release
+		}
+		return nil
+	})
+	c.now = now
+	defer c.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.Submit(context.Background(), 1) }()
+	<-entered
+	if got := c.Stats().StallMax; got != 3*time.Second {
+		t.Errorf("StallMax during a 3 s commit = %v, want 3s", got)
+	}
+	advance(time.Second)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Submit(context.Background(), 2); err != nil { // a fast one after
+		t.Fatal(err)
+	}
+	if got := c.Stats().StallMax; got != 4*time.Second {
+		t.Errorf("StallMax after the 4 s commit ended = %v, want 4s", got)
+	}
+	advance(StallWindow)
+	if got := c.Stats().StallMax; got != 0 {
+		t.Errorf("StallMax %v after the window = %v, want 0", StallWindow, got)
+	}
+}

@@ -29,6 +29,7 @@ func (r *run) result(interrupted bool) *Result {
 	res.StartLag = summarize(r.rec.startLag)
 	r.addScenarios(res, elapsed)
 	r.addWindows(res)
+	r.addMinutes(res)
 	res.Resources = Resources{
 		Server:   summarizeResources(r.res.serverSource, r.res.serverSamples),
 		Injector: summarizeResources("proc", r.res.injectorSamples),
@@ -176,6 +177,55 @@ func (r *run) addWindows(res *Result) {
 			w.TargetRate = r.plan.CountAt(secondsToDuration(k+1)) - r.plan.CountAt(secondsToDuration(k))
 		}
 		w.Server, w.Injector = server[k], injector[k]
+	}
+}
+
+// addMinutes joins the recorder's minutes with the server's samples: CPU,
+// peak RSS, bytes written per sale during the minute, and the data
+// folder's bytes per sale so far.
+func (r *run) addMinutes(res *Result) {
+	res.Minutes = r.rec.minutes
+	samples := r.res.serverSamples
+	if len(samples) == 0 {
+		return
+	}
+	prevWrite := samples[0].WriteBytes
+	var sales int64
+	j := 0
+	for i := range res.Minutes {
+		m := &res.Minutes[i]
+		sales += m.Sales
+		var mr MinuteResources
+		var cpu float64
+		n := 0
+		last := -1
+		for ; j < len(samples) && samples[j].Second/MinuteWindows <= m.Minute; j++ {
+			s := samples[j]
+			if s.Second/MinuteWindows < m.Minute {
+				continue
+			}
+			cpu += s.CPUPercent
+			mr.RSSBytesMax = max(mr.RSSBytesMax, s.RSSBytes)
+			n++
+			last = j
+		}
+		if n == 0 {
+			continue
+		}
+		mr.CPUPercentAvg = cpu / float64(n)
+		mr.WriteBytes = -1
+		if w := samples[last].WriteBytes; w >= 0 && prevWrite >= 0 {
+			mr.WriteBytes = w - prevWrite
+			if m.Sales > 0 {
+				mr.WriteBytesPerSale = float64(mr.WriteBytes) / float64(m.Sales)
+			}
+			prevWrite = w
+		}
+		mr.DataDirBytes = samples[last].DataDirBytes
+		if sales > 0 && mr.DataDirBytes > 0 {
+			mr.DataDirBytesPerSale = float64(mr.DataDirBytes) / float64(sales)
+		}
+		m.Server = &mr
 	}
 }
 

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -26,7 +27,7 @@ type client struct {
 // and idle ones are kept up to maxInflight per host, so a steady run does not
 // re-dial; compression is off because it costs the injector CPU and the
 // server's JSON is small.
-func newClient(baseURL, apiKey string, timeout time.Duration, maxInflight int64) *client {
+func newClient(baseURL, apiKey string, timeout time.Duration, maxInflight int64, tc *tls.Config) *client {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	idle := int(min(maxInflight, 100_000))
 	tr := &http.Transport{
@@ -36,6 +37,7 @@ func newClient(baseURL, apiKey string, timeout time.Duration, maxInflight int64)
 		MaxIdleConnsPerHost:   idle,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   5 * time.Second,
+		TLSClientConfig:       tc,
 		ExpectContinueTimeout: 0,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,

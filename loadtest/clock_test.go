@@ -120,7 +120,7 @@ func TestRateTimesDuration(t *testing.T) {
 func TestCorrectedFromIntendedStart(t *testing.T) {
 	srv := okServer(t)
 	rec := newRecorder(time.Now(), DefaultLateThreshold, 1)
-	cl := newClient(srv.URL, "", 5*time.Second, 10)
+	cl := newClient(srv.URL, "", 5*time.Second, 10, nil)
 	defer cl.close()
 	e := &env{cl: cl, rec: rec, pool: &pool{}, path: "/"}
 	it := &iteration{ctx: context.Background(), env: e, next: time.Now().Add(-300 * time.Millisecond)}

@@ -1,9 +1,12 @@
 package loadtest
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"time"
 )
 
@@ -80,6 +83,17 @@ type Config struct {
 	ServerPID int
 	// ServerMetricsURL, when set, samples them from Prometheus text instead.
 	ServerMetricsURL string
+	// ServerDataDir, when set, samples the size of the server's data
+	// folder with its CPU and RSS (bytes stored per sale).
+	ServerDataDir string
+	// ServerMetricsToken is sent as a bearer token to ServerMetricsURL:
+	// the admin token of the server's admin listener (its /metrics needs
+	// it unless admin_metrics_open). Default none.
+	ServerMetricsToken string
+	// CAFile is a PEM file of the certificates that sign the https URL's
+	// (and ServerMetricsURL's) certificate: a private CA, or a
+	// self-signed certificate itself. Default none: the system's roots.
+	CAFile string
 }
 
 // MixEntry is one scenario of a weighted mix.
@@ -122,6 +136,9 @@ func (c *Config) Validate() error {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--url %q: want http(s)://host:port", c.URL)
+	}
+	if _, err := c.clientTLS(); err != nil {
+		return err
 	}
 	if err := validateMix(c.Mix); err != nil {
 		return err
@@ -224,4 +241,22 @@ func assert(ok bool, what string) {
 	if !ok {
 		panic("loadtest: assertion failed: " + what)
 	}
+}
+
+// clientTLS returns the TLS configuration of the injector's connections:
+// TLS 1.2 or newer, the roots of CAFile or the system's.
+func (c *Config) clientTLS() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.CAFile == "" {
+		return tc, nil
+	}
+	b, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-file: %w", err)
+	}
+	tc.RootCAs = x509.NewCertPool()
+	if !tc.RootCAs.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", c.CAFile)
+	}
+	return tc, nil
 }

@@ -47,6 +47,11 @@ const (
 
 	// WindowDuration is the length of one reporting window.
 	WindowDuration = time.Second
+	// MinuteWindows is how many one-second windows make one minute of
+	// the per-minute summary.
+	MinuteWindows = 60
+	// dirEntriesMax bounds the walk of --server-data-dir per sample.
+	dirEntriesMax = 10_000
 	// ResourceSampleInterval is how often CPU and RSS are sampled.
 	ResourceSampleInterval = time.Second
 	// ProgressRefreshInterval is how often the live display refreshes.

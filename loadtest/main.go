@@ -175,6 +175,10 @@ func defineFlags(fs *flag.FlagSet, cfg *Config, cli *cliOptions) {
 	fs.StringVar(&cfg.DeclineCard, "decline-card", cfg.DeclineCard, "decline test card: "+declineCardNames())
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "sample the server's CPU and RSS from /proc/PID")
 	fs.StringVar(&cfg.ServerMetricsURL, "server-metrics", "", "sample the server's CPU and RSS from this Prometheus URL")
+	fs.StringVar(&cfg.ServerDataDir, "server-data-dir", "", "sample the size of the server's data folder `DIR` too (with --server-pid or --server-metrics)")
+	fs.StringVar(&cfg.ServerMetricsToken, "server-metrics-token", os.Getenv("SURGEPAY_ADMIN_TOKEN"),
+		"bearer token for --server-metrics: the server's admin token (default $SURGEPAY_ADMIN_TOKEN)")
+	fs.StringVar(&cfg.CAFile, "ca-file", "", "PEM `FILE` of the CA (or the self-signed certificate) of an https --url; default: the system's roots")
 	fs.StringVar(&cli.out, "out", "", "write the JSON result to this file")
 	fs.StringVar(&cli.html, "html", "", "write the HTML report to this file")
 	fs.BoolVar(&cli.quiet, "quiet", false, "no progress output")

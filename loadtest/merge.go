@@ -36,6 +36,7 @@ func MergeResults(results ...*Result) (*Result, error) {
 		out.StartLag = maxSummary(out.StartLag, r.StartLag)
 		out.Warnings = append(out.Warnings, r.Warnings...)
 		out.Windows = mergeWindows(out.Windows, r.Windows)
+		out.Minutes = mergeMinutes(out.Minutes, r.Minutes)
 		if err := mergeTypes(out.Types, r.Types, all, allService); err != nil {
 			return nil, err
 		}
@@ -141,6 +142,23 @@ func finishMerge(out *Result, all, allService *hdr.Histogram, scenarioHists map[
 		s.ErrorRate = float64(s.Errors) / float64(s.Requests)
 	}
 	out.Latency = LatencyPair{Corrected: summarize(all), Service: summarize(allService)}
+	// Bytes per sale over every injector's sales.
+	var sales int64
+	for i := range out.Minutes {
+		m := &out.Minutes[i]
+		sales += m.Sales
+		if m.Server == nil {
+			continue
+		}
+		r := *m.Server // shared with the first result's minute
+		if r.WriteBytes >= 0 && m.Sales > 0 {
+			r.WriteBytesPerSale = float64(r.WriteBytes) / float64(m.Sales)
+		}
+		if r.DataDirBytes > 0 && sales > 0 {
+			r.DataDirBytesPerSale = float64(r.DataDirBytes) / float64(sales)
+		}
+		m.Server = &r
+	}
 	for _, t := range out.Types {
 		c, _ := decodeHistogram(t.HDR.Corrected)
 		sv, _ := decodeHistogram(t.HDR.Service)
@@ -173,6 +191,7 @@ func mergeWindows(dst, src []Window) []Window {
 		d.Late += w.Late
 		d.Requests += w.Requests
 		d.Errors += w.Errors
+		d.Refused += w.Refused
 		addCounts(d.Status, w.Status)
 		d.Corrected = maxSummary(d.Corrected, w.Corrected)
 		d.Service = maxSummary(d.Service, w.Service)
@@ -183,6 +202,27 @@ func mergeWindows(dst, src []Window) []Window {
 			m.P50, m.P99 = max(m.P50, t.P50), max(m.P99, t.P99)
 			d.Types[name] = m
 		}
+	}
+	return dst
+}
+
+// mergeMinutes adds src's minutes into dst by minute: counts add up,
+// latencies take the larger (an upper bound, as for windows); the server's
+// resources are the first result's (one server, sampled by each injector).
+func mergeMinutes(dst, src []Minute) []Minute {
+	for _, m := range src {
+		i, found := slices.BinarySearchFunc(dst, m.Minute, func(a Minute, n int) int { return a.Minute - n })
+		if !found {
+			dst = slices.Insert(dst, i, Minute{Minute: m.Minute, Server: m.Server})
+		}
+		d := &dst[i]
+		d.Seconds = max(d.Seconds, m.Seconds)
+		d.Requests += m.Requests
+		d.Errors += m.Errors
+		d.Refused += m.Refused
+		d.Sales += m.Sales
+		d.Corrected = maxSummary(d.Corrected, m.Corrected)
+		d.WorstSecondP99 = max(d.WorstSecondP99, m.WorstSecondP99)
 	}
 	return dst
 }

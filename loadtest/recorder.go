@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -71,6 +72,7 @@ type windowSet struct {
 	requests  [requestTypeCount]int64
 	errors    [requestTypeCount]int64
 	status    [statusClassCount]int64
+	refused   int64 // 503 and 429 answers
 	late      int64
 }
 
@@ -83,7 +85,7 @@ func (w *windowSet) reset() {
 		w.requests[t], w.errors[t] = 0, 0
 	}
 	w.status = [statusClassCount]int64{}
-	w.late = 0
+	w.late, w.refused = 0, 0
 }
 
 // Recorder aggregates samples from all iterations. Recording takes one
@@ -110,6 +112,11 @@ type Recorder struct {
 
 	winMu   sync.Mutex
 	windows []Window
+
+	// Per-minute summaries, built by the window loop (then by finish).
+	minuteHist *hdr.Histogram
+	minuteCur  *Minute
+	minutes    []Minute
 }
 
 func newRecorder(start time.Time, lateThreshold time.Duration, stageCount int) *Recorder {
@@ -122,6 +129,7 @@ func newRecorder(start time.Time, lateThreshold time.Duration, stageCount int) *
 		stages:        make([]stageTotals, max(stageCount, 1)),
 		startLag:      newHistogram(),
 		scratch:       [2]*hdr.Histogram{newHistogram(), newHistogram()},
+		minuteHist:    newHistogram(),
 	}
 	return r
 }
@@ -143,6 +151,9 @@ func (r *Recorder) recordCall(s *callSample) {
 	_ = w.service[s.typ].RecordValue(micros(s.service))
 	w.requests[s.typ]++
 	w.status[statusClass(s.status)]++
+	if s.status == http.StatusServiceUnavailable || s.status == http.StatusTooManyRequests {
+		w.refused++
+	}
 	st := &r.stages[s.stage]
 	if st.hist == nil {
 		st.hist = newHistogram()
@@ -281,10 +292,46 @@ func (r *Recorder) roll(now time.Time, index int) {
 	r.winMu.Unlock()
 }
 
-// finishWindows summarises the last, partial window. Call after windowLoop
-// returned.
+// addToMinute adds window w (its corrected latencies in all) to its
+// minute's summary, closing the previous minute when w starts a new one.
+func (r *Recorder) addToMinute(w *Window, all *hdr.Histogram) {
+	m := w.Second / MinuteWindows
+	if r.minuteCur != nil && r.minuteCur.Minute != m {
+		r.closeMinute()
+	}
+	if r.minuteCur == nil {
+		r.minuteCur = &Minute{Minute: m}
+	}
+	c := r.minuteCur
+	c.Seconds += w.DurationSeconds
+	c.Requests += w.Requests
+	c.Errors += w.Errors
+	c.Refused += w.Refused
+	if t, ok := w.Types["payment.create"]; ok {
+		c.Sales += t.Requests - t.Errors
+	}
+	c.WorstSecondP99 = max(c.WorstSecondP99, w.Corrected.P99)
+	r.minuteHist.Merge(all)
+}
+
+// closeMinute summarises the minute being built.
+func (r *Recorder) closeMinute() {
+	if r.minuteCur == nil {
+		return
+	}
+	r.minuteCur.Corrected = summarize(r.minuteHist)
+	r.minuteHist.Reset()
+	r.winMu.Lock()
+	r.minutes = append(r.minutes, *r.minuteCur)
+	r.winMu.Unlock()
+	r.minuteCur = nil
+}
+
+// finishWindows summarises the last, partial window and minute. Call
+// after windowLoop returned.
 func (r *Recorder) finishWindows(now time.Time) {
 	r.roll(now, r.active.index+1)
+	r.closeMinute()
 	r.winMu.Lock()
 	defer r.winMu.Unlock()
 	if n := len(r.windows); n > 0 && r.windows[n-1].Requests == 0 && r.windows[n-1].DurationSeconds < 0.1 {
@@ -316,6 +363,8 @@ func (r *Recorder) summarizeWindow(w *windowSet, end time.Time) Window {
 		out.Errors += w.errors[t]
 	}
 	out.Corrected, out.Service = summarize(all), summarize(allService)
+	out.Refused = w.refused
+	r.addToMinute(&out, all)
 	all.Reset()
 	allService.Reset()
 	for c, n := range w.status {

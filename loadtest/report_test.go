@@ -13,7 +13,7 @@ import (
 )
 
 // reportCharts is how many charts a non-stress report draws.
-const reportCharts = 7
+const reportCharts = 10 // 7 per window, 3 per minute
 
 // remoteRef finds a resource reference that leaves the file: an src or href
 // attribute, a CSS url() or an @import naming http(s) or a

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -20,20 +22,79 @@ const clockTicksPerSecond = 100
 // metricsBytesMax bounds a Prometheus scrape.
 const metricsBytesMax = 4 << 20
 
-// sampler reads a process's cumulative CPU seconds and resident set size.
-type sampler interface {
-	sample(ctx context.Context) (cpuSeconds float64, rssBytes int64, err error)
+// procValues are one reading of a process: cumulative CPU seconds,
+// resident set size, and cumulative bytes it caused to be written to
+// storage (-1 when unknown).
+type procValues struct {
+	cpu        float64
+	rss        int64
+	writeBytes int64
 }
 
-// procSampler reads /proc/PID/stat; pid "self" is the injector.
+// sampler reads a process's cumulative CPU seconds and resident set size.
+type sampler interface {
+	sample(ctx context.Context) (procValues, error)
+}
+
+// procSampler reads /proc/PID/stat and /proc/PID/io; pid "self" is the
+// injector.
 type procSampler struct{ pid string }
 
-func (p procSampler) sample(context.Context) (float64, int64, error) {
+func (p procSampler) sample(context.Context) (procValues, error) {
 	b, err := os.ReadFile("/proc/" + p.pid + "/stat")
 	if err != nil {
-		return 0, 0, err
+		return procValues{}, err
 	}
-	return parseProcStat(string(b))
+	cpu, rss, err := parseProcStat(string(b))
+	if err != nil {
+		return procValues{}, err
+	}
+	v := procValues{cpu: cpu, rss: rss, writeBytes: -1}
+	// /proc/PID/io needs the process's owner (or root); without it the
+	// run goes on without bytes written.
+	if b, err := os.ReadFile("/proc/" + p.pid + "/io"); err == nil {
+		v.writeBytes = parseProcIOWriteBytes(string(b))
+	}
+	return v, nil
+}
+
+// parseProcIOWriteBytes returns write_bytes from /proc/PID/io: the bytes
+// the process caused to be sent to storage (page cache write-back
+// included, WAL and checkpoints alike), or -1.
+func parseProcIOWriteBytes(s string) int64 {
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// dirBytes returns the total size of the regular files under dir, walking
+// at most dirEntriesMax entries.
+func dirBytes(dir string) (int64, error) {
+	var n int64
+	seen := 0
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if seen++; seen > dirEntriesMax {
+			return fmt.Errorf("data dir %s: more than %d entries", dir, dirEntriesMax)
+		}
+		if d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err != nil {
+				return nil // removed meanwhile (a checkpoint's temporary file)
+			}
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n, err
 }
 
 // parseProcStat reads utime, stime and rss from a /proc/PID/stat line. The
@@ -63,22 +124,27 @@ func parseProcStat(s string) (float64, int64, error) {
 type promSampler struct {
 	url    string
 	client *http.Client
+	token  string // the admin token, sent as a bearer token if set
 }
 
-func (p promSampler) sample(ctx context.Context) (float64, int64, error) {
+func (p promSampler) sample(ctx context.Context) (procValues, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
-		return 0, 0, err
+		return procValues{}, err
+	}
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return procValues{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("scrape %s: status %d", p.url, resp.StatusCode)
+		return procValues{}, fmt.Errorf("scrape %s: status %d", p.url, resp.StatusCode)
 	}
-	return parsePromProcess(io.LimitReader(resp.Body, metricsBytesMax))
+	cpu, rss, err := parsePromProcess(io.LimitReader(resp.Body, metricsBytesMax))
+	return procValues{cpu: cpu, rss: rss, writeBytes: -1}, err
 }
 
 // parsePromProcess finds the two process metrics in Prometheus text format.
@@ -112,6 +178,7 @@ type resourceMonitor struct {
 	start        time.Time
 	server       sampler // nil when neither --server-pid nor --server-metrics is set
 	serverSource string
+	dataDir      string // --server-data-dir: its size is sampled with the server
 	injector     sampler
 	done         chan struct{}
 
@@ -121,10 +188,12 @@ type resourceMonitor struct {
 }
 
 func newResourceMonitor(cfg *Config, start time.Time) *resourceMonitor {
-	m := &resourceMonitor{start: start, injector: procSampler{"self"}, done: make(chan struct{})}
+	m := &resourceMonitor{start: start, injector: procSampler{"self"}, dataDir: cfg.ServerDataDir, done: make(chan struct{})}
 	switch {
 	case cfg.ServerMetricsURL != "":
-		m.server = promSampler{cfg.ServerMetricsURL, &http.Client{Timeout: ResourceSampleInterval / 2}}
+		tc, _ := cfg.clientTLS() // checked by Validate
+		m.server = promSampler{cfg.ServerMetricsURL, &http.Client{Timeout: ResourceSampleInterval / 2,
+			Transport: &http.Transport{TLSClientConfig: tc}}, cfg.ServerMetricsToken}
 		m.serverSource = "prometheus"
 	case cfg.ServerPID > 0:
 		m.server = procSampler{strconv.Itoa(cfg.ServerPID)}
@@ -158,6 +227,11 @@ func (m *resourceMonitor) loop(ctx context.Context) {
 				m.serverErr = err
 				continue
 			}
+			if m.dataDir != "" {
+				if s.DataDirBytes, err = dirBytes(m.dataDir); err != nil {
+					m.serverErr = err
+				}
+			}
 			m.serverSamples = append(m.serverSamples, s)
 		}
 	}
@@ -174,23 +248,23 @@ func (c *cpuTracker) prime(ctx context.Context, s sampler) {
 	if s == nil {
 		return
 	}
-	if cpu, _, err := s.sample(ctx); err == nil {
-		c.cpu, c.at, c.have = cpu, time.Now(), true
+	if v, err := s.sample(ctx); err == nil {
+		c.cpu, c.at, c.have = v.cpu, time.Now(), true
 	}
 }
 
 func (c *cpuTracker) next(ctx context.Context, s sampler, now time.Time, second int) (ResourceSample, error) {
-	cpu, rss, err := s.sample(ctx)
+	v, err := s.sample(ctx)
 	if err != nil {
 		return ResourceSample{}, err
 	}
-	out := ResourceSample{Second: second, RSSBytes: rss}
+	out := ResourceSample{Second: second, RSSBytes: v.rss, WriteBytes: v.writeBytes}
 	if c.have {
 		if wall := now.Sub(c.at).Seconds(); wall > 0 {
-			out.CPUPercent = max(cpu-c.cpu, 0) / wall * 100
+			out.CPUPercent = max(v.cpu-c.cpu, 0) / wall * 100
 		}
 	}
-	c.cpu, c.at, c.have = cpu, now, true
+	c.cpu, c.at, c.have = v.cpu, now, true
 	return out, nil
 }
 

@@ -28,6 +28,7 @@ type Result struct {
 	ErrorCodes  map[string]int64           `json:"error_codes"`
 	Checks      map[string]int64           `json:"checks_failed"`
 	Windows     []Window                   `json:"windows"`
+	Minutes     []Minute                   `json:"minutes"`
 	Resources   Resources                  `json:"resources"`
 	Stress      *StressResult              `json:"stress,omitempty"`
 	Trend       Trend                      `json:"trend"`
@@ -145,12 +146,43 @@ type Window struct {
 	Late            int64                 `json:"late"`
 	Requests        int64                 `json:"requests"`
 	Errors          int64                 `json:"errors"`
+	Refused         int64                 `json:"refused"` // 503 and 429 answers
 	Status          map[string]int64      `json:"status"`
 	Corrected       LatencySummary        `json:"corrected"`
 	Service         LatencySummary        `json:"service"`
 	Types           map[string]TypeWindow `json:"types"`
 	Server          *ResourceSample       `json:"server,omitempty"`
 	Injector        *ResourceSample       `json:"injector,omitempty"`
+}
+
+// Minute summarises one minute of the run (MinuteWindows windows): the
+// shape of a long event at a glance.
+type Minute struct {
+	Minute   int     `json:"minute"`
+	Seconds  float64 `json:"seconds"`
+	Requests int64   `json:"requests"`
+	Errors   int64   `json:"errors"`
+	// Refused counts 503 and 429 answers.
+	Refused int64 `json:"refused"`
+	// Sales counts payment.create requests answered without error.
+	Sales     int64          `json:"sales"`
+	Corrected LatencySummary `json:"corrected"`
+	// WorstSecondP99 is the highest p99 of the minute's one-second windows.
+	WorstSecondP99 float64          `json:"worst_second_p99_ms"`
+	Server         *MinuteResources `json:"server,omitempty"`
+}
+
+// MinuteResources are the server's resources over one minute.
+type MinuteResources struct {
+	CPUPercentAvg float64 `json:"cpu_percent_avg"`
+	RSSBytesMax   int64   `json:"rss_bytes_max"`
+	// WriteBytes were written to storage during the minute; -1 unknown.
+	WriteBytes        int64   `json:"write_bytes"`
+	WriteBytesPerSale float64 `json:"write_bytes_per_sale"`
+	// DataDirBytes is the data folder's size at the minute's end, and
+	// DataDirBytesPerSale that size over every sale of the run so far.
+	DataDirBytes        int64   `json:"data_dir_bytes,omitempty"`
+	DataDirBytesPerSale float64 `json:"data_dir_bytes_per_sale,omitempty"`
 }
 
 // TypeWindow is the per-request-type part of a window.
@@ -166,6 +198,13 @@ type ResourceSample struct {
 	Second     int     `json:"second"`
 	CPUPercent float64 `json:"cpu_percent"`
 	RSSBytes   int64   `json:"rss_bytes"`
+	// WriteBytes is the server's cumulative write_bytes from /proc/PID/io
+	// (what it caused to reach storage: WAL, checkpoints, everything);
+	// -1 when unknown (Prometheus sampling, or no permission).
+	WriteBytes int64 `json:"write_bytes"`
+	// DataDirBytes is the size of the files under --server-data-dir; 0
+	// when not set.
+	DataDirBytes int64 `json:"data_dir_bytes,omitempty"`
 }
 
 // Resources summarises CPU and RSS of the server and the injector.

@@ -37,7 +37,8 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, error) {
 		return nil, &UsageError{err}
 	}
 	plan, _ := cfg.Plan()
-	cl := newClient(cfg.URL, cfg.APIKey, cfg.Timeout, cfg.MaxInflight)
+	tc, _ := cfg.clientTLS() // checked by Validate
+	cl := newClient(cfg.URL, cfg.APIKey, cfg.Timeout, cfg.MaxInflight, tc)
 	defer cl.close()
 	e := &env{
 		cl: cl, pool: &pool{}, runID: newRunID(), path: cfg.Path,

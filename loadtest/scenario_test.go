@@ -16,7 +16,7 @@ import (
 // that records into a fresh recorder.
 func scenarioEnv(t *testing.T, f *fakeAPI, url string, declineRate float64) *env {
 	t.Helper()
-	cl := newClient(url, fakeAPIKey, 5*time.Second, 100)
+	cl := newClient(url, fakeAPIKey, 5*time.Second, 100, nil)
 	t.Cleanup(cl.close)
 	e := &env{cl: cl, pool: &pool{}, runID: "test", declineRate: declineRate, declineCard: testCards["card_declined"], path: "/"}
 	p, err := setupPool(context.Background(), e, 10, 1)

@@ -32,6 +32,7 @@ func printSummary(w io.Writer, r *Result) {
 	printCodes(w, "error codes", r.ErrorCodes)
 	printCodes(w, "failed checks", r.Checks)
 	printStress(w, r.Stress)
+	printMinutes(w, r.Minutes)
 	fmt.Fprintf(w, "trend: p99 %+.3f ms/min, server RSS %+.0f B/min, injector RSS %+.0f B/min\n",
 		r.Trend.P99MsPerMinute, r.Trend.ServerRSSBytesPerMinute, r.Trend.InjectorRSSBytesPerMinute)
 	res := r.Resources
@@ -45,6 +46,30 @@ func printSummary(w io.Writer, r *Result) {
 		}
 		fmt.Fprintf(w, "threshold %-32s observed %-12.4g %s\n", t.Threshold, t.Observed, verdict)
 	}
+}
+
+// printMinutes prints the per-minute table of a run longer than a minute.
+func printMinutes(w io.Writer, ms []Minute) {
+	if len(ms) < 2 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "minute	requests	sales	refused	p50 ms	p99 ms	worst 1s p99	max ms	RSS MiB	written/sale	stored/sale	")
+	for _, m := range ms {
+		rss, written, stored := "-", "-", "-"
+		if s := m.Server; s != nil {
+			rss = fmt.Sprintf("%.1f", float64(s.RSSBytesMax)/(1<<20))
+			if s.WriteBytes >= 0 && m.Sales > 0 {
+				written = fmt.Sprintf("%.0f", s.WriteBytesPerSale)
+			}
+			if s.DataDirBytesPerSale > 0 {
+				stored = fmt.Sprintf("%.0f", s.DataDirBytesPerSale)
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", m.Minute, m.Requests, m.Sales, m.Refused,
+			m.Corrected.P50, m.Corrected.P99, m.WorstSecondP99, m.Corrected.Max, rss, written, stored)
+	}
+	tw.Flush()
 }
 
 func printLatencyRow(w io.Writer, name string, n int64, rate, errRate float64, l LatencyPair) {

@@ -135,7 +135,7 @@ func (db *DB) ListAnalytics(ctx context.Context, merchantID string, q surgepay.A
 		return &d, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list analytics: %w", err)
+		return nil, readErr(fmt.Errorf("list analytics: %w", err))
 	}
 	return days, nil
 }
@@ -168,7 +168,7 @@ func (db *DB) ListRecentPaymentMethods(ctx context.Context, merchantID, beforeID
 	}
 	pms, err := collect(rows, scanPaymentMethod)
 	if err != nil {
-		return nil, fmt.Errorf("list recent payment methods: %w", err)
+		return nil, readErr(fmt.Errorf("list recent payment methods: %w", err))
 	}
 	return pms, nil
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -13,9 +14,16 @@ import (
 const (
 	sqlIdempotencyInsert = `INSERT INTO idempotency (merchant_id, key, request_hash, status_code, body, created)
 		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`
-	sqlMerchantInsert = `INSERT INTO merchants (id, name, created) VALUES ($1, $2, $3)`
-	sqlAPIKeyInsert   = `INSERT INTO api_keys (id, merchant_id, hash, prefix, revoked, created)
-		VALUES ($1, $2, $3, $4, $5, $6)`
+	sqlMerchantInsert = `INSERT INTO merchants (id, name, created, disabled) VALUES ($1, $2, $3, $4)`
+	sqlAPIKeyInsert   = `INSERT INTO api_keys (` + apiKeyCols + `)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	sqlMerchantStatus = `UPDATE merchants SET disabled = $2 WHERE id = $1`
+	sqlAPIKeyExpire   = `UPDATE api_keys SET expires = LEAST(coalesce(expires, $2), $2) WHERE id = $1`
+	// One statement for a whole flush of last-used times.
+	sqlAPIKeysUsed = `UPDATE api_keys k SET last_used = GREATEST(k.last_used, u.at)
+		FROM unnest($1::text[], $2::timestamptz[]) AS u(id, at) WHERE k.id = u.id`
+	sqlAuditInsert = `INSERT INTO audit_events (` + auditCols + `)
+		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])`
 	sqlCustomerInsert = `INSERT INTO customers (merchant_id, id, name, email, description, metadata, version, created, updated)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	sqlCustomerUpdate = `UPDATE customers SET name = $3, email = $4, description = $5, metadata = $6,
@@ -54,6 +62,9 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	if err := checkWebhook(w); err != nil {
 		return nil, err
 	}
+	if err := surgepay.CheckLifecycle(w); err != nil {
+		return nil, err
+	}
 	if isSale(w) {
 		o, err := newSaleOp(it)
 		if err == nil && w.Webhook != nil {
@@ -71,14 +82,16 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 		o.guards = append(o.guards, idempotencyGuard(r))
 	}
 	if m := w.Merchant; m != nil {
-		o.insert(surgepay.StmtInsert, sqlMerchantInsert, m.ID, m.Name, dbTime(m.Created))
+		o.insert(surgepay.StmtInsert, sqlMerchantInsert, m.ID, m.Name, dbTime(m.Created), m.Disabled)
 	}
 	if k := w.APIKey; k != nil {
-		o.insert(surgepay.StmtInsert, sqlAPIKeyInsert, k.ID, k.MerchantID, k.Hash, k.Prefix, k.Revoked, dbTime(k.Created))
+		o.insert(surgepay.StmtInsert, sqlAPIKeyInsert, k.ID, k.MerchantID, k.Hash, k.Prefix, k.Revoked, dbTime(k.Created),
+			strings.Join(k.Scopes, ","), nullTime(k.Expires), nullTime(k.LastUsed))
 	}
 	if id := w.APIKeyRevoke; id != "" {
 		o.insert(surgepay.StmtUpdate, "UPDATE api_keys SET revoked = true WHERE id = $1", id)
 	}
+	o.addLifecycle(w)
 	if c := w.CustomerInsert; c != nil {
 		o.insert(surgepay.StmtInsert, sqlCustomerInsert, c.MerchantID, c.ID, c.Name, c.Email, c.Description,
 			encodeMetadata(c.Metadata), c.Version, dbTime(c.Created), dbTime(c.Updated))
@@ -130,6 +143,42 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	}
 	o.addWebhook(w)
 	return o, nil
+}
+
+// addLifecycle adds a Write's merchant status, API-key expiry and
+// last-used times, and its audit rows (one statement for all of them).
+func (o *op) addLifecycle(w *surgepay.Write) {
+	if ms := w.MerchantStatus; ms != nil {
+		o.insert(surgepay.StmtUpdate, sqlMerchantStatus, ms.MerchantID, ms.Disabled)
+	}
+	if x := w.APIKeyExpire; x != nil {
+		o.insert(surgepay.StmtUpdate, sqlAPIKeyExpire, x.ID, dbTime(x.Expires))
+	}
+	if n := len(w.APIKeysUsed); n > 0 {
+		ids, ats := make([]string, n), make([]time.Time, n)
+		for i, u := range w.APIKeysUsed {
+			ids[i], ats[i] = u.ID, dbTime(u.At)
+		}
+		o.insert(surgepay.StmtUpdate, sqlAPIKeysUsed, ids, ats)
+	}
+	if n := len(w.Audit); n > 0 {
+		ids, actors, actions, merchants, objects, details := make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		created := make([]time.Time, n)
+		for i, e := range w.Audit {
+			ids[i], created[i], actors[i], actions[i] = e.ID, dbTime(e.Created), e.Actor, e.Action
+			merchants[i], objects[i], details[i] = e.MerchantID, e.ObjectID, e.Detail
+		}
+		o.insert(surgepay.StmtInsert, sqlAuditInsert, ids, created, actors, actions, merchants, objects, details)
+	}
+}
+
+// nullTime is NULL for the zero time.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return dbTime(t)
 }
 
 // idempotencyGuard is the INSERT of r, which affects no row if the key is

@@ -95,6 +95,11 @@ const (
 	// soloAttemptsMax bounds the attempts at one Write retried alone after
 	// its batch failed, for deadlocks and serialization failures.
 	soloAttemptsMax = 3
+	// ConnectTimeoutDefault bounds opening one connection when the DSN
+	// sets no connect_timeout: a database that does not answer is a fast
+	// 503 store_unavailable, not a request held for the operating
+	// system's TCP timeout (minutes).
+	ConnectTimeoutDefault = 3 * time.Second
 	// migrateTimeout bounds the migration transaction, lock wait included.
 	migrateTimeout = 2 * time.Minute
 )
@@ -150,6 +155,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, errors.New("postgres: cannot parse DSN")
 	}
 	pcfg.MaxConns = cfg.PoolConnsMax
+	if pcfg.ConnConfig.ConnectTimeout == 0 { // the DSN's connect_timeout wins
+		pcfg.ConnConfig.ConnectTimeout = ConnectTimeoutDefault
+	}
 	if cfg.Schema != "" {
 		pcfg.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
 	}

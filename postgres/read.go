@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/surgepay/surgepay"
 )
@@ -49,7 +53,7 @@ func (db *DB) FindMerchant(ctx context.Context, id string) (*surgepay.Merchant, 
 		return nil, surgepay.NotFound("id", "merchant")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find merchant %s: %w", id, err)
+		return nil, readErr(fmt.Errorf("find merchant %s: %w", id, err))
 	}
 	return m, nil
 }
@@ -60,7 +64,7 @@ func (db *DB) ListMerchants(ctx context.Context) ([]*surgepay.Merchant, error) {
 	rows, _ := db.pool.Query(ctx, "SELECT "+merchantCols+" FROM merchants ORDER BY id")
 	ms, err := collect(rows, scanMerchant)
 	if err != nil {
-		return nil, fmt.Errorf("list merchants: %w", err)
+		return nil, readErr(fmt.Errorf("list merchants: %w", err))
 	}
 	return ms, nil
 }
@@ -68,12 +72,12 @@ func (db *DB) ListMerchants(ctx context.Context) ([]*surgepay.Merchant, error) {
 // FindAPIKeyByHash returns ENOTFOUND if no key, revoked or not, has the hash.
 func (db *DB) FindAPIKeyByHash(ctx context.Context, hash []byte) (*surgepay.APIKey, error) {
 	defer count(ctx, surgepay.StmtSelect)()
-	k, err := scanAPIKey(db.pool.QueryRow(ctx, "SELECT "+apiKeyCols+" FROM api_keys WHERE hash = $1", hash))
+	k, err := scanAPIKey(db.pool.QueryRow(ctx, "SELECT "+apiKeyReadCols+apiKeyFrom+" WHERE k.hash = $1", hash))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, surgepay.NotFound("api_key", "API key")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find API key: %w", err)
+		return nil, readErr(fmt.Errorf("find API key: %w", err))
 	}
 	return k, nil
 }
@@ -82,12 +86,34 @@ func (db *DB) FindAPIKeyByHash(ctx context.Context, hash []byte) (*surgepay.APIK
 // oldest first.
 func (db *DB) ListAPIKeys(ctx context.Context) ([]*surgepay.APIKey, error) {
 	defer count(ctx, surgepay.StmtSelect)()
-	rows, _ := db.pool.Query(ctx, "SELECT "+apiKeyCols+" FROM api_keys ORDER BY id")
+	rows, _ := db.pool.Query(ctx, "SELECT "+apiKeyReadCols+apiKeyFrom+" ORDER BY k.id")
 	ks, err := collect(rows, scanAPIKey)
 	if err != nil {
-		return nil, fmt.Errorf("list API keys: %w", err)
+		return nil, readErr(fmt.Errorf("list API keys: %w", err))
 	}
 	return ks, nil
+}
+
+// ListAuditEvents returns a page of the audit trail that passes f,
+// newest first, and whether more follow. One statement.
+func (db *DB) ListAuditEvents(ctx context.Context, f surgepay.AuditFilter) ([]*surgepay.AuditEvent, bool, error) {
+	defer count(ctx, surgepay.StmtSelect)()
+	q := &listQuery{}
+	q.sql.WriteString("SELECT " + auditCols + " FROM audit_events WHERE true")
+	if f.MerchantID != "" {
+		q.where("merchant_id = $%d", f.MerchantID)
+	}
+	if f.ObjectID != "" {
+		q.where("object_id = $%d", f.ObjectID)
+	}
+	q.page(f.Page)
+	rows, _ := db.pool.Query(ctx, q.sql.String(), q.args...)
+	es, err := collect(rows, scanAudit)
+	if err != nil {
+		return nil, false, fmt.Errorf("list audit events: %w", err)
+	}
+	es, more := trim(es, q.limit)
+	return es, more, nil
 }
 
 // FindCustomer returns ENOTFOUND if the merchant has no such customer.
@@ -99,7 +125,7 @@ func (db *DB) FindCustomer(ctx context.Context, merchantID, id string) (*surgepa
 		return nil, surgepay.NotFound("id", "customer")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find customer %s: %w", id, err)
+		return nil, readErr(fmt.Errorf("find customer %s: %w", id, err))
 	}
 	return c, nil
 }
@@ -113,7 +139,7 @@ func (db *DB) ListCustomers(ctx context.Context, merchantID string, page surgepa
 	rows, _ := db.pool.Query(ctx, q.sql.String(), q.args...)
 	cs, err := collect(rows, scanCustomer)
 	if err != nil {
-		return nil, false, fmt.Errorf("list customers: %w", err)
+		return nil, false, readErr(fmt.Errorf("list customers: %w", err))
 	}
 	cs, more := trim(cs, q.limit)
 	return cs, more, nil
@@ -128,7 +154,7 @@ func (db *DB) FindPaymentMethod(ctx context.Context, merchantID, id string) (*su
 		return nil, surgepay.NotFound("id", "payment method")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find payment method %s: %w", id, err)
+		return nil, readErr(fmt.Errorf("find payment method %s: %w", id, err))
 	}
 	return pm, nil
 }
@@ -143,7 +169,7 @@ func (db *DB) ListPaymentMethods(ctx context.Context, merchantID, customerID str
 	rows, _ := db.pool.Query(ctx, q.sql.String(), q.args...)
 	pms, err := collect(rows, scanPaymentMethod)
 	if err != nil {
-		return nil, false, fmt.Errorf("list payment methods: %w", err)
+		return nil, false, readErr(fmt.Errorf("list payment methods: %w", err))
 	}
 	pms, more := trim(pms, q.limit)
 	return pms, more, nil
@@ -158,7 +184,7 @@ func (db *DB) FindPayment(ctx context.Context, merchantID, id string) (*surgepay
 		return nil, surgepay.NotFound("id", "payment")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find payment %s: %w", id, err)
+		return nil, readErr(fmt.Errorf("find payment %s: %w", id, err))
 	}
 	return p, nil
 }
@@ -174,7 +200,7 @@ func (db *DB) FindPaymentByRef(ctx context.Context, ref string) (*surgepay.Payme
 		return nil, surgepay.NotFound("reference", "payment")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find payment by reference: %w", err)
+		return nil, readErr(fmt.Errorf("find payment by reference: %w", err))
 	}
 	return p, nil
 }
@@ -201,7 +227,7 @@ func (db *DB) ListPayments(ctx context.Context, merchantID string, f surgepay.Pa
 	rows, _ := db.pool.Query(ctx, q.sql.String(), q.args...)
 	ps, err := collect(rows, scanPayment)
 	if err != nil {
-		return nil, false, fmt.Errorf("list payments: %w", err)
+		return nil, false, readErr(fmt.Errorf("list payments: %w", err))
 	}
 	ps, more := trim(ps, q.limit)
 	return ps, more, nil
@@ -218,7 +244,7 @@ func (db *DB) ListProcessing(ctx context.Context, limit int) ([]*surgepay.Paymen
 		min(limit, processingLimitMax))
 	ps, err := collect(rows, scanPayment)
 	if err != nil {
-		return nil, fmt.Errorf("list processing payments: %w", err)
+		return nil, readErr(fmt.Errorf("list processing payments: %w", err))
 	}
 	return ps, nil
 }
@@ -232,7 +258,7 @@ func (db *DB) ListEvents(ctx context.Context, merchantID, paymentID string) ([]*
 		merchantID, paymentID, eventsPerPaymentMax)
 	es, err := collect(rows, scanEvent)
 	if err != nil {
-		return nil, fmt.Errorf("list events of payment %s: %w", paymentID, err)
+		return nil, readErr(fmt.Errorf("list events of payment %s: %w", paymentID, err))
 	}
 	return es, nil
 }
@@ -252,7 +278,7 @@ func (db *DB) FindIdempotency(ctx context.Context, merchantID, key string) (*sur
 		err = fmt.Errorf("request hash has %d bytes, want %d", len(hash), len(r.RequestHash))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find idempotency record: %w", err)
+		return nil, readErr(fmt.Errorf("find idempotency record: %w", err))
 	}
 	copy(r.RequestHash[:], hash)
 	r.Created = r.Created.UTC()
@@ -271,7 +297,7 @@ func (db *DB) DeleteIdempotencyBefore(ctx context.Context, t time.Time, limit in
 		SELECT merchant_id, key FROM idempotency WHERE created < $1
 		ORDER BY created LIMIT $2 FOR UPDATE SKIP LOCKED)`, dbTime(t), limit)
 	if err != nil {
-		return 0, fmt.Errorf("delete idempotency records: %w", err)
+		return 0, readErr(fmt.Errorf("delete idempotency records: %w", err))
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -327,4 +353,36 @@ func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+// readErr returns err as EUNAVAILABLE "store_unavailable" (503 with
+// Retry-After) when the database could not be reached or went away
+// during a read, and as it is otherwise. A restarting PostgreSQL must
+// answer the API's reads (an API key lookup among them) with the same
+// fast 503 as its writes, not a 500.
+func readErr(err error) error {
+	if !unreachable(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_unavailable",
+		RetryAfter: 1, Message: "the database is unavailable; retry shortly"}, err)
+}
+
+// unreachable reports whether err says the database was not there to
+// answer: no connection, a connection broken or timed out, or the server
+// refusing work because it is shutting down, starting up or out of
+// connections. A statement the database answered with an error is not.
+func unreachable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// 08: connection exception; 57P01-57P03: admin shutdown, crash
+		// shutdown, cannot connect now; 53300: too many connections.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" ||
+			pe.Code == "57P03" || pe.Code == "53300"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.Timeout(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -10,8 +12,14 @@ import (
 
 // Column lists, in the order the scan functions read them.
 const (
-	merchantCols      = "id, name, created"
-	apiKeyCols        = "id, merchant_id, hash, prefix, revoked, created"
+	merchantCols = "id, name, created, disabled"
+	apiKeyCols   = "id, merchant_id, hash, prefix, revoked, created, scopes, expires, last_used"
+	// apiKeyReadCols add the merchant's disabled flag, read with a join
+	// (apiKeyFrom).
+	apiKeyReadCols = "k.id, k.merchant_id, k.hash, k.prefix, k.revoked, k.created, k.scopes, k.expires, k.last_used, " +
+		"coalesce(m.disabled, false)"
+	apiKeyFrom        = " FROM api_keys k LEFT JOIN merchants m ON m.id = k.merchant_id"
+	auditCols         = "id, created, actor, action, merchant_id, object_id, detail"
 	customerCols      = "merchant_id, id, name, email, description, metadata, version, created, updated"
 	paymentMethodCols = "merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created, processor, processor_token"
 	paymentCols       = "merchant_id, id, customer_id, payment_method_id, amount, amount_tax, currency, capture_method, " +
@@ -22,7 +30,7 @@ const (
 
 func scanMerchant(row pgx.Row) (*surgepay.Merchant, error) {
 	var m surgepay.Merchant
-	if err := row.Scan(&m.ID, &m.Name, &m.Created); err != nil {
+	if err := row.Scan(&m.ID, &m.Name, &m.Created, &m.Disabled); err != nil {
 		return nil, err
 	}
 	m.Created = m.Created.UTC()
@@ -31,11 +39,32 @@ func scanMerchant(row pgx.Row) (*surgepay.Merchant, error) {
 
 func scanAPIKey(row pgx.Row) (*surgepay.APIKey, error) {
 	var k surgepay.APIKey
-	if err := row.Scan(&k.ID, &k.MerchantID, &k.Hash, &k.Prefix, &k.Revoked, &k.Created); err != nil {
+	var scopes string
+	var expires, lastUsed *time.Time
+	if err := row.Scan(&k.ID, &k.MerchantID, &k.Hash, &k.Prefix, &k.Revoked, &k.Created, &scopes, &expires, &lastUsed,
+		&k.MerchantDisabled); err != nil {
 		return nil, err
 	}
 	k.Created = k.Created.UTC()
+	if expires != nil {
+		k.Expires = expires.UTC()
+	}
+	if lastUsed != nil {
+		k.LastUsed = lastUsed.UTC()
+	}
+	if scopes != "" {
+		k.Scopes = strings.Split(scopes, ",")
+	}
 	return &k, nil
+}
+
+func scanAudit(row pgx.Row) (*surgepay.AuditEvent, error) {
+	var e surgepay.AuditEvent
+	if err := row.Scan(&e.ID, &e.Created, &e.Actor, &e.Action, &e.MerchantID, &e.ObjectID, &e.Detail); err != nil {
+		return nil, err
+	}
+	e.Created = e.Created.UTC()
+	return &e, nil
 }
 
 func scanCustomer(row pgx.Row) (*surgepay.Customer, error) {

@@ -150,7 +150,8 @@ func isSale(w *surgepay.Write) bool {
 		w.Merchant == nil && w.APIKey == nil && w.APIKeyRevoke == "" &&
 		w.CustomerInsert == nil && w.CustomerUpdate == nil && w.CustomerDelete == nil &&
 		w.PaymentMethodInsert == nil && w.PaymentMethodDelete == nil &&
-		w.PaymentUpdate == nil && len(w.StagedAck) == 0
+		w.PaymentUpdate == nil && len(w.StagedAck) == 0 &&
+		w.MerchantStatus == nil && w.APIKeyExpire == nil && len(w.APIKeysUsed) == 0 && len(w.Audit) == 0
 }
 
 // checkStaged reports a Write whose stage parts the store cannot take.
@@ -216,7 +217,7 @@ func (db *DB) FetchStaged(ctx context.Context, afterID string, max int) ([]*surg
 	rows, _ := db.pool.Query(ctx, sqlStagedFetch, afterID, min(max, StagedFetchMax))
 	recs, err := collect(rows, scanStaged)
 	if err != nil {
-		return nil, fmt.Errorf("fetch staged records: %w", err)
+		return nil, readErr(fmt.Errorf("fetch staged records: %w", err))
 	}
 	return recs, nil
 }
@@ -230,7 +231,7 @@ func (db *DB) StagedBacklog(ctx context.Context) (int, time.Time, error) {
 	var n int
 	var oldest *time.Time
 	if err := db.pool.QueryRow(ctx, sqlStagedBacklog).Scan(&n, &oldest); err != nil {
-		return 0, time.Time{}, fmt.Errorf("count staged records: %w", err)
+		return 0, time.Time{}, readErr(fmt.Errorf("count staged records: %w", err))
 	}
 	if oldest == nil {
 		return n, time.Time{}, nil
@@ -255,7 +256,7 @@ func (db *DB) FindPayments(ctx context.Context, keys []surgepay.PaymentKey) ([]*
 	rows, _ := db.pool.Query(ctx, sqlPaymentsFind, merchants, ids)
 	ps, err := collect(rows, scanPayment)
 	if err != nil {
-		return nil, fmt.Errorf("find %d payments: %w", len(keys), err)
+		return nil, readErr(fmt.Errorf("find %d payments: %w", len(keys), err))
 	}
 	return ps, nil
 }

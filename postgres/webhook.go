@@ -273,9 +273,9 @@ func utcOrZero(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// nullTime is the argument of a nullable time column: NULL for the zero
-// time.
-func nullTime(t time.Time) *time.Time {
+// nullTimePtr is an element of a timestamptz[] argument: nil (NULL) for
+// the zero time.
+func nullTimePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
 	}
@@ -291,7 +291,7 @@ func (db *DB) FindWebhookEndpoint(ctx context.Context, merchantID, id string) (*
 		return nil, surgepay.NotFound("id", "webhook endpoint")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find webhook endpoint %s: %w", id, err)
+		return nil, readErr(fmt.Errorf("find webhook endpoint %s: %w", id, err))
 	}
 	return e, nil
 }
@@ -302,7 +302,7 @@ func (db *DB) ListWebhookEndpoints(ctx context.Context, merchantID string) ([]*s
 	rows, _ := db.pool.Query(ctx, sqlWebhookEndpointList, merchantID, surgepay.WebhookEndpointsPerMerchantMax)
 	es, err := collect(rows, scanWebhookEndpoint)
 	if err != nil {
-		return nil, fmt.Errorf("list webhook endpoints: %w", err)
+		return nil, readErr(fmt.Errorf("list webhook endpoints: %w", err))
 	}
 	return es, nil
 }
@@ -317,7 +317,7 @@ func (db *DB) ListWebhookMerchants(ctx context.Context) ([]string, error) {
 		return id, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list webhook merchants: %w", err)
+		return nil, readErr(fmt.Errorf("list webhook merchants: %w", err))
 	}
 	return ids, nil
 }
@@ -358,7 +358,7 @@ func (db *DB) ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil
 		return &d, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim webhooks: %w", err)
+		return nil, readErr(fmt.Errorf("claim webhooks: %w", err))
 	}
 	return ds, nil
 }
@@ -416,7 +416,7 @@ func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.Webh
 		for _, x := range hs {
 			h.merchants, h.ids, h.errs = append(h.merchants, x.MerchantID), append(h.ids, x.EndpointID), append(h.errs, x.LastError)
 			h.resets, h.failures = append(h.resets, x.Reset), append(h.failures, int32(x.Failures))
-			h.success, h.failure = append(h.success, nullTime(x.LastSuccess)), append(h.failure, nullTime(x.LastFailure))
+			h.success, h.failure = append(h.success, nullTimePtr(x.LastSuccess)), append(h.failure, nullTimePtr(x.LastFailure))
 		}
 		surgepay.CountStatement(ctx, surgepay.StmtUpdate)
 		b.Queue(sqlWebhookHealth, h.merchants, h.ids, h.resets, h.failures, h.success, h.failure, h.errs)
@@ -440,7 +440,7 @@ func (db *DB) WebhookBacklog(ctx context.Context) (surgepay.WebhookBacklog, erro
 	var b surgepay.WebhookBacklog
 	var oldest *time.Time
 	if err := db.pool.QueryRow(ctx, sqlWebhookBacklog).Scan(&b.Pending, &b.Failed, &oldest); err != nil {
-		return b, fmt.Errorf("count webhook deliveries: %w", err)
+		return b, readErr(fmt.Errorf("count webhook deliveries: %w", err))
 	}
 	if oldest != nil {
 		b.OldestPending = oldest.UTC()
@@ -457,7 +457,7 @@ func (db *DB) DeleteFailedWebhooksBefore(ctx context.Context, t time.Time, limit
 	defer count(ctx, surgepay.StmtDelete)()
 	tag, err := db.pool.Exec(ctx, sqlWebhookPurge, dbTime(t), min(limit, webhookPurgeMax))
 	if err != nil {
-		return 0, fmt.Errorf("delete failed webhooks before %v: %w", t, err)
+		return 0, readErr(fmt.Errorf("delete failed webhooks before %v: %w", t, err))
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -165,28 +166,61 @@ func taxOf(s sql.NullString) (*surgepay.Tax, error) {
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
-const merchantCols = "id, name, created"
+const merchantCols = "id, name, created, disabled"
 
 func scanMerchant(r scanner) (*surgepay.Merchant, error) {
 	var m surgepay.Merchant
 	var created sql.NullInt64
-	if err := r.Scan(&m.ID, &m.Name, &created); err != nil {
+	if err := r.Scan(&m.ID, &m.Name, &created, &m.Disabled); err != nil {
 		return nil, err
 	}
 	m.Created = timeOf(created)
 	return &m, nil
 }
 
-const apiKeyCols = "id, merchant_id, hash, prefix, created, revoked"
+// apiKeyCols are the stored columns of api_keys; apiKeyReadCols add the
+// merchant's disabled flag, read with a join (apiKeyFrom).
+const (
+	apiKeyCols     = "id, merchant_id, hash, prefix, created, revoked, scopes, expires, last_used"
+	apiKeyReadCols = "k.id, k.merchant_id, k.hash, k.prefix, k.created, k.revoked, k.scopes, k.expires, k.last_used, " +
+		"coalesce(m.disabled, 0)"
+	apiKeyFrom = " FROM api_keys k LEFT JOIN merchants m ON m.id = k.merchant_id"
+)
+
+func apiKeyArgs(k *surgepay.APIKey) []any {
+	return []any{k.ID, k.MerchantID, k.Hash, k.Prefix, timeArg(k.Created), k.Revoked,
+		strings.Join(k.Scopes, ","), timeArg(k.Expires), timeArg(k.LastUsed)}
+}
 
 func scanAPIKey(r scanner) (*surgepay.APIKey, error) {
 	var k surgepay.APIKey
-	var created sql.NullInt64
-	if err := r.Scan(&k.ID, &k.MerchantID, &k.Hash, &k.Prefix, &created, &k.Revoked); err != nil {
+	var created, expires, lastUsed sql.NullInt64
+	var scopes string
+	if err := r.Scan(&k.ID, &k.MerchantID, &k.Hash, &k.Prefix, &created, &k.Revoked, &scopes, &expires, &lastUsed,
+		&k.MerchantDisabled); err != nil {
 		return nil, err
 	}
-	k.Created = timeOf(created)
+	k.Created, k.Expires, k.LastUsed = timeOf(created), timeOf(expires), timeOf(lastUsed)
+	if scopes != "" {
+		k.Scopes = strings.Split(scopes, ",")
+	}
 	return &k, nil
+}
+
+const auditCols = "id, created, actor, action, merchant_id, object_id, detail"
+
+func auditArgs(e *surgepay.AuditEvent) []any {
+	return []any{e.ID, timeArg(e.Created), e.Actor, e.Action, e.MerchantID, e.ObjectID, e.Detail}
+}
+
+func scanAudit(r scanner) (*surgepay.AuditEvent, error) {
+	var e surgepay.AuditEvent
+	var created sql.NullInt64
+	if err := r.Scan(&e.ID, &created, &e.Actor, &e.Action, &e.MerchantID, &e.ObjectID, &e.Detail); err != nil {
+		return nil, err
+	}
+	e.Created = timeOf(created)
+	return &e, nil
 }
 
 const customerCols = "merchant_id, id, name, email, description, metadata, created, updated, version"

@@ -31,8 +31,8 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 	}{
 		{&r.merchant, "SELECT " + merchantCols + " FROM merchants WHERE id = ?"},
 		{&r.merchants, "SELECT " + merchantCols + " FROM merchants ORDER BY id"},
-		{&r.apiKey, "SELECT " + apiKeyCols + " FROM api_keys WHERE hash = ?"},
-		{&r.apiKeys, "SELECT " + apiKeyCols + " FROM api_keys ORDER BY id"},
+		{&r.apiKey, "SELECT " + apiKeyReadCols + apiKeyFrom + " WHERE k.hash = ?"},
+		{&r.apiKeys, "SELECT " + apiKeyReadCols + apiKeyFrom + " ORDER BY k.id"},
 		{&r.customer, "SELECT " + customerCols + " FROM customers WHERE merchant_id = ? AND id = ?"},
 		{&r.paymentMethod, "SELECT " + paymentMethodCols + " FROM payment_methods WHERE merchant_id = ? AND id = ?"},
 		{&r.payment, "SELECT " + paymentCols + " FROM payments WHERE merchant_id = ? AND id = ?"},
@@ -139,6 +139,24 @@ func (db *DB) ListAPIKeys(ctx context.Context) ([]*surgepay.APIKey, error) {
 		return nil, fmt.Errorf("list API keys: %w", err)
 	}
 	return ks, nil
+}
+
+// ListAuditEvents returns a page of the audit trail that passes f,
+// newest first, and whether more follow. One statement.
+func (db *DB) ListAuditEvents(ctx context.Context, f surgepay.AuditFilter) ([]*surgepay.AuditEvent, bool, error) {
+	q := &listQuery{}
+	q.sql.WriteString("SELECT " + auditCols + " FROM audit_events WHERE 1 = 1")
+	if f.MerchantID != "" {
+		q.where("merchant_id = ?", f.MerchantID)
+	}
+	if f.ObjectID != "" {
+		q.where("object_id = ?", f.ObjectID)
+	}
+	es, more, err := listPage(ctx, db.read, q, f.Page, scanAudit)
+	if err != nil {
+		return nil, false, fmt.Errorf("list audit events: %w", err)
+	}
+	return es, more, nil
 }
 
 // FindCustomer returns ENOTFOUND if the merchant has no customer id.

@@ -107,7 +107,8 @@ func isSale(w *surgepay.Write) bool {
 		w.Merchant == nil && w.APIKey == nil && w.APIKeyRevoke == "" &&
 		w.CustomerInsert == nil && w.CustomerUpdate == nil && w.CustomerDelete == nil &&
 		w.PaymentMethodInsert == nil && w.PaymentMethodDelete == nil &&
-		w.PaymentUpdate == nil && len(w.StagedAck) == 0
+		w.PaymentUpdate == nil && len(w.StagedAck) == 0 &&
+		w.MerchantStatus == nil && w.APIKeyExpire == nil && len(w.APIKeysUsed) == 0 && len(w.Audit) == 0
 }
 
 // checkStaged reports a Write whose stage parts the store cannot take.

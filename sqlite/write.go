@@ -45,7 +45,8 @@ type writer struct {
 	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
 
 	insIdempotency, insMerchant, insAPIKey                    *sql.Stmt
-	revokeAPIKey                                              *sql.Stmt
+	revokeAPIKey, merchantStatus, expireAPIKey, useAPIKey     *sql.Stmt
+	insAudit                                                  *sql.Stmt
 	insCustomer, updCustomer, delCustomer, delCustomerMethods *sql.Stmt
 	customerVersion                                           *sql.Stmt
 	insPaymentMethod, delPaymentMethod                        *sql.Stmt
@@ -87,6 +88,10 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.insMerchant, insertSQL("merchants", merchantCols)},
 		{&w.insAPIKey, insertSQL("api_keys", apiKeyCols)},
 		{&w.revokeAPIKey, "UPDATE api_keys SET revoked = 1 WHERE id = ?"},
+		{&w.merchantStatus, "UPDATE merchants SET disabled = ? WHERE id = ?"},
+		{&w.expireAPIKey, "UPDATE api_keys SET expires = min(coalesce(expires, ?1), ?1) WHERE id = ?2"},
+		{&w.useAPIKey, "UPDATE api_keys SET last_used = max(coalesce(last_used, ?1), ?1) WHERE id = ?2"},
+		{&w.insAudit, insertSQL("audit_events", auditCols)},
 		{&w.insCustomer, insertSQL("customers", customerCols)},
 		{&w.updCustomer, "UPDATE customers SET " + setCols(customerCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
 		{&w.delCustomer, "DELETE FROM customers WHERE merchant_id = ? AND id = ? AND version = ?"},
@@ -138,7 +143,7 @@ func insertEventsSQL(rows int) string {
 func (w *writer) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
-		w.insIdempotency, w.insMerchant, w.insAPIKey, w.revokeAPIKey, w.insCustomer, w.updCustomer, w.delCustomer,
+		w.insIdempotency, w.insMerchant, w.insAPIKey, w.revokeAPIKey, w.merchantStatus, w.expireAPIKey, w.useAPIKey, w.insAudit, w.insCustomer, w.updCustomer, w.delCustomer,
 		w.delCustomerMethods, w.customerVersion, w.insPaymentMethod, w.delPaymentMethod, w.insPayment,
 		w.updPayment, w.paymentVersion, w.purgeIdempotency, w.insSale, w.insStaged, w.delStaged} {
 		if st != nil {
@@ -170,6 +175,9 @@ func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
 		return err
 	}
 	if err := checkWebhook(w); err != nil {
+		return err
+	}
+	if err := surgepay.CheckLifecycle(w); err != nil {
 		return err
 	}
 	return db.submit(ctx, &op{w: w})
@@ -328,7 +336,8 @@ func needsSavepoint(wr *surgepay.Write) bool {
 		return true
 	}
 	// One versioned guard: the statements that applyWrite runs before it.
-	before := wr.Merchant != nil || wr.APIKey != nil || wr.APIKeyRevoke != "" || wr.CustomerInsert != nil
+	before := wr.Merchant != nil || wr.APIKey != nil || wr.APIKeyRevoke != "" || wr.CustomerInsert != nil ||
+		wr.MerchantStatus != nil || wr.APIKeyExpire != nil || len(wr.APIKeysUsed) > 0 || len(wr.Audit) > 0
 	if wr.PaymentUpdate != nil {
 		before = before || wr.PaymentMethodInsert != nil || wr.PaymentMethodDelete != nil || wr.PaymentInsert != nil
 	}
@@ -417,17 +426,12 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
 		}
 	}
 	if m := wr.Merchant; m != nil {
-		if _, err := exec(ctx, surgepay.StmtInsert, w.insMerchant, m.ID, m.Name, timeArg(m.Created)); err != nil {
+		if _, err := exec(ctx, surgepay.StmtInsert, w.insMerchant, m.ID, m.Name, timeArg(m.Created), m.Disabled); err != nil {
 			return fmt.Errorf("insert merchant %s: %w", m.ID, err)
 		}
 	}
 	if k := wr.APIKey; k != nil {
-		revoked := 0
-		if k.Revoked {
-			revoked = 1
-		}
-		if _, err := exec(ctx, surgepay.StmtInsert, w.insAPIKey, k.ID, k.MerchantID, k.Hash, k.Prefix,
-			timeArg(k.Created), revoked); err != nil {
+		if _, err := exec(ctx, surgepay.StmtInsert, w.insAPIKey, apiKeyArgs(k)...); err != nil {
 			return fmt.Errorf("insert API key %s: %w", k.ID, err)
 		}
 	}
@@ -435,6 +439,9 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
 		if _, err := exec(ctx, surgepay.StmtUpdate, w.revokeAPIKey, id); err != nil {
 			return fmt.Errorf("revoke API key %s: %w", id, err)
 		}
+	}
+	if err := w.applyLifecycle(ctx, wr); err != nil {
+		return err
 	}
 	if err := w.applyCustomer(ctx, wr); err != nil {
 		return err
@@ -452,6 +459,34 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
 		return err
 	}
 	return w.applyStaged(ctx, wr)
+}
+
+// applyLifecycle stores a Write's merchant status, API-key expiry and
+// last-used times, and its audit rows.
+func (w *writer) applyLifecycle(ctx context.Context, wr *surgepay.Write) error {
+	if ms := wr.MerchantStatus; ms != nil {
+		if _, err := exec(ctx, surgepay.StmtUpdate, w.merchantStatus, ms.Disabled, ms.MerchantID); err != nil {
+			return fmt.Errorf("set merchant %s disabled=%v: %w", ms.MerchantID, ms.Disabled, err)
+		}
+	}
+	if x := wr.APIKeyExpire; x != nil {
+		if _, err := exec(ctx, surgepay.StmtUpdate, w.expireAPIKey, timeArg(x.Expires), x.ID); err != nil {
+			return fmt.Errorf("expire API key %s: %w", x.ID, err)
+		}
+	}
+	// One statement per key: this is the background flush, at most
+	// APIKeysUsedPerWriteMax keys per interval, never a request's path.
+	for _, u := range wr.APIKeysUsed {
+		if _, err := exec(ctx, surgepay.StmtUpdate, w.useAPIKey, timeArg(u.At), u.ID); err != nil {
+			return fmt.Errorf("API key %s last used: %w", u.ID, err)
+		}
+	}
+	for _, e := range wr.Audit {
+		if _, err := exec(ctx, surgepay.StmtInsert, w.insAudit, auditArgs(e)...); err != nil {
+			return fmt.Errorf("insert audit event %s: %w", e.ID, err)
+		}
+	}
+	return nil
 }
 
 func (w *writer) applyCustomer(ctx context.Context, wr *surgepay.Write) error {

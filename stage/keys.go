@@ -29,14 +29,15 @@ const (
 
 // WriteKeyFiles generates a settlement key pair and writes it to dir as
 // PublicKeyFile (0644) and PrivateKeyFile (0600), PEM blocks with a Key-Id
-// header. It refuses to overwrite existing files and returns the key ID.
+// header, making dir 0700 if it does not exist (an existing one keeps its
+// mode). It refuses to overwrite existing files and returns the key ID.
 func WriteKeyFiles(dir string) (keyID string, err error) {
 	pub, priv, err := GenerateKeys()
 	if err != nil {
 		return "", err
 	}
 	id := KeyID(pub)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("settlement keys: %w", err)
 	}
 	pubPath, privPath := filepath.Join(dir, PublicKeyFile), filepath.Join(dir, PrivateKeyFile)

@@ -242,13 +242,13 @@ func TestSealConcurrent(t *testing.T) {
 }
 
 func TestKeyFiles(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "keys") // made by WriteKeyFiles: 0700
 	id, err := WriteKeyFiles(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pubPath, privPath := filepath.Join(dir, PublicKeyFile), filepath.Join(dir, PrivateKeyFile)
-	for path, want := range map[string]os.FileMode{pubPath: 0o644, privPath: 0o600} {
+	for path, want := range map[string]os.FileMode{pubPath: 0o644, privPath: 0o600, dir: 0o700} {
 		fi, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)

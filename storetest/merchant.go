@@ -11,7 +11,7 @@ import (
 )
 
 func testMerchantInsertFindList(t *testing.T, s surgepay.Store) {
-	m1 := &surgepay.Merchant{ID: surgepay.NewID("mch"), Name: "Ünïcode GmbH", Created: now()}
+	m1 := &surgepay.Merchant{ID: surgepay.NewID("mch"), Name: "Ünïcode GmbH", Created: now(), Disabled: true}
 	m2 := &surgepay.Merchant{ID: surgepay.NewID("mch"), Name: "Second", Created: now()}
 	wantAllFieldsSet(t, m1)
 	apply(t, s, &surgepay.Write{Merchant: m1})
@@ -46,11 +46,13 @@ func testMerchantFindErrNotFound(t *testing.T, s surgepay.Store) {
 }
 
 func testAPIKeyFindByHash(t *testing.T, s surgepay.Store) {
-	m := &surgepay.Merchant{ID: surgepay.NewID("mch"), Name: "With keys", Created: now()}
+	// A disabled merchant: its keys are read with MerchantDisabled set.
+	m := &surgepay.Merchant{ID: surgepay.NewID("mch"), Name: "With keys", Created: now(), Disabled: true}
 	k1 := &surgepay.APIKey{ID: surgepay.NewID("key"), MerchantID: m.ID, Hash: bytes.Repeat([]byte{0xa1, 0x00}, 16),
-		Prefix: "sk_test_ab", Created: now(), Revoked: true}
+		Prefix: "sk_test_ab", Created: now(), Revoked: true, Scopes: []string{surgepay.ScopePaymentsRead, surgepay.ScopeRefundsWrite},
+		Expires: now().Add(time.Hour), LastUsed: now().Add(-time.Minute), MerchantDisabled: true}
 	k2 := &surgepay.APIKey{ID: surgepay.NewID("key"), MerchantID: m.ID, Hash: bytes.Repeat([]byte{0xb2}, 32),
-		Prefix: "sk_test_cd", Created: now()}
+		Prefix: "sk_test_cd", Created: now(), MerchantDisabled: true}
 	wantAllFieldsSet(t, k1)
 	// A merchant and its first key are one Write.
 	apply(t, s, &surgepay.Write{Merchant: m, APIKey: k1})

@@ -71,6 +71,12 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 		{"APIKeyFindByHash", testAPIKeyFindByHash},
 		{"APIKeyFindByHashErrNotFound", testAPIKeyFindByHashErrNotFound},
 		{"APIKeyRevoke", testAPIKeyRevoke},
+		{"MerchantDisableEnable", testMerchantDisableEnable},
+		{"APIKeyExpireEarlierWins", testAPIKeyExpireEarlierWins},
+		{"APIKeysUsedLaterWins", testAPIKeysUsedLaterWins},
+		{"AuditListFilterPage", testAuditListFilterPage},
+		{"AuditAtomicWithChange", testAuditAtomicWithChange},
+		{"LifecycleStatementCounts", testLifecycleStatementCounts},
 
 		{"CustomerInsertFind", testCustomerInsertFind},
 		{"CustomerUpdate", testCustomerUpdate},

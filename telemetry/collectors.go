@@ -129,8 +129,8 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 
 // groupCommitCollector reports the committer's totals and queue depth.
 type groupCommitCollector struct {
-	gc                     GroupCommit
-	batches, writes, queue *prometheus.Desc
+	gc                            GroupCommit
+	batches, writes, queue, stall *prometheus.Desc
 }
 
 func newGroupCommitCollector(gc GroupCommit) *groupCommitCollector {
@@ -138,6 +138,8 @@ func newGroupCommitCollector(gc GroupCommit) *groupCommitCollector {
 		batches: desc("groupcommit", "batches_total", "Group-commit transactions committed."),
 		writes:  desc("groupcommit", "writes_total", "Writes committed by group commit."),
 		queue:   desc("groupcommit", "queue_depth", "Writes waiting for the group-commit writer."),
+		stall: desc("groupcommit", "stall_seconds", "Longest group commit of the last 10 s, or the one in progress if longer: "+
+			"how long writes waited on one transaction (writer stalls)."),
 	}
 }
 
@@ -145,6 +147,7 @@ func (c *groupCommitCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.batches
 	ch <- c.writes
 	ch <- c.queue
+	ch <- c.stall
 }
 
 func (c *groupCommitCollector) Collect(ch chan<- prometheus.Metric) {
@@ -152,6 +155,7 @@ func (c *groupCommitCollector) Collect(ch chan<- prometheus.Metric) {
 		s := c.gc.Stats()
 		ch <- prometheus.MustNewConstMetric(c.batches, prometheus.CounterValue, float64(s.Batches))
 		ch <- prometheus.MustNewConstMetric(c.writes, prometheus.CounterValue, float64(s.Items))
+		ch <- prometheus.MustNewConstMetric(c.stall, prometheus.GaugeValue, s.StallMax.Seconds())
 	}
 	if c.gc.QueueDepth != nil {
 		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(c.gc.QueueDepth()))

@@ -1,6 +1,7 @@
 package telemetry_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/surgepay/surgepay/groupcommit"
 	"github.com/surgepay/surgepay/telemetry"
 )
 
@@ -72,5 +74,34 @@ func TestSettleMetricsHandler(t *testing.T) {
 	}
 	if !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_") {
 		t.Errorf("/metrics lacks the Go runtime's and the process's metrics")
+	}
+}
+
+// The group committer's longest recent stall is a gauge in seconds.
+func TestGroupCommitStallGauge(t *testing.T) {
+	tel, err := telemetry.New(telemetry.DefaultConfig(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	err = tel.RegisterGroupCommit(telemetry.GroupCommit{Stats: func() groupcommit.Stats {
+		return groupcommit.Stats{Batches: 3, Items: 9, StallMax: 1500 * time.Millisecond}
+	}, QueueDepth: func() int { return 2 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(tel.MetricsHandler())
+	defer srv.Close()
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, want := range []string{"surgepay_groupcommit_stall_seconds 1.5", "surgepay_groupcommit_batches_total 3",
+		"surgepay_groupcommit_queue_depth 2"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

@@ -80,6 +80,7 @@ type data struct {
 	CacheHitRate series            `json:"cache_hit_pct"`
 	BatchSize    series            `json:"batch_size_avg"`
 	CommitsPS    series            `json:"commits_ps"`
+	StallMs      series            `json:"stall_ms"`
 	// Per payment processor, by its name: calls/s, calls without a
 	// result /s (not performed, unknown), refusals before a call /s
 	// (budget, breaker), p99 of call durations, breaker state (0 closed,
@@ -97,7 +98,7 @@ func dashboardData(ring []sample, seq uint64) *data {
 		ProcCallsPS: map[string]series{}, ProcFailsPS: map[string]series{}, ProcRefusedPS: map[string]series{},
 		ProcP99: map[string]series{}, ProcBreaker: map[string]series{}}
 	for _, p := range []*series{&d.Time, &d.RPS, &d.ShedPS, &d.P50, &d.P95, &d.P99, &d.Inflight, &d.Backlog,
-		&d.BacklogAge, &d.CacheHitRate, &d.BatchSize, &d.CommitsPS} {
+		&d.BacklogAge, &d.CacheHitRate, &d.BatchSize, &d.CommitsPS, &d.StallMs} {
 		*p = make(series, n)
 	}
 	codes, outcomes := keys(ring, func(s sample) map[string]float64 { return s.errors }),
@@ -141,6 +142,7 @@ func dashboardData(ring []sample, seq uint64) *data {
 		d.CacheHitRate[i] = ratio(100*(b.cacheHits-a.cacheHits), (b.cacheHits-a.cacheHits)+(b.cacheMisses-a.cacheMisses))
 		d.BatchSize[i] = ratio(b.batchSum-a.batchSum, b.batchCount-a.batchCount)
 		d.CommitsPS[i] = rate(a.batchCount, b.batchCount)
+		d.StallMs[i] = 1000 * b.stall
 		if b.batchCount == 0 { // no OnBatch histogram: the committer's totals
 			d.BatchSize[i] = ratio(b.writes-a.writes, b.batches-a.batches)
 			d.CommitsPS[i] = rate(a.batches, b.batches)

@@ -28,6 +28,7 @@ type sample struct {
 	backlogAge  float64
 	cacheHits   float64
 	cacheMisses float64
+	stall       float64 // longest group commit of the last 10 s, seconds
 	batches     float64 // group commits (from the committer's totals)
 	writes      float64
 	batchSum    float64 // group commits (from the OnBatch histogram)
@@ -131,6 +132,8 @@ func readSample(mfs []*dto.MetricFamily) sample {
 				sm.cacheHits += m.GetCounter().GetValue()
 			case "cache_misses_total":
 				sm.cacheMisses += m.GetCounter().GetValue()
+			case "groupcommit_stall_seconds":
+				sm.stall = m.GetGauge().GetValue()
 			case "groupcommit_batches_total":
 				sm.batches = m.GetCounter().GetValue()
 			case "groupcommit_writes_total":

@@ -92,6 +92,12 @@ func (s *Store) ListAPIKeys(ctx context.Context) (v []*surgepay.APIKey, err erro
 	return s.next.ListAPIKeys(ctx)
 }
 
+func (s *Store) ListAuditEvents(ctx context.Context, f surgepay.AuditFilter) (v []*surgepay.AuditEvent, more bool, err error) {
+	ctx, end := s.span(ctx, "ListAuditEvents")
+	defer func() { end(err) }()
+	return s.next.ListAuditEvents(ctx, f)
+}
+
 func (s *Store) FindCustomer(ctx context.Context, merchantID, id string) (v *surgepay.Customer, err error) {
 	ctx, end := s.span(ctx, "FindCustomer")
 	defer func() { end(err) }()

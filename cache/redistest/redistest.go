@@ -32,6 +32,10 @@ type Server struct {
 	network string
 	args    []string
 
+	// TLSAddr is the "127.0.0.1:port" of the TLS port of a StartTLS
+	// server, or "".
+	TLSAddr string
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	exit chan struct{} // closed when cmd has exited
@@ -44,6 +48,34 @@ func Start(t testing.TB) *Server {
 	port := freePort(t)
 	s := &Server{t: t, bin: bin, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), network: "tcp",
 		args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1"}}
+	s.start()
+	return s
+}
+
+// TLSOptions configures the TLS port of StartTLS: the server's
+// certificate and key, and the CA (PEM files) that signs the client
+// certificates it asks for when AuthClients is true.
+type TLSOptions struct {
+	CertFile, KeyFile, CAFile string
+	AuthClients               bool
+}
+
+// StartTLS runs redis-server on two free ports of 127.0.0.1: Addr plain
+// (the helpers' own checks use it) and TLSAddr in TLS with o. It fails
+// the test if this redis-server was built without TLS.
+func StartTLS(t testing.TB, o TLSOptions) *Server {
+	t.Helper()
+	bin := binary(t)
+	port, tlsPort := freePort(t), freePort(t)
+	auth := "no"
+	if o.AuthClients {
+		auth = "yes"
+	}
+	s := &Server{t: t, bin: bin, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		TLSAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort)), network: "tcp",
+		args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--tls-port", strconv.Itoa(tlsPort),
+			"--tls-cert-file", o.CertFile, "--tls-key-file", o.KeyFile, "--tls-ca-cert-file", o.CAFile,
+			"--tls-auth-clients", auth}}
 	s.start()
 	return s
 }

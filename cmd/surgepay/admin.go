@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/telemetry"
 )
 
@@ -23,6 +25,14 @@ type adminConfig struct {
 	// Config returns the effective configuration with secrets redacted
 	// (GET /config, as TOML); nil: no /config.
 	Config func() any
+	// Auth is the credential every route but /healthz and /readyz needs
+	// (adminauth.go); its zero value refuses them all.
+	Auth adminAuth
+	// TLS, when set, makes the listener serve TLS only.
+	TLS *tls.Config
+	// AdminAPI serves /admin/v1/ (merchants, API keys, audit trail;
+	// docs/admin-api.md); nil: none.
+	AdminAPI http.Handler
 }
 
 // adminHandler serves liveness, readiness and the Go profiler.
@@ -30,8 +40,12 @@ func adminHandler(ready func() bool) http.Handler { return newAdminHandler(admin
 
 // newAdminHandler serves the admin listener: liveness, readiness, the Go
 // profiler, Prometheus metrics, the effective configuration and the live
-// dashboard. It is bound to loopback by default and must never be public.
-func newAdminHandler(c adminConfig) http.Handler {
+// dashboard, every route but the probes behind c.Auth. It is bound to
+// loopback by default.
+func newAdminHandler(c adminConfig) http.Handler { return c.Auth.wrap(adminMux(c)) }
+
+// adminMux routes the admin listener, without the credential check.
+func adminMux(c adminConfig) *http.ServeMux {
 	if c.Ready == nil {
 		c.Ready = func() bool { return true }
 	}
@@ -55,6 +69,9 @@ func newAdminHandler(c adminConfig) http.Handler {
 		mux.Handle("GET /dashboard", dash)
 		mux.Handle("GET /dashboard/", dash)
 	}
+	if c.AdminAPI != nil {
+		mux.Handle(api.AdminPrefix, c.AdminAPI)
+	}
 	if c.Config != nil {
 		mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {
 			var b bytes.Buffer
@@ -77,13 +94,14 @@ func serveAdmin(ctx context.Context, ln net.Listener, ready func() bool, log *sl
 
 // serveAdminWith runs the admin listener with c on ln until ctx ends.
 func serveAdminWith(ctx context.Context, ln net.Listener, c adminConfig, log *slog.Logger) error {
-	srv := &http.Server{Handler: newAdminHandler(c), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: newAdminHandler(c), ReadHeaderTimeout: 5 * time.Second, TLSConfig: c.TLS,
+		ErrorLog: serverErrorLog(log)}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	log.Info("admin listening", "addr", ln.Addr().String())
-	if err := srv.Serve(ln); err != http.ErrServerClosed {
+	log.Info("admin listening", "addr", ln.Addr().String(), "tls", c.TLS != nil)
+	if err := serveHTTP(srv, ln); err != http.ErrServerClosed {
 		return err
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,10 @@ const (
 	cacheLoadBefore     = 500 * time.Millisecond // load with Redis up, then the kill
 	cacheLoadAfter      = time.Second            // load with Redis dead
 	cacheWorkersPerNode = 2
+	// redisWarningsMax bounds one node's warnings over the whole test: a
+	// few changes of state (each cache scope's breaker, the engine's
+	// cache writes), whatever the number of requests.
+	redisWarningsMax = 10
 )
 
 // TestServeRedisSharedByTwoNodes runs a real redis-server and two
@@ -87,6 +93,33 @@ scope = "global"
 		})
 	})
 
+	t.Run("MerchantDisabledByCLIRefusedOnEveryNode", func(t *testing.T) {
+		// A merchant and key made by the CLI, a third process; both nodes
+		// cache the key (in Redis and their client-side copies).
+		out := cl.cli(t, "merchants", "create", "Shared")
+		mid := fieldOf(t, out, "mer_")
+		key := fieldOf(t, cl.cli(t, "keys", "create", "--merchant", mid), "sk_")
+		for _, n := range []*cacheNode{a, b} {
+			n.eventually(t, n.name+" accepts the new key", func() bool {
+				return n.as(key).get(t, "/v1/customers").status == http.StatusOK
+			})
+		}
+		cl.cli(t, "merchants", "disable", mid)
+		// Without the invalidation through Redis, each node would accept
+		// the key for the api_keys TTL (5 minutes).
+		for _, n := range []*cacheNode{a, b} {
+			n.eventually(t, n.name+" refuses the disabled merchant's key", func() bool {
+				return n.as(key).get(t, "/v1/customers").status == http.StatusForbidden
+			})
+		}
+		cl.cli(t, "merchants", "enable", mid)
+		for _, n := range []*cacheNode{a, b} {
+			n.eventually(t, n.name+" accepts the enabled merchant's key", func() bool {
+				return n.as(key).get(t, "/v1/customers").status == http.StatusOK
+			})
+		}
+	})
+
 	t.Run("RedisKilledMidRun", func(t *testing.T) {
 		cus, pm := a.customerWithCard(t, "Load")
 		b.eventuallyCached(t, "/v1/payment_methods/"+pm)
@@ -135,6 +168,23 @@ scope = "global"
 			if perNodeAfter[n.name] == 0 {
 				t.Errorf("%s answered no sale after Redis was killed, want some", n.name)
 			}
+			// A dead Redis is logged once per change of state (the cache's
+			// breaker, the engine's cache writes), not once per request: it
+			// was one warning per sale.
+			b, err := os.ReadFile(n.p.logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var warns []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "WARN") {
+					warns = append(warns, l)
+				}
+			}
+			if len(warns) > redisWarningsMax {
+				t.Errorf("%s logged %d warnings for %d sales with Redis dead, want at most %d; first ones:\n%s",
+					n.name, len(warns), perNodeAfter[n.name], redisWarningsMax, strings.Join(warns[:redisWarningsMax], "\n"))
+			}
 		}
 	})
 
@@ -159,6 +209,54 @@ type cacheCluster struct {
 	key                                 string
 }
 
+// env is the environment of the cluster's processes (addr: listen).
+func (cl *cacheCluster) env(addr string) map[string]string {
+	return map[string]string{"SURGEPAY_CONFIG": cl.config, "SURGEPAY_DATA_DIR": cl.dataDir, "SURGEPAY_LISTEN": addr,
+		"SURGEPAY_ADMIN_LISTEN": "off", "SURGEPAY_LOG_LEVEL": "warn", "SURGEPAY_DEBUG": "true",
+		"SURGEPAY_STORAGE": "postgres", "SURGEPAY_POSTGRES_DSN": cl.pgURL, "SURGEPAY_POSTGRES_SCHEMA": cl.schema}
+}
+
+// cli runs a surgepay command against the cluster's database and cache,
+// as an operator would on another host, and returns its output.
+func (cl *cacheCluster) cli(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cl.bin, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SURGEPAY_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	for k, v := range cl.env("127.0.0.1:0") {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("surgepay %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// fieldOf returns the first word of out that starts with prefix.
+func fieldOf(t *testing.T, out, prefix string) string {
+	t.Helper()
+	for _, f := range strings.Fields(out) {
+		if strings.HasPrefix(f, prefix) {
+			return strings.TrimRight(f, ",.:")
+		}
+	}
+	t.Fatalf("no %s… in %q", prefix, out)
+	return ""
+}
+
+// as is the node with another API key.
+func (n *cacheNode) as(key string) *cacheNode {
+	c := *n.c
+	c.key = key
+	return &cacheNode{name: n.name, p: n.p, c: &c}
+}
+
 // cacheNode is one serve process and a client of it.
 type cacheNode struct {
 	name string
@@ -170,10 +268,7 @@ func (cl *cacheCluster) start(name string) *cacheNode {
 	t := cl.t
 	t.Helper()
 	addr := freeAddr(t)
-	env := map[string]string{"SURGEPAY_CONFIG": cl.config, "SURGEPAY_DATA_DIR": cl.dataDir, "SURGEPAY_LISTEN": addr,
-		"SURGEPAY_ADMIN_LISTEN": "off", "SURGEPAY_LOG_LEVEL": "warn", "SURGEPAY_DEBUG": "true",
-		"SURGEPAY_STORAGE": "postgres", "SURGEPAY_POSTGRES_DSN": cl.pgURL, "SURGEPAY_POSTGRES_SCHEMA": cl.schema}
-	p := startProcess(t, name, cl.bin, []string{"serve"}, env)
+	p := startProcess(t, name, cl.bin, []string{"serve"}, cl.env(addr))
 	if err := waitHealthy("http://"+addr, startTimeout, p.doneErr()); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

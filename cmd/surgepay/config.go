@@ -32,6 +32,25 @@ type Config struct {
 	// (SURGEPAY_ADMIN_LISTEN=off). Default 127.0.0.1:9090: a second server
 	// on the same host needs another port.
 	AdminListen string `toml:"admin_listen"`
+	// AdminTokenFile holds the admin listener's credential: everything
+	// but /healthz and /readyz (and /metrics with AdminMetricsOpen)
+	// requires the token, as "Authorization: Bearer TOKEN", as the
+	// password of basic auth, or through the dashboard's login page
+	// (docs/observability.md). serve and settle create the file (mode
+	// 0600, a random token) when it does not exist, and refuse one that
+	// others can read. The environment variable SURGEPAY_ADMIN_TOKEN (at
+	// least adminTokenLenMin characters) gives the token instead, never
+	// printed. Env SURGEPAY_ADMIN_TOKEN_FILE. Default DataDir/admin-token.
+	AdminTokenFile string `toml:"admin_token_file"`
+	// adminToken is SURGEPAY_ADMIN_TOKEN: a secret kept out of the file
+	// and of /config.
+	adminToken cache.Secret
+	// AdminMetricsOpen serves /metrics of the admin listener (and of
+	// settle's --metrics-listen) without the token, for a scraper that
+	// cannot send one. Env SURGEPAY_ADMIN_METRICS_OPEN. Default false.
+	AdminMetricsOpen bool `toml:"admin_metrics_open"`
+	// TLS configures TLS on the listeners (docs/tls.md).
+	TLS TLSConfig `toml:"tls"`
 	// DataDir holds the embedded database, the keyring and the dev API key.
 	// Default ./data.
 	DataDir string `toml:"data_dir"`
@@ -382,6 +401,7 @@ func (c *Config) applyEnv(env func(string) string) error {
 		"SURGEPAY_STAGE": &c.Stage.Kind, "SURGEPAY_NATS_URL": &c.Stage.NATSURL,
 		"SURGEPAY_SETTLEMENT_PUBLIC_KEY_FILE": &c.Stage.PublicKeyFile, "SURGEPAY_NATS_CREDS_FILE": &c.Stage.NATSCredsFile,
 		"SURGEPAY_NATS_USER": &c.Stage.NATSUser, "SURGEPAY_NATS_TLS_CA_FILE": &c.Stage.NATSTLSCAFile,
+		"SURGEPAY_ADMIN_TOKEN_FILE": &c.AdminTokenFile, "SURGEPAY_TLS_CERT_FILE": &c.TLS.CertFile, "SURGEPAY_TLS_KEY_FILE": &c.TLS.KeyFile,
 	}
 	for k, p := range str {
 		if v := env(k); v != "" {
@@ -389,7 +409,7 @@ func (c *Config) applyEnv(env func(string) string) error {
 		}
 	}
 	for k, p := range map[string]*cache.Secret{"SURGEPAY_NATS_PASSWORD": &c.Stage.NATSPassword,
-		"SURGEPAY_NATS_TOKEN": &c.Stage.NATSToken} {
+		"SURGEPAY_NATS_TOKEN": &c.Stage.NATSToken, "SURGEPAY_ADMIN_TOKEN": &c.adminToken} {
 		if v := env(k); v != "" {
 			*p = cache.Secret(v)
 		}
@@ -408,6 +428,16 @@ func (c *Config) applyEnv(env func(string) string) error {
 			return fmt.Errorf("SURGEPAY_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: %q is not true or false", v)
 		}
 		c.Webhooks.AllowPrivateNetworks = b
+	}
+	for k, p := range map[string]*bool{"SURGEPAY_ADMIN_METRICS_OPEN": &c.AdminMetricsOpen,
+		"SURGEPAY_TLS_PROXY_TERMINATED": &c.TLS.ProxyTerminated} {
+		if v := env(k); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not true or false", k, v)
+			}
+			*p = b
+		}
 	}
 	if v := env("SURGEPAY_DEBUG"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -436,6 +466,9 @@ func (c *Config) fillPaths() {
 	if c.KeyringFile == "" {
 		c.KeyringFile = filepath.Join(c.DataDir, "keyring.json")
 	}
+	if c.AdminTokenFile == "" {
+		c.AdminTokenFile = filepath.Join(c.DataDir, adminTokenFileName)
+	}
 }
 
 // Validate checks every field and the fields that depend on each other.
@@ -456,6 +489,8 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		bad("data_dir", "must not be empty")
 	}
+	c.validateAdminToken(bad)
+	c.TLS.validate(bad)
 	switch c.Storage {
 	case "sqlite":
 	case "postgres":

@@ -356,7 +356,9 @@ var notSecretSettings = []string{"listen", "admin_listen", "data_dir", "storage"
 	"tax_table", "keyring_file", "sqlite.path", "postgres.schema", "provider.kind", "provider.latency",
 	"stage.public_key_file", "stage.kind", "stage.stream", "stage.subject", "stage.fallback",
 	"stage.nats_creds_file", "stage.nats_user", "stage.nats_tls_ca_file", "stage.nats_tls_cert_file",
-	"stage.nats_tls_key_file", "cache.namespace", "cache.redis.sentinel_master", "cache.redis.username"}
+	"stage.nats_tls_key_file", "cache.namespace", "cache.redis.sentinel_master", "cache.redis.username",
+	"admin_token_file", "tls.cert_file", "tls.key_file", "tls.admin_client_ca_file",
+	"cache.redis.tls_ca_file", "cache.redis.tls_cert_file", "cache.redis.tls_key_file"}
 
 // fillStrings sets every string (or string list) setting under v, a
 // struct, to fill(its dotted TOML key). Maps (merchants, cache entities)
@@ -398,9 +400,9 @@ func TestConfigRedactedEverySetting(t *testing.T) {
 	c.Telemetry.Tracing.Endpoint = "http://" + secret + "@otel.example:4318/v1/traces"
 	globalAddrs := slices.Clone(c.Cache.Redis.GlobalAddrs)
 
-	admin := httptest.NewServer(newAdminHandler(adminConfig{Config: func() any { return c.adminView() }}))
+	admin := httptest.NewServer(newAdminHandler(adminConfig{Config: func() any { return c.adminView() }, Auth: testAdminAuth}))
 	defer admin.Close()
-	code, body := get(t, admin.URL+"/config")
+	code, body := getAuth(t, admin.URL+"/config", testAdminToken)
 	if code != http.StatusOK {
 		t.Fatalf("GET /config: status %d, want 200: %s", code, body)
 	}

@@ -18,7 +18,9 @@ const runTimeout = 30 * time.Second
 // ("" is surgepay itself).
 var commandNames = []string{
 	"", "serve", "settle", "trace", "migrate", "simulator", "version",
-	"keys", "keys create", "keys list", "keys revoke", "keys rotate", "keys settlement", "processors", "processors seal",
+	"keys", "keys create", "keys list", "keys revoke", "keys roll", "keys expire", "keys rotate",
+	"merchants", "merchants create", "merchants list", "merchants show", "merchants disable", "merchants enable",
+	"audit", "audit list", "keys settlement", "processors", "processors seal",
 	"tax", "tax import",
 	"webhooks", "webhooks endpoints", "webhooks deliveries", "webhooks resend", "webhooks roll-secret",
 	"loadtest", "loadtest run", "loadtest compare", "loadtest merge", "loadtest table",

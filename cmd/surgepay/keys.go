@@ -5,15 +5,31 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/user"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/internal/cli"
 )
+
+const keysCreateUsage = `Usage: surgepay keys create [--merchant ID] [--scopes LIST] [--expires-in D | --expires-at T] [--config FILE]
+
+Makes a new API key for a merchant (default: the first one, made by the
+first serve) and prints it once. --scopes restricts it (comma-separated:
+resource:read or resource:write, or the presets read_only,
+payments_no_refunds, full; default full access); see docs/api-keys.md.
+`
 
 const keysListUsage = `Usage: surgepay keys list [--merchant ID] [--config FILE]
 
 Lists the API keys (of one merchant, or of all): ID, merchant, the secret's
-first characters, when it was made, and whether it is revoked. Secrets are
-not stored, so they cannot be shown.
+first characters, scopes, when it was made, last used (flushed by servers
+every minute), when it expires, and whether it is revoked. Secrets are not
+stored, so they cannot be shown.
 `
 
 const keysRevokeUsage = `Usage: surgepay keys revoke KEY_ID [--config FILE]
@@ -22,64 +38,226 @@ Revokes an API key for good: its requests are refused 401. The key is
 dropped at once from a shared (Redis) cache, so every server that shares
 it refuses it at once; a server that caches API keys in its own memory
 only refuses it once its entry expires (cache.entities.api_keys.ttl, 5
-minutes by default): lower that TTL, or restart, to shorten the window.
-See docs/cache.md.
+minutes by default): lower that TTL, or use the admin API of each server,
+to shorten the window. See docs/api-keys.md.
 `
 
-// cmdKeysAdmin is `surgepay keys list` and `surgepay keys revoke`.
-func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) int {
-	usage := keysListUsage
-	if sub == "revoke" {
-		usage = keysRevokeUsage
+const keysRollUsage = `Usage: surgepay keys roll KEY_ID --grace D [--expires-in D | --expires-at T] [--config FILE]
+
+Makes a new secret for the key's merchant, with the same scopes, and
+prints it once. The old secret keeps working for --grace (e.g. 24h; at
+most 168h; 0 stops it at once), then is refused 401 api_key_expired.
+`
+
+const keysExpireUsage = `Usage: surgepay keys expire KEY_ID (--expires-in D | --expires-at T) [--config FILE]
+
+Sets the key's expiry, or brings it forward (an expiry is never pushed
+later). From then on the key is refused 401 api_key_expired; the cache
+bound is revoke's.
+`
+
+// cliActor names the operator in the audit trail: "cli:" and the OS user.
+func cliActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
 	}
-	c, path := configFlags("keys "+sub, usage)
-	var merchant *string
-	if sub == "list" {
-		merchant = c.Flags.String("merchant", "", "list only this merchant's keys (`ID`)")
+	if n := os.Getenv("USER"); n != "" {
+		return "cli:" + n
 	}
-	var rest []string
-	if sub == "revoke" {
-		var code int
-		var ok bool
-		if rest, code, ok = c.ParseInterleaved(args, stdout, stderr); !ok {
-			return code
+	return "cli"
+}
+
+// expiryFlags are --expires-in and --expires-at.
+type expiryFlags struct{ in, at *string }
+
+func addExpiryFlags(c *cli.Command) expiryFlags {
+	return expiryFlags{
+		in: c.Flags.String("expires-in", "", "the key stops working after `DURATION` (e.g. 720h)"),
+		at: c.Flags.String("expires-at", "", "the key stops working at `TIME` (RFC 3339, e.g. 2027-01-31T00:00:00Z)"),
+	}
+}
+
+func (f expiryFlags) time(now time.Time) (time.Time, error) {
+	switch {
+	case *f.in != "" && *f.at != "":
+		return time.Time{}, fmt.Errorf("give --expires-in or --expires-at, not both")
+	case *f.in != "":
+		d, err := time.ParseDuration(*f.in)
+		if err != nil || d <= 0 {
+			return time.Time{}, fmt.Errorf("--expires-in %q must be a positive duration such as 720h", *f.in)
 		}
-		if len(rest) != 1 {
-			return c.Fail(stderr, "want one KEY_ID, got %d arguments", len(rest))
+		return now.Add(d), nil
+	case *f.at != "":
+		t, err := time.Parse(time.RFC3339, *f.at)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("--expires-at %q must be an RFC 3339 time such as 2027-01-31T00:00:00Z", *f.at)
 		}
-	} else if code, ok := c.Parse(args, stdout, stderr); !ok {
-		return code
+		return t, nil
 	}
-	cfg, err := LoadConfig(*path, envOS)
+	return time.Time{}, nil
+}
+
+// openCLIApp loads the configuration and opens the app for a command that
+// changes or reads merchants and keys. code >= 0 is the exit code of a
+// failure, already reported.
+func openCLIApp(ctx context.Context, path string, stderr io.Writer) (*app, int) {
+	cfg, err := LoadConfig(path, envOS)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 2
+		return nil, 2
 	}
 	a, err := openApp(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 1
+		return nil, 1
+	}
+	return a, -1
+}
+
+// cmdKeysAdmin is `surgepay keys create|list|revoke|roll`.
+func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) int {
+	usage := map[string]string{"create": keysCreateUsage, "list": keysListUsage, "revoke": keysRevokeUsage,
+		"roll": keysRollUsage, "expire": keysExpireUsage}[sub]
+	c, path := configFlags("keys "+sub, usage)
+	var merchant, scopes, grace *string
+	var exp expiryFlags
+	switch sub {
+	case "create":
+		merchant = c.Flags.String("merchant", "", "merchant `ID` (default: the first merchant)")
+		scopes = c.Flags.String("scopes", "", "comma-separated `LIST` of scopes or presets (default: full access)")
+		exp = addExpiryFlags(c)
+	case "list":
+		merchant = c.Flags.String("merchant", "", "list only this merchant's keys (`ID`)")
+	case "roll":
+		grace = c.Flags.String("grace", "", "how long the old secret keeps working (`DURATION`, 0 to 168h; required)")
+		exp = addExpiryFlags(c)
+	case "expire":
+		exp = addExpiryFlags(c)
+	}
+	rest, code, ok := c.ParseInterleaved(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	wantArgs := 0
+	if sub == "revoke" || sub == "roll" || sub == "expire" {
+		wantArgs = 1
+	}
+	if len(rest) != wantArgs {
+		return c.Fail(stderr, "want %d KEY_ID argument(s), got %d", wantArgs, len(rest))
+	}
+	if sub == "roll" && *grace == "" {
+		return c.Fail(stderr, "--grace is required (0 stops the old secret at once)")
+	}
+	if sub == "expire" && *exp.in == "" && *exp.at == "" {
+		return c.Fail(stderr, "--expires-in or --expires-at is required")
+	}
+	a, code := openCLIApp(ctx, *path, stderr)
+	if code >= 0 {
+		return code
 	}
 	defer a.Close()
-	if sub == "revoke" {
-		k, err := a.eng.RevokeAPIKey(ctx, rest[0])
-		if err != nil {
-			fmt.Fprintf(stderr, "surgepay: %v\n", err)
-			return 1
+	ctx = engine.WithActor(ctx, cliActor())
+	var err error
+	switch sub {
+	case "create":
+		err = keysCreate(ctx, a, *merchant, *scopes, exp, stdout)
+	case "list":
+		err = keysList(ctx, a, *merchant, stdout)
+	case "revoke":
+		var k *surgepay.APIKey
+		if k, err = a.eng.RevokeAPIKey(ctx, rest[0]); err == nil {
+			fmt.Fprintf(stdout, "API key %s (%s…) of merchant %s is revoked\n", k.ID, k.Prefix, k.MerchantID)
 		}
-		fmt.Fprintf(stdout, "API key %s (%s…) of merchant %s is revoked\n", k.ID, k.Prefix, k.MerchantID)
-		return 0
+	case "roll":
+		err = keysRoll(ctx, a, rest[0], *grace, exp, stdout)
+	case "expire":
+		var t time.Time
+		var k *surgepay.APIKey
+		if t, err = exp.time(time.Now()); err == nil {
+			if k, err = a.eng.ExpireAPIKey(ctx, rest[0], t); err == nil {
+				fmt.Fprintf(stdout, "API key %s (%s…) of merchant %s expires at %s\n", k.ID, k.Prefix, k.MerchantID,
+					k.Expires.Format(time.RFC3339))
+			}
+		}
 	}
-	keys, err := a.eng.ListAPIKeys(ctx, *merchant)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 1
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tMERCHANT\tPREFIX\tCREATED\tREVOKED")
-	for _, k := range keys {
-		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%v\n", k.ID, k.MerchantID, k.Prefix, k.Created.UTC().Format(time.RFC3339), k.Revoked)
-	}
-	tw.Flush()
 	return 0
+}
+
+func keysCreate(ctx context.Context, a *app, merchant, scopeList string, exp expiryFlags, stdout io.Writer) error {
+	var in []string
+	if scopeList != "" {
+		in = strings.Split(scopeList, ",")
+	}
+	scopes, err := surgepay.ParseScopes("--scopes", in)
+	if err != nil {
+		return err
+	}
+	expires, err := exp.time(time.Now())
+	if err != nil {
+		return err
+	}
+	if merchant == "" {
+		ms, err := a.store.ListMerchants(ctx)
+		if err != nil || len(ms) == 0 {
+			return fmt.Errorf("no merchant yet: run `surgepay serve` once, or `surgepay merchants create`, or pass --merchant")
+		}
+		merchant = ms[0].ID
+	}
+	secret, k, err := a.eng.CreateAPIKeyWith(ctx, merchant, engine.KeyOptions{Scopes: scopes, Expires: expires})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "API key %s for merchant %s (shown once):\n%s\n", k.ID, merchant, secret)
+	return nil
+}
+
+func keysRoll(ctx context.Context, a *app, id, graceText string, exp expiryFlags, stdout io.Writer) error {
+	grace, err := time.ParseDuration(graceText)
+	if err != nil {
+		return fmt.Errorf("--grace %q must be a duration such as 24h", graceText)
+	}
+	expires, err := exp.time(time.Now())
+	if err != nil {
+		return err
+	}
+	r, err := a.eng.RollAPIKey(ctx, id, grace, expires)
+	if err != nil {
+		return err
+	}
+	old := "is revoked now"
+	if !r.Old.Revoked {
+		old = "works until " + r.Old.Expires.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(stdout, "API key %s replaces %s (%s…), which %s. New key for merchant %s (shown once):\n%s\n",
+		r.New.ID, r.Old.ID, r.Old.Prefix, old, r.New.MerchantID, r.Secret)
+	return nil
+}
+
+func timeOrDash(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func keysList(ctx context.Context, a *app, merchant string, stdout io.Writer) error {
+	keys, err := a.eng.ListAPIKeys(ctx, merchant)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tMERCHANT\tPREFIX\tSCOPES\tCREATED\tLAST USED\tEXPIRES\tREVOKED")
+	for _, k := range keys {
+		scopes := "full"
+		if len(k.Scopes) > 0 {
+			scopes = strings.Join(k.Scopes, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\t%v\n", k.ID, k.MerchantID, k.Prefix, scopes,
+			timeOrDash(k.Created), timeOrDash(k.LastUsed), timeOrDash(k.Expires), k.Revoked)
+	}
+	return tw.Flush()
 }

@@ -17,9 +17,13 @@ const usage = `surgepay — a self-hosted payment transaction engine
 
 Usage:
   surgepay serve [--config FILE]          run the payments API (embedded default: SQLite in ./data)
-  surgepay keys create [--merchant ID]    make a new API key (for the first merchant by default)
+  surgepay merchants create NAME          make a merchant; also list, show ID, disable ID, enable ID
+  surgepay keys create [--merchant ID]    make a new API key (for the first merchant by default; --scopes, --expires-in)
   surgepay keys list [--merchant ID]      list API keys (never their secrets)
+  surgepay keys roll KEY_ID --grace D     make a new secret; the old one works for D more (0: stops at once)
+  surgepay keys expire KEY_ID --expires-in D   set or bring forward a key's expiry
   surgepay keys revoke KEY_ID             revoke an API key for good
+  surgepay audit list                     the audit trail of merchant and key changes
   surgepay keys rotate                    add a new card-vault key and make it primary
   surgepay keys settlement --out DIR      make the settlement key pair (public: API hosts; private: settle only)
   surgepay webhooks endpoints             list webhook endpoints with their health (docs/webhooks.md)
@@ -29,6 +33,7 @@ Usage:
   surgepay trace --scenario checkout      run one flow and show where each request's time goes
   surgepay tax import FILE                validate a tax-rate CSV and install it in the data folder
   surgepay migrate                        apply database migrations and exit
+  surgepay backup --out FILE              copy the embedded database while it serves (checked, 0600)
   surgepay simulator [flags]              run the card-network simulator as an HTTP server
   surgepay loadtest [flags]               run a load test (see docs/loadtest.md)
   surgepay loadtest compare BASE NEW      compare two load-test results
@@ -62,10 +67,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdTrace(ctx, args[1:], stdout, stderr)
 	case "keys":
 		return cmdKeys(ctx, args[1:], stdout, stderr)
+	case "merchants":
+		return cmdMerchants(ctx, args[1:], stdout, stderr)
+	case "audit":
+		return cmdAudit(ctx, args[1:], stdout, stderr)
 	case "tax":
 		return cmdTax(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		return cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "backup":
+		return cmdBackup(ctx, args[1:], stdout, stderr)
 	case "simulator":
 		return cmdSimulator(ctx, args[1:], stdout, stderr)
 	case "loadtest":

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -151,12 +150,8 @@ func TestServeStripe(t *testing.T) {
 		}
 	})
 	t.Run("SecretNowhere", func(t *testing.T) {
-		resp, err := http.Get("http://" + s.cfgAdmin(t) + "/config")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_, text := getAuth(t, "http://"+s.cfgAdmin(t)+"/config", readAdminToken(t, s.dataDir))
+		body := []byte(text)
 		if !bytes.Contains(body, []byte("stripe_test")) {
 			t.Fatalf("/config does not show the processor: %s", body)
 		}

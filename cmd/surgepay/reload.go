@@ -68,6 +68,7 @@ func modTime(path string) time.Time {
 // (never by value: some are secrets). Not safe for concurrent use with
 // itself (watchConfig is its only caller in serve).
 func reloadConfig(a *app, current *atomic.Pointer[Config], log *slog.Logger, why string) {
+	a.reloadListeners(log, why)
 	old := current.Load()
 	cfg, err := LoadConfig(old.path, envOS)
 	if err != nil {

@@ -53,7 +53,7 @@ func TestReloadProcess(t *testing.T) {
 		t.Helper()
 		var v configView
 		for deadline := time.Now().Add(reloadTimeout); ; time.Sleep(50 * time.Millisecond) {
-			code, body := get(t, adminURL)
+			code, body := getAuth(t, adminURL, readAdminToken(t, dir))
 			v = configView{}
 			if _, err := toml.Decode(body, &v); code != http.StatusOK || err != nil {
 				t.Fatalf("GET /config: status %d, %v\n%s", code, err, body)

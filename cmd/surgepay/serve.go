@@ -55,6 +55,11 @@ type app struct {
 	processors *processorSet
 	def        surgepay.Provider
 	closer     []func()
+	// certs is the listeners' TLS certificate (nil: plain HTTP) and
+	// adminToken the admin listener's token; both are read again on
+	// SIGHUP (reloadListeners).
+	certs      *certReloader
+	adminToken atomic.Pointer[string]
 }
 
 func (a *app) Close() {
@@ -387,6 +392,7 @@ func (a *app) ensureDevMerchant(ctx context.Context, out io.Writer) error {
 		}
 		return nil
 	}
+	ctx = engine.WithActor(ctx, "serve")
 	m, err := a.eng.CreateMerchant(ctx, "Development merchant")
 	if err != nil {
 		return err
@@ -399,8 +405,8 @@ func (a *app) ensureDevMerchant(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "Created development merchant %s with API key (also in %s):\n\n    %s\n\n"+
-		"Try:  curl -s http://%s/v1/customers -H 'Authorization: Bearer %s' -d '{\"name\":\"Ada\"}'\n\n",
-		m.ID, keyFile, secret, a.cfg.Listen, secret)
+		"Try:  curl -s %s://%s/v1/customers -H 'Authorization: Bearer %s' -d '{\"name\":\"Ada\"}'\n\n",
+		m.ID, keyFile, secret, scheme(a.certs != nil), a.cfg.Listen, secret)
 	return nil
 }
 
@@ -432,8 +438,11 @@ Runs the payments API (listen, default 127.0.0.1:8080) and the admin
 listener (admin_listen, default 127.0.0.1:9090: metrics, dashboard, pprof)
 until interrupted. It checks that it can listen on both before it creates
 anything. The first start creates the data folder, a development merchant
-and an API key (printed, and written to DATA_DIR/dev-api-key).
-Configuration: README.md, etc/surgepay.toml.
+and an API key (printed, and written to DATA_DIR/dev-api-key), and the
+admin listener's token (DATA_DIR/admin-token). Beyond loopback it needs
+TLS (tls.cert_file, tls.key_file; SIGHUP reloads them) or
+tls.proxy_terminated. Configuration: README.md, etc/surgepay.toml,
+docs/tls.md.
 `
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -478,8 +487,15 @@ func (e *listenError) Error() string {
 func (e *listenError) Unwrap() error { return e.err }
 
 // listen opens the API listener and, unless admin_listen is off, the
-// admin listener (aln nil), or neither.
+// admin listener (aln nil), or neither. An address beyond loopback needs
+// TLS, or tls.proxy_terminated.
 func listen(cfg Config) (ln, aln net.Listener, err error) {
+	if err := checkPlainListen(cfg.TLS, "listen", cfg.Listen); err != nil {
+		return nil, nil, err
+	}
+	if err := checkPlainListen(cfg.TLS, "admin_listen", cfg.AdminListen); err != nil {
+		return nil, nil, err
+	}
 	ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, nil, &listenError{addr: cfg.Listen, env: "SURGEPAY_LISTEN", key: "listen", err: err}
@@ -505,8 +521,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	// Listen first: a port in use must not leave a data folder, a
-	// merchant and an API key behind.
+	// Listen first: a port in use (or a certificate that does not load)
+	// must not leave a data folder, a merchant and an API key behind.
+	tlsAPI, tlsAdmin, certs, err := listenerTLS(cfg)
+	if err != nil {
+		return err
+	}
 	ln, aln, err := listen(cfg)
 	if err != nil {
 		return err
@@ -522,8 +542,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		return err
 	}
 	defer a.Close()
+	a.certs = certs
 	if err := a.ensureDevMerchant(ctx, out); err != nil {
 		return fmt.Errorf("development merchant: %w", err)
+	}
+	if aln != nil {
+		if err := a.loadAdminToken(out, aln.Addr(), tlsAdmin != nil); err != nil {
+			return err
+		}
 	}
 	if err := a.eng.Preheat(ctx); err != nil {
 		return fmt.Errorf("preheat: %w", err)
@@ -532,7 +558,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		Handler:           api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax, Telemetry: a.tel}),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog: serverErrorLog(log), TLSConfig: tlsAPI,
 	}
 	var wg sync.WaitGroup
 	bg, stopBG := context.WithCancel(ctx)
@@ -546,20 +572,22 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 			defer wg.Done()
 			isReady := func() bool { return ready.Load() && a.storeReachable(bg) }
 			if err := serveAdminWith(bg, aln, adminConfig{Ready: isReady, Telemetry: a.tel,
-				Config: func() any { return current.Load().adminView() }}, log); err != nil {
+				Config: func() any { return current.Load().adminView() }, Auth: a.adminAuth(), TLS: tlsAdmin,
+				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: adminActor})}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()
 	}
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); a.eng.RunKeyUseFlusher(bg, engine.KeyUseFlushIntervalDefault) }()
 	go func() { defer wg.Done(); watchConfig(bg, a, &current, hup, log) }()
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
 	go func() { defer wg.Done(); purgeLoop(bg, a.eng, log) }()
 	a.startWebhooks(bg, &wg)
-	fmt.Fprintf(out, "surgepay listening on http://%s (storage %s)\n", ln.Addr(), cfg.Storage)
-	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind)
+	fmt.Fprintf(out, "surgepay listening on %s://%s (storage %s)\n", scheme(tlsAPI != nil), ln.Addr(), cfg.Storage)
+	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind, "tls", tlsAPI != nil)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- serveHTTP(srv, ln) }()
 	ready.Store(true)
 	select {
 	case err := <-errc:
@@ -642,19 +670,15 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 const keysUsage = `Usage:
-  surgepay keys create [--merchant ID]    make a new API key
-  surgepay keys list [--merchant ID]      list API keys: ID, merchant, prefix, created, revoked
+  surgepay keys create [--merchant ID]    make a new API key (--scopes, --expires-in)
+  surgepay keys list [--merchant ID]      list API keys: prefix, scopes, created, last used, expiry, revoked
+  surgepay keys roll KEY_ID --grace D     make a new secret; the old one works for D more
+  surgepay keys expire KEY_ID --expires-in D   set or bring forward a key's expiry
   surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay keys rotate                    add a new card-vault key and make it primary
   surgepay keys settlement --out DIR      make the settlement key pair
 
 Run 'surgepay help keys COMMAND' for a command's flags.
-`
-
-const keysCreateUsage = `Usage: surgepay keys create [--merchant ID] [--config FILE]
-
-Makes a new API key for a merchant (default: the first one, made by the
-first serve) and prints it once.
 `
 
 const keysRotateUsage = `Usage: surgepay keys rotate [--config FILE]
@@ -666,22 +690,16 @@ cards under the new key (docs/vault.md).
 
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sub, code, ok := cli.Subcommand(args, "keys", keysUsage,
-		[]string{"create", "list", "revoke", "rotate", "settlement"}, stdout, stderr)
+		[]string{"create", "list", "roll", "expire", "revoke", "rotate", "settlement"}, stdout, stderr)
 	switch {
 	case !ok:
 		return code
 	case sub == "settlement":
 		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
-	case sub == "list" || sub == "revoke":
+	case sub != "rotate":
 		return cmdKeysAdmin(ctx, sub, args[1:], stdout, stderr)
 	}
-	c, path := configFlags("keys "+sub, keysCreateUsage)
-	var merchant *string
-	if sub == "create" {
-		merchant = c.Flags.String("merchant", "", "merchant `ID` (default: the first merchant)")
-	} else {
-		c.Usage = keysRotateUsage
-	}
+	c, path := configFlags("keys rotate", keysRotateUsage)
 	if code, ok := c.Parse(args[1:], stdout, stderr); !ok {
 		return code
 	}
@@ -690,31 +708,7 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 2
 	}
-	if sub == "rotate" {
-		return rotateVault(cfg, stdout, stderr)
-	}
-	a, err := openApp(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 1
-	}
-	defer a.Close()
-	id := *merchant
-	if id == "" {
-		ms, err := a.store.ListMerchants(ctx)
-		if err != nil || len(ms) == 0 {
-			fmt.Fprintln(stderr, "surgepay: no merchant yet: run `surgepay serve` once, or pass --merchant")
-			return 1
-		}
-		id = ms[0].ID
-	}
-	secret, k, err := a.eng.CreateAPIKey(ctx, id)
-	if err != nil {
-		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "API key %s for merchant %s (shown once):\n%s\n", k.ID, id, secret)
-	return 0
+	return rotateVault(cfg, stdout, stderr)
 }
 
 func rotateVault(cfg Config, stdout, stderr io.Writer) int {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -130,6 +131,7 @@ type server struct {
 	url     string
 	admin   string      // the admin listener's address, "" if off
 	cfgPath string      // the configuration file, if serve read one
+	dataDir string      // the data folder: dev-api-key, admin-token
 	out     *syncBuffer // serve's stdout
 	logs    *syncBuffer
 	cancel  context.CancelFunc
@@ -143,7 +145,7 @@ type server struct {
 func startServe(t testing.TB, cfg Config) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{t: t, url: "http://" + cfg.Listen, admin: cfg.AdminListen, cfgPath: cfg.path, out: &syncBuffer{}, logs: &syncBuffer{}, cancel: cancel,
+	s := &server{t: t, url: "http://" + cfg.Listen, admin: cfg.AdminListen, cfgPath: cfg.path, dataDir: cfg.DataDir, out: &syncBuffer{}, logs: &syncBuffer{}, cancel: cancel,
 		done: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	go func() { s.done <- serve(ctx, cfg, log, s.out) }()
@@ -155,6 +157,9 @@ func startServe(t testing.TB, cfg Config) *server {
 			t.Logf("serve stdout:\n%s\nserve logs:\n%s", s.out, s.logs)
 		}
 	})
+	if cfg.TLS.Enabled() {
+		s.url = "https://" + cfg.Listen
+	}
 	if err := waitHealthy(s.url, startTimeout, s.done); err != nil {
 		s.ended = true
 		cancel()
@@ -182,7 +187,9 @@ func (s *server) stop() error {
 // waitHealthy polls GET url/healthz until it answers 200, done reports
 // that the server ended, or timeout passes.
 func waitHealthy(url string, timeout time.Duration, done <-chan error) error {
-	hc := &http.Client{Timeout: time.Second}
+	// The certificate is not what this poll checks: the TLS tests do.
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(timeout)
 	for {
 		resp, err := hc.Get(url + "/healthz")

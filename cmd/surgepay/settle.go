@@ -263,7 +263,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	onStats := statsLogger(log, 10*time.Second)
 	if o.metricsListen != "" {
 		m := &settleMetrics{}
-		stop, err := serveSettleMetrics(o.metricsListen, m, log)
+		stop, err := serveSettleMetrics(cfg, o.metricsListen, m, log)
 		if err != nil {
 			return fail(err)
 		}
@@ -406,20 +406,38 @@ func (m *settleMetrics) stat() telemetry.SettleStat {
 }
 
 // serveSettleMetrics serves GET /metrics with m's metrics on addr until
-// stop is called. The listener is open when it returns: a port in use is
-// an error now, not after settlement started.
-func serveSettleMetrics(addr string, m *settleMetrics, log *slog.Logger) (stop func(), err error) {
+// stop is called, under the admin listener's rules (cfg): the admin
+// token unless admin_metrics_open, TLS with tls.cert_file, and plain
+// HTTP beyond loopback refused. The listener is open when it returns: a
+// port in use is an error now, not after settlement started.
+func serveSettleMetrics(cfg Config, addr string, m *settleMetrics, log *slog.Logger) (stop func(), err error) {
+	if err := checkPlainListen(cfg.TLS, "--metrics-listen", addr); err != nil {
+		return nil, err
+	}
+	_, tc, _, err := listenerTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	auth := adminAuth{MetricsOpen: cfg.AdminMetricsOpen, ClientCert: cfg.TLS.AdminClientCAFile != ""}
+	if !cfg.AdminMetricsOpen {
+		token, _, err := loadAdminToken(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-listen: %w", err)
+		}
+		auth.Token = func() string { return token }
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w (choose another port, or leave it off)", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.SettleMetricsHandler(m.stat))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: auth.wrap(mux), ReadHeaderTimeout: 5 * time.Second, TLSConfig: tc,
+		ErrorLog: serverErrorLog(log)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(ln); err != http.ErrServerClosed {
+		if err := serveHTTP(srv, ln); err != http.ErrServerClosed {
 			log.Error("settlement metrics listener", "err", err.Error())
 		}
 	}()

@@ -264,8 +264,11 @@ func TestSettleCommandMetrics(t *testing.T) {
 		if m == nil {
 			continue
 		}
+		if code, _ := get(t, "http://"+m[1]+"/metrics"); code != 401 {
+			t.Fatalf("settle's /metrics without the admin token: status %d, want 401", code)
+		}
 		var code int
-		code, body = get(t, "http://"+m[1]+"/metrics")
+		code, body = getAuth(t, "http://"+m[1]+"/metrics", readAdminToken(t, settleDataDir(t, configPath)))
 		if code != 200 {
 			t.Fatalf("/metrics: status %d", code)
 		}
@@ -504,4 +507,14 @@ func TestSettleCommandErrors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// settleDataDir is the data folder of the configuration at path.
+func settleDataDir(t *testing.T, path string) string {
+	t.Helper()
+	cfg, err := LoadConfig(path, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.DataDir
 }

@@ -65,7 +65,7 @@ func TestAdminTelemetryEndpoints(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), map[string]string{"SURGEPAY_POSTGRES_DSN": "postgres://u:hunter2secret@db/x"})
 	var ready atomic.Bool
 	admin := httptest.NewServer(newAdminHandler(adminConfig{Ready: ready.Load, Telemetry: e.Tel,
-		Config: func() any { return cfg.Redacted() }}))
+		Config: func() any { return cfg.Redacted() }, Auth: testAdminAuth}))
 	defer admin.Close()
 
 	if code, _ := get(t, admin.URL+"/readyz"); code != 503 {
@@ -75,7 +75,7 @@ func TestAdminTelemetryEndpoints(t *testing.T) {
 	if code, _ := get(t, admin.URL+"/readyz"); code != 200 {
 		t.Errorf("/readyz when ready: got %d, want 200", code)
 	}
-	code, body := get(t, admin.URL+"/metrics")
+	code, body := getAuth(t, admin.URL+"/metrics", testAdminToken)
 	for _, want := range []string{`surgepay_http_requests_total{method="POST",route="POST /v1/payments",status="200"}`,
 		`surgepay_payments_total{decline_code="insufficient_funds",operation="authorize",outcome="failed",path="unknown"}`,
 		`surgepay_provider_calls_total{op="authorize",outcome="approved"}`, "go_goroutines", "process_cpu_seconds_total"} {
@@ -83,17 +83,17 @@ func TestAdminTelemetryEndpoints(t *testing.T) {
 			t.Errorf("/metrics (status %d) lacks %s", code, want)
 		}
 	}
-	code, body = get(t, admin.URL+"/config")
+	code, body = getAuth(t, admin.URL+"/config", testAdminToken)
 	if code != 200 || strings.Contains(body, "hunter2secret") || !strings.Contains(body, "admin_listen") {
 		t.Errorf("/config: status %d, want 200 with the configuration and no secret:\n%s", code, body)
 	}
-	if code, body = get(t, admin.URL+"/dashboard"); code != 200 || !strings.Contains(body, "uPlot") {
+	if code, body = getAuth(t, admin.URL+"/dashboard", testAdminToken); code != 200 || !strings.Contains(body, "uPlot") {
 		t.Errorf("/dashboard: status %d", code)
 	}
-	if code, _ = get(t, admin.URL+"/dashboard/assets/uPlot.iife.min.js"); code != 200 {
+	if code, _ = getAuth(t, admin.URL+"/dashboard/assets/uPlot.iife.min.js", testAdminToken); code != 200 {
 		t.Errorf("/dashboard/assets/uPlot.iife.min.js: status %d", code)
 	}
-	if code, body = get(t, admin.URL+"/dashboard/data"); code != 200 || !strings.Contains(body, `"p99_ms"`) {
+	if code, body = getAuth(t, admin.URL+"/dashboard/data", testAdminToken); code != 200 || !strings.Contains(body, `"p99_ms"`) {
 		t.Errorf("/dashboard/data: status %d: %s", code, body)
 	}
 }
@@ -110,7 +110,7 @@ func TestServeRecordsHTTPTelemetry(t *testing.T) {
 	c := newClient(s.url, readDevKey(t, dir))
 	c.must(t, "POST", "/v1/customers", `{"name":"Ada"}`, nil, http.StatusOK, nil)
 	c.must(t, "GET", "/v1/customers", "", nil, http.StatusOK, nil)
-	code, body := get(t, "http://"+cfg.AdminListen+"/metrics")
+	code, body := getAuth(t, "http://"+cfg.AdminListen+"/metrics", readAdminToken(t, dir))
 	for _, want := range []string{`surgepay_http_requests_total{method="POST",route="POST /v1/customers",status="200"} 1`,
 		`surgepay_http_requests_total{method="GET",route="GET /v1/customers",status="200"} 1`,
 		`surgepay_http_request_duration_seconds_count{method="POST",route="POST /v1/customers"} 1`} {

@@ -63,11 +63,13 @@ func TestServeWebhooks(t *testing.T) {
 				mu.Lock()
 				n := len(got)
 				mu.Unlock()
-				if n > 0 && strings.Contains(getText(t, metrics), `surgepay_webhook_deliveries_total{outcome="delivered"} 1`) {
+				if _, text := getAuth(t, metrics, readAdminToken(t, dir)); n > 0 &&
+					strings.Contains(text, `surgepay_webhook_deliveries_total{outcome="delivered"} 1`) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("no delivery recorded within %s: %d requests; metrics:\n%s", requestTimeout, n, getText(t, metrics))
+					_, text := getAuth(t, metrics, readAdminToken(t, dir))
+					t.Fatalf("no delivery recorded within %s: %d requests; metrics:\n%s", requestTimeout, n, text)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -119,4 +121,42 @@ func OpenPostgresSchema(t testing.TB) (surgepay.Store, string) {
 		conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 	})
 	return db, schema
+}
+
+// OpenPostgresProxied opens a store in a fresh schema that reaches
+// PostgreSQL through a Proxy, so that a test can take the database away
+// (Proxy.Cut) and give it back (Proxy.Restore).
+func OpenPostgresProxied(t testing.TB) (surgepay.Store, *Proxy) {
+	t.Helper()
+	raw := PostgresURL(t)
+	if raw == "" {
+		t.Skip("SURGEPAY_TEST_POSTGRES_URL not set")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	p := NewProxy(t, host)
+	u.Host = p.Addr()
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "t_" + hex.EncodeToString(b[:])
+	db, err := postgres.Open(context.Background(), postgres.Config{DSN: u.String(), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		conn, err := pgx.Connect(context.Background(), raw)
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+	})
+	return db, p
 }

@@ -119,6 +119,25 @@
       { label: "injector", values: perWindow(function (w) { return w.injector ? w.injector.rss_bytes / 1048576 : null; }) },
       { label: "server", values: perWindow(function (w) { return w.server ? w.server.rss_bytes / 1048576 : null; }) },
     ], "MiB");
+    var minutes = data.minutes || [];
+    if (minutes.length) {
+      var mx = { label: "minute", values: minutes.map(function (m) { return m.minute; }) };
+      var perMinute = function (f) { return minutes.map(function (m) { var v = f(m); return v === undefined ? null : v; }); };
+      chart("Per minute: latency (corrected)", mx, [
+        { label: "p50", values: perMinute(function (m) { return m.corrected.p50_ms; }) },
+        { label: "p99", values: perMinute(function (m) { return m.corrected.p99_ms; }) },
+        { label: "worst second's p99", values: perMinute(function (m) { return m.worst_second_p99_ms; }) },
+        { label: "max", values: perMinute(function (m) { return m.corrected.max_ms; }) },
+      ], "ms");
+      chart("Per minute: refused (503, 429) and server RSS", mx, [
+        { label: "refused", values: perMinute(function (m) { return m.refused; }) },
+        { label: "RSS max MiB", values: perMinute(function (m) { return m.server ? m.server.rss_bytes_max / 1048576 : null; }) },
+      ], "");
+      chart("Per minute: bytes per sale", mx, [
+        { label: "written (write_bytes)", values: perMinute(function (m) { return m.server && m.server.write_bytes >= 0 ? m.server.write_bytes_per_sale : null; }) },
+        { label: "stored (data folder)", values: perMinute(function (m) { return m.server && m.server.data_dir_bytes_per_sale ? m.server.data_dir_bytes_per_sale : null; }) },
+      ], "bytes");
+    }
     var steps = (data.stress && data.stress.steps) || [];
     if (steps.length) {
       chart("Stress steps", { label: "step rate", values: steps.map(function (s) { return s.rate; }) }, [
@@ -153,6 +172,13 @@
           return [fmt(s.rate, 1), fmt(s.achieved_rate, 1), fmt(s.p99_ms), pct(s.error_rate), { text: s.held ? "held" : "broke: " + s.reason, cls: s.held ? "ok" : "bad" }];
         }));
     }
+    table(root, "Per minute (corrected latency, ms)", ["minute", "requests", "sales", "refused", "p50", "p99", "worst 1 s p99", "max", "CPU %", "RSS max MiB", "written/sale", "stored/sale"],
+      (data.minutes || []).map(function (m) {
+        var s = m.server || {};
+        return [m.minute, m.requests, m.sales, { text: String(m.refused), cls: m.refused ? "bad" : "" }, fmt(m.corrected.p50_ms), fmt(m.corrected.p99_ms),
+          fmt(m.worst_second_p99_ms), fmt(m.corrected.max_ms), fmt(s.cpu_percent_avg, 0), s.rss_bytes_max ? fmt(s.rss_bytes_max / 1048576, 1) : "",
+          s.write_bytes >= 0 && m.sales ? fmt(s.write_bytes_per_sale, 0) : "", s.data_dir_bytes_per_sale ? fmt(s.data_dir_bytes_per_sale, 0) : ""];
+      }));
     var r = data.resources;
     table(root, "Resources", ["process", "source", "CPU avg %", "CPU max %", "RSS max MiB"], ["injector", "server"].map(function (p) {
       var s = r[p];

@@ -1,0 +1,73 @@
+package surgepay
+
+import (
+	"fmt"
+	"time"
+)
+
+// AuditEvent is one change to a merchant or an API key, in the audit
+// trail: append-only (the stores refuse UPDATE and DELETE of its rows),
+// written in the same Write as the change it records. It never holds a
+// secret: an API key is named by its ID and prefix.
+type AuditEvent struct {
+	ID         string // "aud_…", sorts by creation time
+	Created    time.Time
+	Actor      string // who: "cli:USER", "admin_api:CREDENTIAL", "serve"
+	Action     string // one of the Audit* actions
+	MerchantID string // the merchant concerned
+	ObjectID   string // "mer_…" or "key_…"
+	Detail     string // what changed, for people: "scopes=… expires=…"; no secret
+}
+
+// Audit actions.
+const (
+	AuditMerchantCreated  = "merchant.created"
+	AuditMerchantDisabled = "merchant.disabled"
+	AuditMerchantEnabled  = "merchant.enabled"
+	AuditAPIKeyCreated    = "api_key.created"
+	AuditAPIKeyRolled     = "api_key.rolled" // on the old key; Detail names the new one and the grace
+	AuditAPIKeyRevoked    = "api_key.revoked"
+	// AuditAPIKeyExpirySet is an expiry set on (or brought forward for) an
+	// existing key; a roll records the old key's grace in its own row.
+	AuditAPIKeyExpirySet = "api_key.expiry_set"
+)
+
+// Bounds of the audit trail.
+const (
+	// AuditEventsPerWriteMax bounds the audit rows of one Write (a roll
+	// writes three).
+	AuditEventsPerWriteMax = 8
+	// AuditTextBytesMax bounds an audit row's Actor and Detail.
+	AuditTextBytesMax = 1000
+	// APIKeysUsedPerWriteMax bounds the last-used times one Write flushes.
+	APIKeysUsedPerWriteMax = 1000
+)
+
+// AuditFilter selects audit events, newest first. Zero fields do not
+// filter.
+type AuditFilter struct {
+	Page
+	MerchantID string
+	ObjectID   string
+}
+
+// CheckLifecycle reports a Write whose audit rows or last-used times
+// exceed their bounds, or whose audit rows are incomplete. Stores call it
+// in Apply.
+func CheckLifecycle(w *Write) error {
+	if len(w.Audit) > AuditEventsPerWriteMax {
+		return fmt.Errorf("apply: %d audit events in one Write, at most %d", len(w.Audit), AuditEventsPerWriteMax)
+	}
+	if len(w.APIKeysUsed) > APIKeysUsedPerWriteMax {
+		return fmt.Errorf("apply: %d API key uses in one Write, at most %d", len(w.APIKeysUsed), APIKeysUsedPerWriteMax)
+	}
+	for _, e := range w.Audit {
+		if e.ID == "" || e.Action == "" || e.Created.IsZero() {
+			return fmt.Errorf("apply: audit event without an ID, action or time")
+		}
+		if len(e.Actor) > AuditTextBytesMax || len(e.Detail) > AuditTextBytesMax {
+			return fmt.Errorf("apply: audit event %s: actor or detail over %d bytes", e.ID, AuditTextBytesMax)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# bench/event.sh: the event as a profile. One open-model run of sales on a
+# saved card against a fresh `surgepay serve` (embedded SQLite, built-in
+# simulator) at RATE sales per second for DURATION, with the server's CPU,
+# RSS, bytes written (/proc/PID/io write_bytes: WAL, checkpoints and all)
+# and data-folder size sampled every second. The JSON and HTML reports have
+# a per-minute section (p50 / p99 / worst second / max, refusals, RSS,
+# bytes written per sale, data-folder bytes per sale) with charts; the text
+# summary ends with the same table.
+#
+#   bench/event.sh RATE DURATION [PATH]
+#
+# DURATION is a Go duration (30m, 90s). PATH is streamlined (default: the
+# event set-up of docs/streamlined.md: processing = "streamlined", audit =
+# "minimal", analytics = "off") or standard (every switch at its default).
+#
+# Environment: SURGEPAY_BIN (default: build ./cmd/surgepay into the work
+# directory), BENCH_DIR (default /tmp/surgepay-event), BENCH_PORT (18380),
+# BENCH_ADMIN_PORT (19380), BENCH_LOADTEST_FLAGS (more loadtest flags).
+# Everything listens on 127.0.0.1; the run is bounded by DURATION. Reports:
+# BENCH_DIR/event-RATE-DURATION-PATH.{json,html,txt}. Needs python3.
+set -euo pipefail
+
+usage="usage: bench/event.sh RATE DURATION [streamlined|standard]"
+rate=${1:?$usage}
+duration=${2:?$usage}
+path=${3:-streamlined}
+dir=${BENCH_DIR:-/tmp/surgepay-event}
+port=${BENCH_PORT:-18380}
+admin=${BENCH_ADMIN_PORT:-19380}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$dir"
+
+case $path in
+streamlined) merchant=$'processing = "streamlined"\naudit = "minimal"\nanalytics = "off"' ;;
+standard) merchant='processing = "standard"' ;;
+*)
+	echo "unknown path $path; $usage" >&2
+	exit 2
+	;;
+esac
+seconds=$(python3 -c 'import re,sys
+d = sys.argv[1]; total = 0.0
+for n, u in re.findall(r"([0-9.]+)(h|ms|m|s)", d):
+    total += float(n) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[u]
+print(int(total))' "$duration")
+if ((seconds < 1)); then
+	echo "DURATION $duration: want a Go duration such as 30m or 90s" >&2
+	exit 2
+fi
+
+bin=${SURGEPAY_BIN:-}
+if [[ -z $bin ]]; then
+	bin=$dir/surgepay
+	(cd "$repo" && go build -o "$bin" ./cmd/surgepay)
+fi
+[[ -f $dir/keys/settlement.pub ]] || "$bin" keys settlement --out "$dir/keys" >/dev/null
+for p in "$port" "$admin"; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+		echo "port $p is already taken; stop what listens there or set BENCH_PORT / BENCH_ADMIN_PORT" >&2
+		exit 1
+	fi
+done
+
+data=$dir/data
+rm -rf "$data"
+cat >"$dir/event.toml" <<EOF
+listen = "127.0.0.1:$port"
+admin_listen = "127.0.0.1:$admin"
+data_dir = "$data"
+log_level = "warn"
+[merchants.default]
+$merchant
+[stage]
+public_key_file = "$dir/keys/settlement.pub"
+EOF
+
+"$bin" serve --config "$dir/event.toml" >"$dir/serve.out" 2>"$dir/serve.err" &
+server=$!
+trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
+for _ in $(seq 150); do
+	[[ -s $data/dev-api-key ]] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+	kill -0 $server 2>/dev/null || { tail "$dir/serve.err" >&2; exit 1; }
+	sleep 0.2
+done
+idle_rss=$(awk '/VmRSS/ {print $2 * 1024}' "/proc/$server/status")
+
+label=event-$rate-$duration-$path
+# shellcheck disable=SC2086 # BENCH_LOADTEST_FLAGS is a list of flags
+"$bin" loadtest --url "http://127.0.0.1:$port" --api-key "$(<"$data/dev-api-key")" \
+	--scenario streamlined --rate "$rate" --duration "$duration" --quiet \
+	--max-iterations $((rate * seconds + rate)) \
+	--server-pid $server --server-data-dir "$data" \
+	--out "$dir/$label.json" --html "$dir/$label.html" ${BENCH_LOADTEST_FLAGS:-} >"$dir/$label.txt" 2>&1 || true
+cat "$dir/$label.txt"
+
+python3 - "$dir/$label.json" "$idle_rss" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ms, s = d.get('minutes') or [], d['summary']
+refused = sum(m['refused'] for m in ms)
+sales = sum(m['sales'] for m in ms)
+written = sum(m['server']['write_bytes'] for m in ms if m.get('server') and m['server']['write_bytes'] >= 0)
+last = next((m['server'] for m in reversed(ms) if m.get('server')), {})
+print(f"event: {sales} sales in {s['elapsed_seconds']:.0f} s, refused {refused} ({100 * refused / max(1, s['requests']):.3f} %), "
+      f"worst minute p99 {max((m['corrected']['p99_ms'] for m in ms), default=0):.1f} ms, "
+      f"worst second p99 {max((m['worst_second_p99_ms'] for m in ms), default=0):.1f} ms, "
+      f"server RSS idle {int(sys.argv[2]) / 2**20:.0f} MiB max {d['resources']['server']['rss_bytes_max'] / 2**20:.0f} MiB, "
+      f"written {written / max(1, sales):.0f} B/sale, data folder {last.get('data_dir_bytes_per_sale', 0):.0f} B/sale, "
+      f"server CPU {d['resources']['server']['cpu_percent_avg'] * 10000 / max(1, s['request_rate']):.0f} us/request")
+PY
+echo "reports: $dir/$label.json $dir/$label.html"

@@ -1,0 +1,443 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+const (
+	// adminTokenFileName is the admin token's file in the data folder.
+	adminTokenFileName = "admin-token"
+	// adminTokenLenMin is the shortest admin token accepted from
+	// SURGEPAY_ADMIN_TOKEN or a token file: 16 characters of a random
+	// token are 96 bits or more. A generated one has adminTokenBytes.
+	adminTokenLenMin = 16
+	// adminTokenLenMax bounds a token (and what is read of its file).
+	adminTokenLenMax = 512
+	// adminTokenBytes is the randomness of a generated token: 256 bits.
+	adminTokenBytes = 32
+	// adminTokenPrefix marks a generated token, so that a secret scanner
+	// (or a reader of a leaked log) can tell what it is.
+	adminTokenPrefix = "spadm_"
+	// adminSessionCookie is the dashboard's login cookie.
+	adminSessionCookie = "surgepay_admin"
+	// adminSessionLifetime is how long a dashboard login lasts.
+	adminSessionLifetime = 12 * time.Hour
+	// adminLoginBodyBytesMax bounds the body of POST /login.
+	adminLoginBodyBytesMax = 4 << 10
+	// adminFailuresPerSecond and adminFailuresBurst bound the wrong
+	// credentials (token, cookie, login) a listener checks: beyond, every
+	// request that presents one gets 429 until the budget refills, so a
+	// guessed token, even a short one from SURGEPAY_ADMIN_TOKEN, costs
+	// years. A client certificate and the open paths are not limited.
+	adminFailuresPerSecond = 5
+	adminFailuresBurst     = 20
+)
+
+// validateAdminToken checks the length of SURGEPAY_ADMIN_TOKEN.
+func (c *Config) validateAdminToken(bad func(field, format string, args ...any)) {
+	if n := len(c.adminToken); n > 0 && (n < adminTokenLenMin || n > adminTokenLenMax) {
+		bad("SURGEPAY_ADMIN_TOKEN", "is %d characters; it must be %d to %d (a random one: `openssl rand -hex 32`)",
+			n, adminTokenLenMin, adminTokenLenMax)
+	}
+}
+
+// loadAdminToken returns the admin token: SURGEPAY_ADMIN_TOKEN, else the
+// content of admin_token_file, which is created with a random token when
+// it does not exist (created is then true). A file that the group or
+// others can read or write is refused, as ssh refuses a private key: the
+// token would no longer be secret.
+func loadAdminToken(cfg Config) (token string, created bool, err error) {
+	if cfg.adminToken != "" {
+		return cfg.adminToken.Reveal(), false, nil
+	}
+	path := cfg.AdminTokenFile
+	token, err = readAdminTokenFile(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return token, false, err
+	}
+	b := make([]byte, adminTokenBytes)
+	rand.Read(b) // never fails (crypto/rand)
+	token = adminTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	// O_EXCL: when serve and settle start at once, one creates the file
+	// and the other reads it.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		token, err = readAdminTokenFile(path)
+		return token, false, err
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("admin_token_file %s: %w", path, err)
+	}
+	_, err = f.WriteString(token + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return "", false, fmt.Errorf("admin_token_file %s: %w", path, err)
+	}
+	return token, true, nil
+}
+
+// readAdminTokenFile reads a token file, checking its mode and length;
+// an error wraps fs.ErrNotExist when there is no file.
+func readAdminTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("admin_token_file %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("admin_token_file %s: %w", path, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("admin_token_file %s: mode %v lets others read it; chmod 600 it (or set SURGEPAY_ADMIN_TOKEN)",
+			path, st.Mode().Perm())
+	}
+	b := make([]byte, adminTokenLenMax+2)
+	n, _ := f.Read(b)
+	token := strings.TrimSpace(string(b[:n]))
+	if len(token) < adminTokenLenMin || len(token) > adminTokenLenMax {
+		return "", fmt.Errorf("admin_token_file %s: the token is %d characters; it must be %d to %d (delete the file to have a new one made)",
+			path, len(token), adminTokenLenMin, adminTokenLenMax)
+	}
+	return token, nil
+}
+
+// adminAuth guards the admin listener. The zero value refuses every
+// guarded request (no token: nothing matches).
+type adminAuth struct {
+	// Token returns the admin token (it may change on a reload); nil or
+	// "" refuses every credential but a client certificate.
+	Token func() string
+	// MetricsOpen serves GET /metrics without a credential.
+	MetricsOpen bool
+	// ClientCert accepts a client certificate verified by the listener's
+	// TLS configuration (tls.admin_client_ca_file) as a credential.
+	ClientCert bool
+	// now is time.Now, replaced by tests.
+	now func() time.Time
+	// failures is the budget of wrong credentials; nil: wrap makes one
+	// of adminFailuresPerSecond and adminFailuresBurst.
+	failures *rate.Limiter
+}
+
+// adminOpenPaths need no credential: probes of load balancers and
+// orchestrators, and the login page itself.
+var adminOpenPaths = map[string]bool{"/healthz": true, "/readyz": true, "/login": true}
+
+// wrap returns next behind the credential check and, for every method
+// that changes something (POST /login, the admin API), the standard
+// library's cross-origin protection: a browser request sent from another
+// site (Sec-Fetch-Site, Origin) is refused, so a page the operator
+// visits cannot use their login cookie, basic-auth or client
+// certificate. Clients that are not browsers send neither header and
+// pass.
+func (a adminAuth) wrap(next http.Handler) http.Handler {
+	if a.failures == nil {
+		a.failures = rate.NewLimiter(adminFailuresPerSecond, adminFailuresBurst)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login", a.loginPage)
+	mux.HandleFunc("POST /login", a.login)
+	mux.HandleFunc("POST /logout", a.logout)
+	mux.Handle("/", next)
+	guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if adminOpenPaths[r.URL.Path] || (a.MetricsOpen && r.URL.Path == "/metrics") || r.URL.Path == "/logout" || a.clientCert(r) {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		presented := r.Header.Get("Authorization") != "" || hasCookie(r, adminSessionCookie)
+		if presented && !a.failuresLeft() {
+			tooManyFailures(w)
+			return
+		}
+		if a.allowed(r) {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if presented {
+			a.failures.Allow() // spend one
+		}
+		a.refuse(w, r)
+	})
+	return http.NewCrossOriginProtection().Handler(guarded)
+}
+
+// allowed reports whether r carries a valid credential: the token as a
+// bearer token or basic-auth password, a valid session cookie, or a
+// verified client certificate.
+func (a adminAuth) allowed(r *http.Request) bool {
+	if a.clientCert(r) {
+		return true
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return a.tokenMatches(strings.TrimSpace(tok))
+		}
+		if _, pw, ok := r.BasicAuth(); ok {
+			return a.tokenMatches(pw)
+		}
+		return false
+	}
+	if c, err := r.Cookie(adminSessionCookie); err == nil {
+		return a.sessionValid(c.Value)
+	}
+	return false
+}
+
+// clientCert reports whether r came with a client certificate that the
+// listener verified, when those are credentials.
+func (a adminAuth) clientCert(r *http.Request) bool {
+	return a.ClientCert && r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+}
+
+// failuresLeft reports whether a wrong credential may still be checked.
+func (a adminAuth) failuresLeft() bool { return a.failures == nil || a.failures.Tokens() >= 1 }
+
+// tooManyFailures answers a credential sent while the budget of wrong
+// ones is spent.
+func tooManyFailures(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, "429 too many wrong admin credentials: retry later", http.StatusTooManyRequests)
+}
+
+func hasCookie(r *http.Request, name string) bool {
+	_, err := r.Cookie(name)
+	return err == nil
+}
+
+// tokenMatches compares got with the token in constant time: both are
+// hashed first, so neither the content nor the length leaks through
+// timing.
+func (a adminAuth) tokenMatches(got string) bool {
+	token := a.token()
+	if token == "" {
+		return false
+	}
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// session returns a session cookie value that expires at exp: the expiry
+// and its HMAC under a key derived from the token, so a new token ends
+// every session, and the cookie never holds the token itself.
+func (a adminAuth) session(token string, exp time.Time) string {
+	e := strconv.FormatInt(exp.Unix(), 10)
+	return e + "." + base64.RawURLEncoding.EncodeToString(sessionMAC(token, e))
+}
+
+func sessionMAC(token, exp string) []byte {
+	key := sha256.Sum256([]byte("surgepay admin session\x00" + token))
+	m := hmac.New(sha256.New, key[:])
+	m.Write([]byte(exp))
+	return m.Sum(nil)
+}
+
+// sessionValid checks a session cookie's MAC and expiry.
+func (a adminAuth) sessionValid(v string) bool {
+	token := a.token()
+	if token == "" {
+		return false
+	}
+	e, mac, ok := strings.Cut(v, ".")
+	got, err := base64.RawURLEncoding.DecodeString(mac)
+	if !ok || err != nil || !hmac.Equal(got, sessionMAC(token, e)) {
+		return false
+	}
+	exp, err := strconv.ParseInt(e, 10, 64)
+	return err == nil && a.clock().Unix() < exp
+}
+
+func (a adminAuth) token() string {
+	if a.Token == nil {
+		return ""
+	}
+	return a.Token()
+}
+
+func (a adminAuth) clock() time.Time {
+	if a.now != nil {
+		return a.now()
+	}
+	return time.Now()
+}
+
+// refuse answers a request without a valid credential: a browser asking
+// for a page is sent to the login page; any other client gets 401 with
+// how to authenticate.
+func (a adminAuth) refuse(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html") {
+		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="surgepay admin"`)
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, "401 unauthorized: send the admin token (admin_token_file, default DATA_DIR/admin-token) as "+
+		"\"Authorization: Bearer TOKEN\"", http.StatusUnauthorized)
+}
+
+// loginTemplate is the dashboard's login page.
+var loginTemplate = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>surgepay admin: log in</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{font:16px system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}
+input{font:inherit;width:100%;box-sizing:border-box;margin:.5rem 0;padding:.4rem}
+button{font:inherit;padding:.4rem 1.2rem}.err{color:#b00020}code{font-size:90%}</style></head>
+<body><h1>surgepay admin</h1>
+{{if .Failed}}<p class="err" role="alert">That is not the admin token.</p>{{end}}
+<form method="post" action="/login">
+<label for="token">Admin token</label>
+<input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
+<input type="hidden" name="next" value="{{.Next}}">
+<button type="submit">Log in</button>
+</form>
+<p>The token is in the file <code>admin_token_file</code> (default <code>DATA_DIR/admin-token</code>),
+created by the first <code>surgepay serve</code>, or in <code>SURGEPAY_ADMIN_TOKEN</code>.</p>
+</body></html>
+`))
+
+type loginData struct {
+	Next   string
+	Failed bool
+}
+
+func (a adminAuth) loginPage(w http.ResponseWriter, r *http.Request) {
+	writeLogin(w, http.StatusOK, loginData{Next: localPath(r.URL.Query().Get("next"))})
+}
+
+func writeLogin(w http.ResponseWriter, code int, d loginData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.WriteHeader(code)
+	loginTemplate.Execute(w, d)
+}
+
+// login checks the token of the login form and sets the session cookie:
+// HttpOnly (no script reads it), SameSite=Strict (no other site's
+// request carries it), Secure over TLS.
+func (a adminAuth) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, adminLoginBodyBytesMax)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "400 bad request: the login form is not readable", http.StatusBadRequest)
+		return
+	}
+	next := localPath(r.PostForm.Get("next"))
+	if !a.failuresLeft() {
+		tooManyFailures(w)
+		return
+	}
+	token := a.token()
+	if !a.tokenMatches(r.PostForm.Get("token")) {
+		if a.failures != nil {
+			a.failures.Allow() // spend one
+		}
+		writeLogin(w, http.StatusUnauthorized, loginData{Next: next, Failed: true})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: adminSessionCookie, Value: a.session(token, a.clock().Add(adminSessionLifetime)),
+		Path: "/", MaxAge: int(adminSessionLifetime / time.Second), HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// logout clears the session cookie.
+func (a adminAuth) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: adminSessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// localPath returns p if it is a path on this server, else /dashboard:
+// the login never redirects to another site.
+func localPath(p string) string {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+		return "/dashboard"
+	}
+	return p
+}
+
+// loadAdminToken reads (or, at first start, creates) the admin token and
+// prints the admin listener's address at addr with how to log in.
+func (a *app) loadAdminToken(out io.Writer, addr net.Addr, secure bool) error {
+	token, created, err := loadAdminToken(a.cfg)
+	if err != nil {
+		return err
+	}
+	a.adminToken.Store(&token)
+	where := "SURGEPAY_ADMIN_TOKEN"
+	if a.cfg.adminToken == "" {
+		where = "the file " + a.cfg.AdminTokenFile
+		if created {
+			where = "the file " + a.cfg.AdminTokenFile + ", just created"
+		}
+	}
+	fmt.Fprintf(out, "Admin dashboard: %s://%s/dashboard (log in with the admin token in %s)\n",
+		scheme(secure), addr, where)
+	return nil
+}
+
+// adminAuth returns the admin listener's guard, reading the token that
+// loadAdminToken stored (and reloads replace).
+func (a *app) adminAuth() adminAuth {
+	return adminAuth{
+		Token: func() string {
+			if t := a.adminToken.Load(); t != nil {
+				return *t
+			}
+			return ""
+		},
+		MetricsOpen: a.cfg.AdminMetricsOpen,
+		ClientCert:  a.cfg.TLS.AdminClientCAFile != "",
+	}
+}
+
+// adminActor names the caller of the admin API in the audit trail: the
+// client certificate's subject when one was verified, else the admin
+// token (one token: it names no person).
+func adminActor(r *http.Request) string {
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		if cn := r.TLS.VerifiedChains[0][0].Subject.CommonName; cn != "" {
+			return "admin_api:cert:" + truncateActor(cn)
+		}
+		return "admin_api:cert"
+	}
+	return "admin_api:token"
+}
+
+// truncateActor keeps up to 64 printable ASCII characters of a
+// certificate name for the audit trail.
+func truncateActor(s string) string {
+	out := make([]byte, 0, 64)
+	for i := 0; i < len(s) && len(out) < cap(out); i++ {
+		if c := s[i]; c >= 0x20 && c < 0x7f {
+			out = append(out, c)
+		}
+	}
+	return string(out)
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	stdlog "log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+)
+
+// TLSConfig configures TLS on the API and admin listeners of `surgepay
+// serve` (and settle's --metrics-listen). See docs/tls.md.
+type TLSConfig struct {
+	// CertFile is a PEM certificate chain (the server's certificate
+	// first) and KeyFile its private key: set both and the API and admin
+	// listeners speak only TLS (1.2 or newer). Both files are read again
+	// on SIGHUP; connections already open keep the certificate they
+	// started with. Env SURGEPAY_TLS_CERT_FILE, SURGEPAY_TLS_KEY_FILE.
+	// Default none: plain HTTP, which serve allows on loopback addresses
+	// only (see ProxyTerminated).
+	CertFile string `toml:"cert_file"`
+	KeyFile  string `toml:"key_file"`
+	// AdminClientCAFile is a PEM file of the certificate authorities whose
+	// client certificates the admin listener accepts as a credential
+	// (mutual TLS), beside the admin token. Requires CertFile. Default
+	// none: the admin token only.
+	AdminClientCAFile string `toml:"admin_client_ca_file"`
+	// ProxyTerminated says that a proxy in front terminates TLS: serve
+	// then listens in plain HTTP on any address. Without it (and without
+	// CertFile) serve refuses a listen or admin_listen address that is
+	// not loopback, since card numbers and the admin token would cross
+	// the network in clear. Env SURGEPAY_TLS_PROXY_TERMINATED. Default
+	// false.
+	ProxyTerminated bool `toml:"proxy_terminated"`
+}
+
+// Enabled reports whether the listeners serve TLS.
+func (t TLSConfig) Enabled() bool { return t.CertFile != "" }
+
+// validate checks that the certificate and key go together and that the
+// client CA has a certificate to go with.
+func (t TLSConfig) validate(bad func(field, format string, args ...any)) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad("tls.cert_file", "and tls.key_file go together: set both or neither")
+	}
+	if t.AdminClientCAFile != "" && t.CertFile == "" {
+		bad("tls.admin_client_ca_file", "requires tls.cert_file and tls.key_file: client certificates are checked over TLS")
+	}
+}
+
+// tlsVersionMin is the oldest TLS version served: TLS 1.0 and 1.1 are
+// deprecated (RFC 8996) and refused by PCI DSS.
+const tlsVersionMin = tls.VersionTLS12
+
+// certReloader holds the certificate served by a listener, read from its
+// files at start and again by Reload. Safe for concurrent use: a
+// handshake reads the current certificate, a reload swaps it atomically,
+// so connections open at a reload keep theirs and new ones get the new.
+type certReloader struct {
+	certFile, keyFile string
+	cert              atomic.Pointer[tls.Certificate]
+}
+
+// newCertReloader reads the certificate and key; an error names the files.
+func newCertReloader(certFile, keyFile string) (*certReloader, error) {
+	c := &certReloader{certFile: certFile, keyFile: keyFile}
+	if err := c.Reload(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Reload reads the files again. On error the certificate served so far
+// stays.
+func (c *certReloader) Reload() error {
+	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", c.certFile, c.keyFile, err)
+	}
+	c.cert.Store(&cert)
+	return nil
+}
+
+// GetCertificate is tls.Config.GetCertificate.
+func (c *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return c.cert.Load(), nil
+}
+
+// serverTLS returns the TLS configuration of a listener serving certs;
+// with clientCAFile, a client certificate signed by one of its
+// authorities is verified when given (the admin listener takes it as a
+// credential), and a client without one still connects (to use the
+// token, or /healthz).
+func serverTLS(certs *certReloader, clientCAFile string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tlsVersionMin, GetCertificate: certs.GetCertificate,
+		// HTTP/1.1 only: the API's limits (in-flight requests, header and
+		// body read timeouts) are per connection and measured on it.
+		NextProtos: []string{"http/1.1"}}
+	if clientCAFile == "" {
+		return tc, nil
+	}
+	pool, err := loadCertPool(clientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls.admin_client_ca_file: %w", err)
+	}
+	tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	return tc, nil
+}
+
+// loadCertPool reads a PEM file of certificates into a pool.
+func loadCertPool(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// disableHTTP2 keeps srv to HTTP/1.1 over TLS (see serverTLS).
+func disableHTTP2(srv *http.Server) {
+	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+}
+
+// isLoopback reports whether the host of addr (host:port) is a loopback
+// address or "localhost". An empty host ("":8080) listens on every
+// interface: not loopback.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// errPlainPublic is the refusal to listen in plain HTTP beyond loopback.
+var errPlainPublic = errors.New("plain HTTP on an address that is not loopback: card numbers and the admin token " +
+	"would cross the network in clear; set tls.cert_file and tls.key_file (SURGEPAY_TLS_CERT_FILE, SURGEPAY_TLS_KEY_FILE), " +
+	"or tls.proxy_terminated = true (SURGEPAY_TLS_PROXY_TERMINATED=true) if a proxy in front terminates TLS")
+
+// checkPlainListen returns errPlainPublic for a listener address (named
+// by its setting) that would serve plain HTTP beyond loopback.
+func checkPlainListen(t TLSConfig, setting, addr string) error {
+	if addr == "" || t.Enabled() || t.ProxyTerminated || isLoopback(addr) {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", setting, addr, errPlainPublic)
+}
+
+// listenerTLS returns the TLS configurations of the API and admin
+// listeners and the certificate they share, or all nil without
+// tls.cert_file.
+func listenerTLS(cfg Config) (api, admin *tls.Config, certs *certReloader, err error) {
+	if !cfg.TLS.Enabled() {
+		return nil, nil, nil, nil
+	}
+	if certs, err = newCertReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
+		return nil, nil, nil, err
+	}
+	if api, err = serverTLS(certs, ""); err != nil {
+		return nil, nil, nil, err
+	}
+	if admin, err = serverTLS(certs, cfg.TLS.AdminClientCAFile); err != nil {
+		return nil, nil, nil, err
+	}
+	return api, admin, certs, nil
+}
+
+// scheme is the URL scheme of a listener that serves TLS or not.
+func scheme(secure bool) string {
+	if secure {
+		return "https"
+	}
+	return "http"
+}
+
+// serveHTTP serves srv on ln, in TLS when srv.TLSConfig is set.
+func serveHTTP(srv *http.Server, ln net.Listener) error {
+	if srv.TLSConfig == nil {
+		return srv.Serve(ln)
+	}
+	disableHTTP2(srv)
+	return srv.ServeTLS(ln, "", "")
+}
+
+// reloadListeners reads the TLS certificate and the admin token again
+// (SIGHUP): new connections get the new certificate, open ones keep
+// theirs; the new token is required at once and ends every dashboard
+// login. A file that does not load is logged and the running one stays.
+func (a *app) reloadListeners(log *slog.Logger, why string) {
+	if a.certs != nil {
+		if err := a.certs.Reload(); err != nil {
+			log.Error("TLS certificate reload refused; the running certificate stays", "why", why, "err", err.Error())
+		} else {
+			log.Info("TLS certificate reloaded", "why", why, "file", a.certs.certFile)
+		}
+	}
+	if a.adminToken.Load() == nil {
+		return
+	}
+	token, _, err := loadAdminToken(a.cfg)
+	if err != nil {
+		log.Error("admin token reload refused; the running token stays", "why", why, "err", err.Error())
+		return
+	}
+	if token != *a.adminToken.Load() {
+		a.adminToken.Store(&token)
+		log.Info("admin token changed", "why", why)
+	}
+}
+
+// serverErrorLog is http.Server.ErrorLog for a listener: its lines at
+// warn, but failed TLS handshakes at debug. Those come one per
+// connection from scanners, TCP health checks and clients that do not
+// trust the certificate, and would flood the log at warn.
+func serverErrorLog(log *slog.Logger) *stdlog.Logger {
+	return stdlog.New(handshakeLevel{log}, "", 0)
+}
+
+// handshakeLevel writes http.Server's log lines to log at their level.
+type handshakeLevel struct{ log *slog.Logger }
+
+func (h handshakeLevel) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	h.log.Log(context.Background(), level, msg)
+	return len(p), nil
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"math/big"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay/internal/tlstest"
+)
+
+// reloadTimeoutTLS bounds how long a SIGHUP takes to serve the new
+// certificate.
+const reloadTimeoutTLS = 10 * time.Second
+
+func TestCheckPlainListen(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		tls  TLSConfig
+		ok   bool
+	}{
+		{"127.0.0.1:8080", TLSConfig{}, true},
+		{"127.9.9.9:8080", TLSConfig{}, true},
+		{"[::1]:8080", TLSConfig{}, true},
+		{"localhost:8080", TLSConfig{}, true},
+		{"", TLSConfig{}, true}, // admin_listen off
+		{":8080", TLSConfig{}, false},
+		{"0.0.0.0:8080", TLSConfig{}, false},
+		{"[::]:8080", TLSConfig{}, false},
+		{"10.0.0.5:8080", TLSConfig{}, false},
+		{"api.example.com:8080", TLSConfig{}, false},
+		{"0.0.0.0:8080", TLSConfig{ProxyTerminated: true}, true},
+		{"0.0.0.0:8443", TLSConfig{CertFile: "c.pem", KeyFile: "k.pem"}, true},
+	} {
+		err := checkPlainListen(tc.tls, "listen", tc.addr)
+		if (err == nil) != tc.ok {
+			t.Errorf("checkPlainListen(%+v, %q) = %v, want ok %t", tc.tls, tc.addr, err, tc.ok)
+		}
+		if err != nil && (!errors.Is(err, errPlainPublic) || !strings.Contains(err.Error(), "listen "+tc.addr)) {
+			t.Errorf("checkPlainListen(%q) = %v, want errPlainPublic naming the setting and address", tc.addr, err)
+		}
+	}
+}
+
+// TestServeRefusesPlainPublic: serve without TLS on an address that is
+// not loopback exits non-zero, names the setting to change and creates
+// nothing. Nothing listens: the refusal comes first.
+func TestServeRefusesPlainPublic(t *testing.T) {
+	isolateEnv(t)
+	for _, tc := range []struct{ name, listen, admin, setting string }{
+		{"API", "0.0.0.0:0", "off", "listen 0.0.0.0:0"},
+		{"Admin", "127.0.0.1:0", "10.11.12.13:9090", "admin_listen 10.11.12.13:9090"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SURGEPAY_LISTEN", tc.listen)
+			t.Setenv("SURGEPAY_ADMIN_LISTEN", tc.admin)
+			code, stdout, stderr, created := runIn(t, "serve")
+			if code == 0 {
+				t.Fatal("exit 0, want non-zero")
+			}
+			for _, want := range []string{tc.setting, "tls.cert_file", "tls.proxy_terminated = true"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+			if stdout != "" || len(created) > 0 {
+				t.Errorf("stdout %q, created %v, want nothing", stdout, created)
+			}
+		})
+	}
+}
+
+// tlsEnv is the environment of a serve with cert as its certificate.
+func tlsEnv(cert *tlstest.Cert, more ...string) map[string]string {
+	env := map[string]string{"SURGEPAY_TLS_CERT_FILE": cert.CertFile, "SURGEPAY_TLS_KEY_FILE": cert.KeyFile}
+	for i := 0; i+1 < len(more); i += 2 {
+		env[more[i]] = more[i+1]
+	}
+	return env
+}
+
+// serial is the serial number of the certificate a response came over.
+func serial(res *http.Response) *big.Int {
+	if res.TLS == nil || len(res.TLS.PeerCertificates) == 0 {
+		return nil
+	}
+	return res.TLS.PeerCertificates[0].SerialNumber
+}
+
+// TestServeTLS: with tls.cert_file the API and the admin listener speak
+// TLS 1.2 or newer only; a SIGHUP serves a new certificate to new
+// connections while a keep-alive connection opened before keeps working.
+func TestServeTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "surgepay-test")
+	first := ca.Server("first")
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, tlsEnv(first))
+	s := startServe(t, cfg)
+	key, token := readDevKey(t, dir), readAdminToken(t, dir)
+	if want := "surgepay listening on https://" + cfg.Listen; !strings.Contains(s.out.String(), want) {
+		t.Errorf("stdout lacks %q:\n%s", want, s.out)
+	}
+	if want := "curl -s https://" + cfg.Listen; !strings.Contains(s.out.String(), want) {
+		t.Errorf("stdout's example lacks %q:\n%s", want, s.out)
+	}
+	api := "https://" + cfg.Listen + "/v1/customers"
+	auth := map[string]string{"Authorization": "Bearer " + key}
+	old := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(), MaxIdleConnsPerHost: 1}}
+	defer old.CloseIdleConnections()
+	code, _, res := doRequest(t, old, "GET", api, nil, auth)
+	if code != http.StatusOK || serial(res).Cmp(first.Serial) != 0 || res.TLS.Version < tls.VersionTLS12 {
+		t.Fatalf("GET over TLS: status %d, serial %v (want %v), version %x", code, serial(res), first.Serial, res.TLS.Version)
+	}
+	alpn := ca.ClientTLS()
+	alpn.NextProtos = []string{"h2", "http/1.1"}
+	if c, err := tls.Dial("tcp", cfg.Listen, alpn); err != nil {
+		t.Errorf("TLS dial offering h2: %v", err)
+	} else {
+		if p := c.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+			t.Errorf("a client offering h2 and http/1.1 got %q, want http/1.1 (the limits are per connection)", p)
+		}
+		c.Close()
+	}
+	adminURL := "https://" + cfg.AdminListen + "/config"
+	if code, _, _ := doRequest(t, old, "GET", adminURL, nil, map[string]string{"Authorization": "Bearer " + token}); code != http.StatusOK {
+		t.Errorf("GET /config over TLS with the token: status %d, want 200", code)
+	}
+
+	t.Run("ErrPlainHTTP", func(t *testing.T) {
+		code, _, _ := doRequest(t, http.DefaultClient, "GET", "http://"+cfg.Listen+"/v1/customers", nil, auth)
+		if code != http.StatusBadRequest {
+			t.Errorf("plain HTTP to the TLS listener: status %d, want 400", code)
+		}
+	})
+	t.Run("ErrTLS11", func(t *testing.T) {
+		tc := ca.ClientTLS()
+		tc.MinVersion, tc.MaxVersion = tls.VersionTLS10, tls.VersionTLS11
+		for _, addr := range []string{cfg.Listen, cfg.AdminListen} {
+			if c, err := tls.Dial("tcp", addr, tc); err == nil {
+				c.Close()
+				t.Errorf("a TLS 1.1 client connected to %s, want refused", addr)
+			}
+		}
+		// One failed handshake per connection (scanners, health checks)
+		// must not flood the log at warn: debug only.
+		time.Sleep(100 * time.Millisecond) // the server logs after the client saw the alert
+		if strings.Contains(s.logs.String(), "TLS handshake error") {
+			t.Errorf("a failed handshake is logged at warn or above:\n%s", s.logs)
+		}
+	})
+
+	t.Run("ReloadOnSIGHUP", func(t *testing.T) {
+		second := ca.Server("second")
+		for src, dst := range map[string]string{second.CertFile: first.CertFile, second.KeyFile: first.KeyFile} {
+			b, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := writeFileAtomic(dst, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil { // serve's signal.Notify takes it
+			t.Fatal(err)
+		}
+		for _, u := range []string{api, "https://" + cfg.AdminListen + "/healthz"} {
+			for deadline := time.Now().Add(reloadTimeoutTLS); ; time.Sleep(50 * time.Millisecond) {
+				fresh := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(), DisableKeepAlives: true}}
+				_, _, res := doRequest(t, fresh, "GET", u, nil, auth)
+				if serial(res).Cmp(second.Serial) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("a new connection to %s still gets serial %v %s after SIGHUP, want %v", u, serial(res), reloadTimeoutTLS, second.Serial)
+				}
+			}
+		}
+		var reused bool
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
+		req, _ := http.NewRequestWithContext(ctx, "GET", api, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := old.Do(req)
+		if err != nil {
+			t.Fatalf("GET on the keep-alive connection opened before the reload: %v", err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || !reused || serial(res).Cmp(first.Serial) != 0 {
+			t.Errorf("GET on the connection opened before the reload: status %d, reused %t, serial %v; want 200 on the "+
+				"same connection with the first certificate %v", res.StatusCode, reused, serial(res), first.Serial)
+		}
+	})
+}
+
+// TestServeAdminClientCert: with tls.admin_client_ca_file a client
+// certificate from that CA opens the admin listener without the token;
+// one from another CA is refused at the handshake; none needs the token.
+func TestServeAdminClientCert(t *testing.T) {
+	ca := tlstest.NewCA(t, "surgepay-test")
+	clients, stranger := tlstest.NewCA(t, "admins"), tlstest.NewCA(t, "stranger")
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, tlsEnv(ca.Server("server")))
+	cfg.TLS.AdminClientCAFile = clients.CertFile
+	startServe(t, cfg)
+	url := "https://" + cfg.AdminListen + "/config"
+	get := func(tc *tls.Config) (int, error) {
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}}
+		res, err := hc.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		res.Body.Close()
+		return res.StatusCode, nil
+	}
+	if code, err := get(ca.ClientTLS(clients.Client("ops"))); code != http.StatusOK {
+		t.Errorf("GET /config with an admin client certificate: status %d, %v; want 200", code, err)
+	}
+	if code, err := get(ca.ClientTLS()); code != http.StatusUnauthorized {
+		t.Errorf("GET /config without a client certificate or token: status %d, %v; want 401", code, err)
+	}
+	// A client sends a certificate the server's CA list does not name
+	// only when made to.
+	mallory := stranger.Client("mallory")
+	forced := ca.ClientTLS()
+	forced.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &mallory.TLS, nil }
+	if code, err := get(forced); err == nil {
+		t.Errorf("GET /config with a certificate of another CA: status %d, want refused at the handshake", code)
+	}
+	if code, err := get(ca.ClientTLS(mallory)); code != http.StatusUnauthorized {
+		t.Errorf("GET /config from a client whose certificate the server does not ask for: status %d, %v; want 401", code, err)
+	}
+}
+
+// TestCertReloaderKeepsCertOnError: files that do not load are refused
+// by name at start, and a reload from them keeps the running
+// certificate.
+func TestCertReloaderKeepsCertOnError(t *testing.T) {
+	ca := tlstest.NewCA(t, "surgepay-test")
+	cert := ca.Server("server")
+	if _, err := newCertReloader(cert.CertFile+".missing", cert.KeyFile); err == nil || !strings.Contains(err.Error(), "tls.cert_file") {
+		t.Errorf("newCertReloader with a missing file: %v, want an error naming tls.cert_file", err)
+	}
+	r, err := newCertReloader(cert.CertFile, cert.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cert.KeyFile, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(); err == nil {
+		t.Error("Reload from a broken key file: nil error, want refused")
+	}
+	got, _ := r.GetCertificate(nil)
+	if got == nil || len(got.Certificate) == 0 || !bytes.Equal(got.Certificate[0], cert.TLS.Certificate[0]) {
+		t.Error("after a refused reload the served certificate changed, want the running one")
+	}
+}

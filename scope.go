@@ -1,0 +1,98 @@
+package surgepay
+
+import (
+	"slices"
+	"strings"
+)
+
+// Scopes of a restricted API key: resource:read or resource:write, where
+// write grants read. A key with no scopes has full access (every key made
+// before scopes existed). The API checks the one scope each route needs
+// (package api, routeScopes).
+const (
+	ScopeCustomersRead       = "customers:read"
+	ScopeCustomersWrite      = "customers:write"
+	ScopePaymentMethodsRead  = "payment_methods:read"
+	ScopePaymentMethodsWrite = "payment_methods:write"
+	ScopePaymentsRead        = "payments:read"
+	// ScopePaymentsWrite creates, captures and voids payments; refunds
+	// need ScopeRefundsWrite, so "payments without refunds" is a key
+	// without it.
+	ScopePaymentsWrite = "payments:write"
+	ScopeRefundsWrite  = "refunds:write"
+	ScopeAnalyticsRead = "analytics:read"
+	ScopeWebhooksRead  = "webhook_endpoints:read"
+	ScopeWebhooksWrite = "webhook_endpoints:write"
+)
+
+// Scope presets a key can be made with; each expands to a list of scopes.
+const (
+	ScopePresetFull              = "full"                // no restriction (stored as no scopes)
+	ScopePresetReadOnly          = "read_only"           // every :read scope
+	ScopePresetPaymentsNoRefunds = "payments_no_refunds" // everything but refunds:write
+)
+
+// AllScopes lists every scope, reads first.
+var AllScopes = []string{
+	ScopeCustomersRead, ScopePaymentMethodsRead, ScopePaymentsRead, ScopeAnalyticsRead, ScopeWebhooksRead,
+	ScopeCustomersWrite, ScopePaymentMethodsWrite, ScopePaymentsWrite, ScopeRefundsWrite, ScopeWebhooksWrite,
+}
+
+// APIKeyScopesMax bounds the scopes of one key: every scope once.
+var APIKeyScopesMax = len(AllScopes)
+
+// ValidScope reports whether s is a scope of AllScopes.
+func ValidScope(s string) bool { return slices.Contains(AllScopes, s) }
+
+// ParseScopes turns a list of scopes and presets into the sorted, unique
+// scopes a key stores; nil means full access. param names the field for
+// errors (EINVALID invalid_scope).
+func ParseScopes(param string, in []string) ([]string, error) {
+	if len(in) > APIKeyScopesMax+3 {
+		return nil, Invalid(param, "invalid_scope", "%s has %d entries, at most %d", param, len(in), APIKeyScopesMax+3)
+	}
+	var out []string
+	full := false
+	for i, s := range in {
+		switch s = strings.TrimSpace(s); s {
+		case ScopePresetFull:
+			full = true
+		case ScopePresetReadOnly:
+			for _, a := range AllScopes {
+				if strings.HasSuffix(a, ":read") {
+					out = append(out, a)
+				}
+			}
+		case ScopePresetPaymentsNoRefunds:
+			for _, a := range AllScopes {
+				if a != ScopeRefundsWrite {
+					out = append(out, a)
+				}
+			}
+		default:
+			if !ValidScope(s) {
+				// The value is not echoed: it is free input, and could be anything.
+				return nil, Invalid(param, "invalid_scope", "%s[%d] is not a scope; scopes are %s, or the presets %s, %s, %s",
+					param, i, strings.Join(AllScopes, ", "), ScopePresetFull, ScopePresetReadOnly, ScopePresetPaymentsNoRefunds)
+			}
+			out = append(out, s)
+		}
+	}
+	if full {
+		return nil, nil
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// Allows reports whether a key with scopes may act with scope need: no
+// scopes is full access; resource:write grants resource:read.
+func Allows(scopes []string, need string) bool {
+	if len(scopes) == 0 || slices.Contains(scopes, need) {
+		return true
+	}
+	if res, ok := strings.CutSuffix(need, ":read"); ok {
+		return slices.Contains(scopes, res+":write")
+	}
+	return false
+}
