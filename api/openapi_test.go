@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"go/ast"
 	"go/parser"
@@ -212,11 +213,11 @@ func TestOpenAPIRateLimited(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	s := New(Config{Engine: eng, Now: func() time.Time { return now }})
 	for range 200 {
-		if err := s.rateLimit("mer_limited"); err != nil {
+		if err := s.rateLimit(context.Background(), "mer_limited"); err != nil {
 			t.Fatalf("a request within the burst: %v", err)
 		}
 	}
-	refusal := s.rateLimit("mer_limited")
+	refusal := s.rateLimit(context.Background(), "mer_limited")
 	if refusal == nil {
 		t.Fatal("the request after the burst was admitted")
 	}

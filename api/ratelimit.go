@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -130,7 +131,7 @@ func (ls *limiters) len() int {
 // seconds (at least 1), if the merchant has a rate limit and its bucket
 // on this node is empty. A merchant without a rate limit (the default)
 // costs one settings lookup: no lock, no bucket.
-func (s *Server) rateLimit(merchantID string) error {
+func (s *Server) rateLimit(ctx context.Context, merchantID string) error {
 	set := s.eng.SettingsFor(merchantID)
 	if set.RateLimit <= 0 {
 		return nil

@@ -54,7 +54,10 @@ type app struct {
 	router     *route.Router
 	processors *processorSet
 	def        surgepay.Provider
-	closer     []func()
+	// api is the API handler, set by serve: reloads change its
+	// merchant_inflight_max.
+	api    *api.Server
+	closer []func()
 }
 
 func (a *app) Close() {
@@ -528,10 +531,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	if err := a.eng.Preheat(ctx); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
+	a.api = api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax,
+		MerchantInflightMax: cfg.MerchantInflightMax, BodyReadTimeout: cfg.BodyReadTimeout.Duration, Telemetry: a.tel})
 	srv := &http.Server{
-		Handler:           api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax, Telemetry: a.tel}),
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+		Handler: a.api,
+		// The API sets each body's own read deadline (body_read_timeout)
+		// once the request is admitted; ReadTimeout bounds the rest.
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout.Duration,
+		ReadTimeout:       cfg.ReadHeaderTimeout.Duration + cfg.BodyReadTimeout.Duration,
+		WriteTimeout:      60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	var wg sync.WaitGroup
