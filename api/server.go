@@ -58,6 +58,10 @@ type Config struct {
 	BodyReadTimeout time.Duration
 	// Ready reports whether the server may take traffic (GET /readyz).
 	Ready func() bool
+	// SharedRateLimiter, if set, counts the merchants' rate limits across
+	// the nodes that share it (ratelimit.Redis); when it cannot answer,
+	// the node's own bucket decides. Nil: each node counts alone.
+	SharedRateLimiter SharedRateLimiter
 	// Now is the clock of the per-merchant request rate limit
 	// (merchants.*.rate_limit). Default time.Now; tests set their own.
 	Now func() time.Time

@@ -41,6 +41,7 @@ type metrics struct {
 	inflight        prometheus.Gauge
 	shed            *prometheus.CounterVec // reason
 	rateLimited     rateLimitedCounter     // merchant
+	rateFallbacks   prometheus.Counter
 	payments        *prometheus.CounterVec // operation, outcome, decline_code, path
 	providerSeconds *prometheus.HistogramVec
 	providerCalls   *prometheus.CounterVec // op, outcome
@@ -75,6 +76,9 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		rateLimited: rateLimitedCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http",
 			Name: "requests_rate_limited_total", Help: "Requests refused with 429 by the merchant's rate limit on this node, by merchant " +
 				"(the first 1000 merchants limited since start; the others count as \"other\")."}, []string{"merchant"})},
+		rateFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http",
+			Name: "rate_limit_fallbacks_total", Help: "Rate-limited requests decided by this node's own bucket because the shared " +
+				"count in Redis did not answer in time (rate_limits.timeout) or was being skipped after failures."}),
 		payments: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "payments_total",
 			Help: "Payment operations answered, by operation (authorize, capture, void, refund), resulting payment status, decline code and path (standard, streamlined)."},
 			[]string{"operation", "outcome", "decline_code", "path"}),
@@ -106,7 +110,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		spansRedacted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "telemetry",
 			Name: "spans_redacted_total", Help: "Exported spans in which a card-number-like digit run was redacted: should stay 0."}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.errors, m.inflight, m.shed, m.rateLimited.vec, m.payments,
+	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.errors, m.inflight, m.shed, m.rateLimited.vec, m.rateFallbacks, m.payments,
 		m.providerSeconds, m.providerCalls, m.sqlStatements, m.sqlPerRequest, m.storeSeconds, m.batchSize,
 		m.commitSeconds, m.spansDropped, m.spansExported, m.spanExportFails, m.spansRedacted} {
 		f(c)
@@ -233,6 +237,14 @@ func (c *rateLimitedCounter) counter(merchantID string) prometheus.Counter {
 func (t *Telemetry) ObserveRateLimited(merchantID string) {
 	if t.MetricsEnabled() {
 		t.m.rateLimited.counter(merchantID).Inc()
+	}
+}
+
+// ObserveRateLimitFallback counts a rate-limited request decided by the
+// node's own bucket because the shared count did not answer.
+func (t *Telemetry) ObserveRateLimitFallback() {
+	if t.MetricsEnabled() {
+		t.m.rateFallbacks.Inc()
 	}
 }
 

@@ -95,6 +95,9 @@ type Config struct {
 	// from a field left out. Empty for a Config built in code, where a 0
 	// inherits like a left-out field.
 	rateWritten map[string]bool
+	// RateLimits says where the merchants' rate_limit is counted: across
+	// the nodes through cache.redis, or on each node.
+	RateLimits RateLimitsConfig `toml:"rate_limits"`
 	// Stage configures the streamlined path's staged captures.
 	Stage StageConfig `toml:"stage"`
 	// Webhooks configures the delivery of webhooks (docs/webhooks.md); the
@@ -277,6 +280,8 @@ func DefaultConfig() Config {
 		Cache:     cache.DefaultConfig(),
 		Telemetry: telemetry.DefaultConfig(),
 		Merchants: map[string]surgepay.MerchantSettings{"default": surgepay.DefaultMerchantSettings()},
+
+		RateLimits: defaultRateLimits(),
 		Stage: StageConfig{Kind: "embedded", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
 			Replicas: 1, Fallback: "capture"},
 		Webhooks: WebhooksConfig{Workers: webhook.WorkersDefault, Timeout: Duration{webhook.TimeoutDefault}},
@@ -577,6 +582,7 @@ func (c *Config) Validate() error {
 		bad("stage.kind", "%q must be \"embedded\" or \"jetstream\"", c.Stage.Kind)
 	}
 	c.validateNATSAuth(bad)
+	c.RateLimits.validate(bad)
 	if c.Webhooks.Workers < 1 || c.Webhooks.Workers > webhook.WorkersMax {
 		bad("webhooks.workers", "%d must be 1 to %d", c.Webhooks.Workers, webhook.WorkersMax)
 	}

@@ -271,6 +271,8 @@ func TestValidate(t *testing.T) {
 		{"ErrMerchantInflightOverInflight", func(c *Config) { c.MerchantInflightMax = c.InflightMax + 1 }, "config merchant_inflight_max"},
 		{"ErrReadHeaderTimeoutShort", func(c *Config) { c.ReadHeaderTimeout = Duration{time.Millisecond} }, "config read_header_timeout"},
 		{"ErrBodyReadTimeoutLong", func(c *Config) { c.BodyReadTimeout = Duration{time.Hour} }, "config body_read_timeout"},
+		{"ErrRateLimitsShared", func(c *Config) { c.RateLimits.Shared = "yes" }, "config rate_limits.shared"},
+		{"ErrRateLimitsTimeout", func(c *Config) { c.RateLimits.Timeout = Duration{time.Second} }, "config rate_limits.timeout"},
 		{"ErrEndpointInflightOverWorkers", func(c *Config) { c.Webhooks.EndpointInflightMax = c.Webhooks.Workers + 1 },
 			"config webhooks.endpoint_inflight_max"},
 	}
@@ -362,7 +364,8 @@ var notSecretSettings = []string{"listen", "admin_listen", "data_dir", "storage"
 	"tax_table", "keyring_file", "sqlite.path", "postgres.schema", "provider.kind", "provider.latency",
 	"stage.public_key_file", "stage.kind", "stage.stream", "stage.subject", "stage.fallback",
 	"stage.nats_creds_file", "stage.nats_user", "stage.nats_tls_ca_file", "stage.nats_tls_cert_file",
-	"stage.nats_tls_key_file", "cache.namespace", "cache.redis.sentinel_master", "cache.redis.username"}
+	"stage.nats_tls_key_file", "cache.namespace", "cache.redis.sentinel_master", "cache.redis.username",
+	"rate_limits.shared"}
 
 // fillStrings sets every string (or string list) setting under v, a
 // struct, to fill(its dotted TOML key). Maps (merchants, cache entities)
@@ -687,6 +690,30 @@ func TestReloadEffectiveConfig(t *testing.T) {
 	before := current.Load()
 	if got := reload("inflight_max = -1\n[merchants.default]\nrate_limit = 9\n"); got != before || eng.SettingsFor("mer_x").RateLimit != 8 {
 		t.Errorf("a refused reload changed the configuration (rate_limit %v), want the running one kept", eng.SettingsFor("mer_x").RateLimit)
+	}
+}
+
+// TestSharedRateScope: the shared rate limits use the global Redis when
+// there is one, else the server's, and none when off or without Redis.
+func TestSharedRateScope(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		shared, server string
+		global         []string
+		want           cache.Scope
+	}{
+		{"NoRedis", "auto", "", nil, ""},
+		{"Global", "auto", "unix:///run/redis.sock", []string{"10.0.0.1:6379"}, cache.ScopeGlobal},
+		{"Server", "auto", "unix:///run/redis.sock", nil, cache.ScopeServer},
+		{"Off", "off", "", []string{"10.0.0.1:6379"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.RateLimits.Shared, c.Cache.Redis.ServerAddr, c.Cache.Redis.GlobalAddrs = tc.shared, tc.server, tc.global
+			if got := c.sharedRateScope(); got != tc.want {
+				t.Errorf("scope %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

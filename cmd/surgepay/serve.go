@@ -531,8 +531,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	if err := a.eng.Preheat(ctx); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
+	shared, closeShared, err := openSharedRateLimiter(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeShared()
 	a.api = api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax,
-		MerchantInflightMax: cfg.MerchantInflightMax, BodyReadTimeout: cfg.BodyReadTimeout.Duration, Telemetry: a.tel})
+		MerchantInflightMax: cfg.MerchantInflightMax, BodyReadTimeout: cfg.BodyReadTimeout.Duration, Telemetry: a.tel,
+		SharedRateLimiter: shared})
 	srv := &http.Server{
 		Handler: a.api,
 		// The API sets each body's own read deadline (body_read_timeout)
