@@ -37,7 +37,9 @@ func sharedNodes(t *testing.T, e *env, srv *redistest.Server, n int) []node {
 	still := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var out []node
 	for range n {
-		rl, err := ratelimit.New(ratelimit.Config{Client: opt, Namespace: cc.Namespace, Logger: log})
+		// A generous timeout: a shared test machine may stall a call for
+		// longer than the default's 20 ms, which would be a fallback.
+		rl, err := ratelimit.New(ratelimit.Config{Client: opt, Namespace: cc.Namespace, Logger: log, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
