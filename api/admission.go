@@ -121,6 +121,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, re
 	if tenant != "" {
 		n, ok := s.tenants.acquire(tenant)
 		if !ok {
+			s.tel.Shed(telemetry.ShedMerchantConcurrency)
 			s.writeError(w, r, &surgepay.Error{Code: surgepay.ERATELIMIT, Reason: "merchant_concurrency_limit", RetryAfter: 1,
 				Message: fmt.Sprintf("this merchant has %d requests in flight, its share of this server "+
 					"(merchant_inflight_max); retry after 1 s", n)})

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay/api"
+	"github.com/surgepay/surgepay/telemetry"
 )
 
 // newAdmissionEnv is an env whose API server runs with cfg's admission
@@ -100,7 +101,12 @@ func eventually(t *testing.T, what string, f func() bool) {
 // when its requests end, and a new share applies at once.
 func TestMerchantInflightShare(t *testing.T) {
 	const share, inflightMax = 3, 5
-	e, s := newAdmissionEnv(t, api.Config{InflightMax: inflightMax, MerchantInflightMax: share, BodyReadTimeout: time.Minute})
+	tel, err := telemetry.New(telemetry.DefaultConfig(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, s := newAdmissionEnv(t, api.Config{InflightMax: inflightMax, MerchantInflightMax: share, BodyReadTimeout: time.Minute,
+		Telemetry: tel})
 	held := map[int]*slowBody{}
 	answers := make(chan int, inflightMax)
 	for i := range inflightMax {
@@ -133,6 +139,10 @@ func TestMerchantInflightShare(t *testing.T) {
 	mustConcurrencyLimited(t, e.do(e.keyA, "GET", "/v1/customers", "", ""))
 	mustConcurrencyLimited(t, e.do(e.keyA, "POST", "/v1/customers", `{"name":"Ada"}`, ""))
 
+	if got := shedCount(t, tel, telemetry.ShedMerchantConcurrency); got != inflightMax-share+2 {
+		t.Errorf("requests_shed_total{reason=merchant_concurrency_limit} = %v, want %d", got, inflightMax-share+2)
+	}
+
 	t.Run("Reload", func(t *testing.T) {
 		s.SetMerchantInflightMax(share + 1)
 		e.must(200, e.keyA, "GET", "/v1/customers", "")
@@ -147,6 +157,26 @@ func TestMerchantInflightShare(t *testing.T) {
 			return e.do(e.keyA, "GET", "/v1/customers", "", "").Status == 200
 		})
 	})
+}
+
+// shedCount returns surgepay_http_requests_shed_total{reason}.
+func shedCount(t *testing.T, tel *telemetry.Telemetry, reason string) float64 {
+	t.Helper()
+	mfs, err := tel.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "surgepay_http_requests_shed_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // TestBodyReadTimeout: a body that stops coming is answered 408

@@ -30,6 +30,9 @@ var (
 const (
 	ShedOverloaded     = "overloaded"       // inflight_max requests in flight
 	ShedWriteQueueFull = "write_queue_full" // the group-commit queue is full
+	// ShedMerchantConcurrency: the merchant has its share of the node's
+	// requests in flight (merchant_inflight_max); a 429.
+	ShedMerchantConcurrency = "merchant_concurrency_limit"
 )
 
 // metrics are the Prometheus instruments. Every one is a lock-free
@@ -71,7 +74,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "http",
 			Name: "inflight_requests", Help: "API requests being served."}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http",
-			Name: "requests_shed_total", Help: "Requests refused with 503 for backpressure, by reason (overloaded, write_queue_full)."},
+			Name: "requests_shed_total", Help: "Requests refused for backpressure, by reason: 503 overloaded, write_queue_full; 429 merchant_concurrency_limit."},
 			[]string{"reason"}),
 		rateLimited: rateLimitedCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http",
 			Name: "requests_rate_limited_total", Help: "Requests refused with 429 by the merchant's rate limit on this node, by merchant " +
@@ -119,7 +122,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist before their first event, so dashboards and
 	// alerts see zeros rather than nothing.
-	for _, r := range []string{ShedOverloaded, ShedWriteQueueFull} {
+	for _, r := range []string{ShedOverloaded, ShedWriteQueueFull, ShedMerchantConcurrency} {
 		m.shed.WithLabelValues(r)
 	}
 	for _, op := range providerOps {
