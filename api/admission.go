@@ -122,9 +122,13 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, re
 		n, ok := s.tenants.acquire(tenant)
 		if !ok {
 			s.tel.Shed(telemetry.ShedMerchantConcurrency)
+			who := "this merchant has"
+			if tenant == processorWebhooksTenant {
+				who = "the processors' webhooks have"
+			}
 			s.writeError(w, r, &surgepay.Error{Code: surgepay.ERATELIMIT, Reason: "merchant_concurrency_limit", RetryAfter: 1,
-				Message: fmt.Sprintf("this merchant has %d requests in flight, its share of this server "+
-					"(merchant_inflight_max); retry after 1 s", n)})
+				Message: fmt.Sprintf("%s %d requests in flight, the share of one merchant on this server "+
+					"(merchant_inflight_max); retry after 1 s", who, n)})
 			return
 		}
 		defer s.tenants.release(tenant)

@@ -161,6 +161,25 @@ func TestMerchantInflightShare(t *testing.T) {
 	})
 }
 
+// TestProcessorWebhooksShare: the processors' webhooks (no API key) share
+// one tenant's slots: slow webhook bodies beyond it get 429 while the
+// merchants are served.
+func TestProcessorWebhooksShare(t *testing.T) {
+	e, _ := newAdmissionEnv(t, api.Config{InflightMax: 2, MerchantInflightMax: 1, BodyReadTimeout: time.Minute})
+	first := openSlowBody(t, e, "", "/v1/processor_webhooks/default")
+	second := openSlowBody(t, e, "", "/v1/processor_webhooks/default")
+	var r *response
+	select {
+	case r = <-first.res:
+	case r = <-second.res:
+	case <-time.After(time.Minute):
+		t.Fatal("no answer to either slow webhook")
+	}
+	mustConcurrencyLimited(t, r)
+	e.must(200, e.keyA, "GET", "/v1/customers", "")
+	e.must(200, e.keyB, "POST", "/v1/customers", `{"name":"Bea"}`)
+}
+
 // shedCount returns surgepay_http_requests_shed_total{reason}.
 func shedCount(t *testing.T, tel *telemetry.Telemetry, reason string) float64 {
 	t.Helper()
