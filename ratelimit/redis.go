@@ -90,10 +90,9 @@ type Redis struct {
 	log     *slog.Logger
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 
-	mu      sync.Mutex // guards connecting and lastTry
-	lastTry time.Time
-	client  atomic.Pointer[rueidis.Client]
-	closed  atomic.Bool
+	client atomic.Pointer[rueidis.Client]
+	done   chan struct{} // closed by Close
+	wg     sync.WaitGroup
 
 	down      atomic.Bool   // the last call failed
 	fallbacks atomic.Uint64 // calls failed since the last state change
@@ -103,8 +102,8 @@ type Redis struct {
 // caller falls back to its own count.
 var ErrUnavailable = errors.New("ratelimit: redis unavailable")
 
-// New returns a limiter on the Redis of cfg.Client. It connects lazily:
-// a Redis down at start is a fallback like any other, not an error.
+// New returns a limiter on the Redis of cfg.Client. A Redis down at start
+// is not an error: Take falls back until it answers.
 func New(cfg Config) (*Redis, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = TimeoutDefault
@@ -120,7 +119,7 @@ func New(cfg Config) (*Redis, error) {
 	}
 	cfg.Client.DisableCache = true
 	cfg.Client.DisableRetry = true
-	r := &Redis{cfg: cfg, log: cfg.Logger}
+	r := &Redis{cfg: cfg, log: cfg.Logger, done: make(chan struct{})}
 	r.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "redis-ratelimit",
 		MaxRequests: 1,
@@ -178,9 +177,7 @@ func (r *Redis) Take(ctx context.Context, key string, limit float64, burst int) 
 func (r *Redis) call(ctx context.Context, fn func(ctx context.Context, c rueidis.Client) error) error {
 	cp := r.client.Load()
 	if cp == nil {
-		if cp = r.connect(); cp == nil {
-			return errors.New("redis client not built")
-		}
+		return errNoClient
 	}
 	done, err := r.breaker.Allow()
 	if err != nil {
@@ -213,27 +210,49 @@ func (r *Redis) call(ctx context.Context, fn func(ctx context.Context, c rueidis
 	}
 }
 
-// connect builds the client if there is none yet. A standalone client is
-// built even when Redis is down (it reconnects by itself); a Sentinel or
-// Cluster client needs a node to answer, so it is tried again on the next
-// calls, at most once per BreakerOpenDuration (see lastTry).
-func (r *Redis) connect() *rueidis.Client {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cp := r.client.Load(); cp != nil || r.closed.Load() {
-		return cp
+// errNoClient is the fallback reason while a Sentinel or Cluster client
+// could not be built yet.
+var errNoClient = errors.New("redis client not connected yet")
+
+// connect builds the client. A standalone client is built even when
+// Redis is down (it reconnects by itself); a Sentinel or Cluster client
+// needs a node to answer, so it is tried again in the background, every
+// BreakerOpenDuration, never on a request's path.
+func (r *Redis) connect() {
+	if r.tryConnect() {
+		return
 	}
-	if time.Since(r.lastTry) < r.cfg.BreakerOpenDuration {
-		return nil
-	}
-	r.lastTry = time.Now()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTicker(r.cfg.BreakerOpenDuration)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.done:
+				return
+			case <-t.C:
+				if r.tryConnect() {
+					return
+				}
+			}
+		}
+	}()
+}
+
+func (r *Redis) tryConnect() bool {
 	c, err := rueidis.NewClient(r.cfg.Client)
 	if c == nil {
 		r.failed(err)
-		return nil
+		return false
 	}
-	r.client.Store(&c)
-	return &c
+	select {
+	case <-r.done: // closed meanwhile
+		c.Close()
+	default:
+		r.client.Store(&c)
+	}
+	return true
 }
 
 // failed counts a fallback and logs the change of state once.
@@ -254,11 +273,11 @@ func (r *Redis) answered() {
 	}
 }
 
-// Close closes the client.
+// Close stops connecting and closes the client. Not safe for concurrent
+// use with itself.
 func (r *Redis) Close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed.Store(true)
+	close(r.done)
+	r.wg.Wait()
 	if cp := r.client.Load(); cp != nil {
 		(*cp).Close()
 	}

@@ -193,3 +193,25 @@ func BenchmarkRedisTake(b *testing.B) {
 		}
 	}
 }
+
+// TestRedisDownAtStart: a limiter made while Redis is down falls back,
+// then counts once Redis answers, without being made again.
+func TestRedisDownAtStart(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Kill()
+	var logs syncBuffer
+	r := newLimiter(t, srv, &logs, generous)
+	ctx := context.Background()
+	if _, _, err := r.Take(ctx, "mer_a", 1, 1); !errors.Is(err, ratelimit.ErrUnavailable) {
+		t.Fatalf("Redis down at start: err %v, want ErrUnavailable", err)
+	}
+	srv.Restart()
+	for i := 0; ; i++ {
+		if _, _, err := r.Take(ctx, "mer_a", 1, 1); err == nil {
+			break
+		} else if i == 500 {
+			t.Fatalf("Redis up after the start: still %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
