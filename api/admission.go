@@ -66,10 +66,12 @@ func newTenantSlots(n int) *tenantSlots {
 	return ts
 }
 
-// acquire takes one of tenant's slots; false (and n, the share) when the
-// tenant holds them all.
-func (ts *tenantSlots) acquire(tenant string) (n int64, ok bool) {
-	n = ts.max.Load()
+// acquire takes one of tenant's slots, of n (0: the share of every
+// tenant); false (and the share) when the tenant holds them all.
+func (ts *tenantSlots) acquire(tenant string, n int64) (int64, bool) {
+	if n <= 0 {
+		n = ts.max.Load()
+	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	held := ts.m[tenant]
@@ -115,11 +117,13 @@ func (s *Server) MerchantInflightMax() int { return int(s.tenants.max.Load()) }
 // admit runs next for a request of tenant once the request holds one of
 // the tenant's slots, its body (read within BodyReadTimeout when readMax
 // is positive, into the request's state) and one of the server's slots;
-// else it answers the refusal. Tenant "" takes no tenant's slot. pass, if not nil, runs between the
+// else it answers the refusal. Tenant "" takes no tenant's slot; share
+// is the tenant's own (merchants.*.inflight_max), 0 for the default
+// (MerchantInflightMax). pass, if not nil, runs between the
 // tenant's slot and the body (the rate limit) and may refuse too.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, readMax int64, pass func() error, next func()) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, share int, readMax int64, pass func() error, next func()) {
 	if tenant != "" {
-		n, ok := s.tenants.acquire(tenant)
+		n, ok := s.tenants.acquire(tenant, int64(min(share, s.cfg.InflightMax)))
 		if !ok {
 			s.tel.Shed(telemetry.ShedMerchantConcurrency)
 			who := "this merchant has"

@@ -19,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/api"
+	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/telemetry"
 )
 
@@ -158,6 +160,32 @@ func TestMerchantInflightShare(t *testing.T) {
 		eventually(t, "A served after its slow connections closed", func() bool {
 			return e.do(e.keyA, "GET", "/v1/customers", "", "").Status == 200
 		})
+	})
+}
+
+// TestMerchantOwnShare: merchants.*.inflight_max gives one merchant its
+// own share, the others keep the node's.
+func TestMerchantOwnShare(t *testing.T) {
+	e, _ := newAdmissionEnv(t, api.Config{InflightMax: 8, MerchantInflightMax: 4, BodyReadTimeout: time.Minute})
+	set := surgepay.DefaultMerchantSettings()
+	set.InflightMax = 1
+	e.eng.SetSettings(&engine.Settings{Default: surgepay.DefaultMerchantSettings(),
+		Merchants: map[string]surgepay.MerchantSettings{e.merchants[0]: set}})
+	first := openSlowBody(t, e, e.keyA, "/v1/customers")
+	second := openSlowBody(t, e, e.keyA, "/v1/customers")
+	var r *response
+	select {
+	case r = <-first.res:
+	case r = <-second.res:
+	case <-time.After(time.Minute):
+		t.Fatal("no answer to either of A's slow bodies")
+	}
+	mustConcurrencyLimited(t, r)
+	for range 3 { // B holds three slow bodies under the node's share of 4
+		openSlowBody(t, e, e.keyB, "/v1/customers")
+	}
+	eventually(t, "B's fourth request served", func() bool {
+		return e.do(e.keyB, "GET", "/v1/customers", "", "").Status == 200
 	})
 }
 

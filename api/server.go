@@ -120,7 +120,7 @@ func (s *Server) routesInit() {
 	// authenticates them (engine.ApplyProcessorEvent verifies it). They
 	// share one tenant's slots, so a flood of them holds no more.
 	s.mux.HandleFunc("POST /v1/processor_webhooks/{processor}", func(w http.ResponseWriter, r *http.Request) {
-		s.admit(w, r, processorWebhooksTenant, surgepay.ProcessorEventBytesMax, nil, func() { s.processorWebhook(w, r) })
+		s.admit(w, r, processorWebhooksTenant, 0, surgepay.ProcessorEventBytesMax, nil, func() { s.processorWebhook(w, r) })
 	})
 	s.mux.Handle("GET /readyz", s.bounded(func(w http.ResponseWriter, r *http.Request) {
 		if !s.cfg.Ready() {
@@ -166,7 +166,7 @@ func (s *Server) routesInit() {
 // the server's inflight_max slots.
 func (s *Server) bounded(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.admit(w, r, "", 0, nil, func() { h(w, r) })
+		s.admit(w, r, "", 0, 0, nil, func() { h(w, r) })
 	})
 }
 
@@ -368,7 +368,8 @@ func (s *Server) authenticated(h handlerFunc) http.Handler {
 		if r.Method == http.MethodPost {
 			readMax = surgepay.RequestBodyBytesMax
 		}
-		s.admit(w, r, key.MerchantID, readMax, func() error { return s.rateLimit(r.Context(), key.MerchantID) }, func() {
+		share := s.eng.SettingsFor(key.MerchantID).InflightMax
+		s.admit(w, r, key.MerchantID, share, readMax, func() error { return s.rateLimit(r.Context(), key.MerchantID) }, func() {
 			call := &engine.Call{MerchantID: key.MerchantID, KeyID: key.ID, RequestID: st.id, Render: render}
 			if err := h(w, r, call); err != nil {
 				s.writeError(w, r, err)

@@ -313,6 +313,9 @@ func (c *Config) MerchantSettings() *engine.Settings {
 		if s.RateBurst == 0 && !c.rateWritten[id+".rate_burst"] {
 			s.RateBurst = from.RateBurst
 		}
+		if s.InflightMax == 0 {
+			s.InflightMax = from.InflightMax
+		}
 		if s.Processors == nil {
 			s.Processors = from.Processors
 		}

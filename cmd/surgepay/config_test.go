@@ -271,6 +271,11 @@ func TestValidate(t *testing.T) {
 		{"ErrMerchantInflightOverInflight", func(c *Config) { c.MerchantInflightMax = c.InflightMax + 1 }, "config merchant_inflight_max"},
 		{"ErrReadHeaderTimeoutShort", func(c *Config) { c.ReadHeaderTimeout = Duration{time.Millisecond} }, "config read_header_timeout"},
 		{"ErrBodyReadTimeoutLong", func(c *Config) { c.BodyReadTimeout = Duration{time.Hour} }, "config body_read_timeout"},
+		{"ErrMerchantShareNegative", func(c *Config) {
+			d := c.Merchants["default"]
+			d.InflightMax = -1
+			c.Merchants = map[string]surgepay.MerchantSettings{"default": d}
+		}, "config merchants.default"},
 		{"ErrRateLimitsShared", func(c *Config) { c.RateLimits.Shared = "yes" }, "config rate_limits.shared"},
 		{"ErrRateLimitsTimeout", func(c *Config) { c.RateLimits.Timeout = Duration{time.Second} }, "config rate_limits.timeout"},
 		{"ErrEndpointInflightOverWorkers", func(c *Config) { c.Webhooks.EndpointInflightMax = c.Webhooks.Workers + 1 },
