@@ -169,10 +169,20 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, sh
 // the read, the request is answered 408 body_timeout and net/http closes
 // the connection.
 func (s *Server) readBodyWithin(w http.ResponseWriter, r *http.Request, readMax int64) ([]byte, error) {
-	if d := s.cfg.BodyReadTimeout; d > 0 {
-		// ErrNotSupported (a ResponseWriter that is not a connection's, in
-		// a unit test): the server's ReadTimeout still bounds the read.
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+	d := s.cfg.BodyReadTimeout
+	if d <= 0 {
+		return readBodyMax(w, r, readMax)
 	}
-	return readBodyMax(w, r, readMax)
+	// ErrNotSupported (a ResponseWriter that is not a connection's, in a
+	// unit test): the server's ReadTimeout still bounds the read.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(d))
+	b, err := readBodyMax(w, r, readMax)
+	if err == nil {
+		// The deadline bounds the body, not the handler: left set,
+		// net/http's background read of the idle connection would hit it
+		// while a slow handler runs and cancel the request's context.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return b, err
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/telemetry"
 )
 
@@ -402,4 +403,23 @@ func slowRequest(ctx context.Context, host, key string) int {
 	}
 	res.Body.Close()
 	return res.StatusCode
+}
+
+// TestBodyDeadlineEndsWithTheBody: the body's read deadline bounds the
+// body only. A handler that runs longer than BodyReadTimeout after its
+// body arrived (a slow card network) is not cut: net/http's background
+// read of the connection would otherwise hit the deadline and cancel the
+// request's context mid-payment.
+func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
+	slow := sim.DefaultConfig()
+	slow.Latency = sim.Latency{Kind: sim.LatencyFixed, Fixed: 400 * time.Millisecond}
+	e := newEnvWith(t, openSQLite(t), func(c *engine.Config) { c.Provider = sim.New(slow) })
+	srv := httptest.NewServer(api.New(api.Config{Engine: e.eng, BodyReadTimeout: 100 * time.Millisecond}))
+	t.Cleanup(srv.Close)
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	e.url, e.http = srv.URL, srv.Client()
+	r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1500, "automatic"), "slow-1")
+	if r.Status != http.StatusOK || r.str("status") != "succeeded" {
+		t.Fatalf("a payment whose card network answers after the body timeout: got %d %s, want 200 succeeded", r.Status, r.Raw)
+	}
 }

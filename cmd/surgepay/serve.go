@@ -542,9 +542,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	srv := &http.Server{
 		Handler: a.api,
 		// The API sets each body's own read deadline (body_read_timeout)
-		// once the request is admitted; ReadTimeout bounds the rest.
+		// once the request is admitted, and clears it once the body is
+		// read; ReadTimeout bounds the other requests as before (also
+		// their handlers: net/http's background read meets it and cancels
+		// the request's context), at least readTimeoutMin.
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout.Duration,
-		ReadTimeout:       cfg.ReadHeaderTimeout.Duration + cfg.BodyReadTimeout.Duration,
+		ReadTimeout:       max(readTimeoutMin, cfg.ReadHeaderTimeout.Duration+cfg.BodyReadTimeout.Duration),
 		WriteTimeout:      60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -593,6 +596,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	}
 	return err
 }
+
+// readTimeoutMin is the http.Server's ReadTimeout unless
+// read_header_timeout + body_read_timeout is longer: the 30 s it always
+// was, before the body got its own deadline.
+const readTimeoutMin = 30 * time.Second
 
 // purgeBatchMax bounds one purge of expired idempotency records.
 const purgeBatchMax = 10_000
