@@ -95,13 +95,14 @@ type MerchantSettings struct {
 	// counters do not move; the streamlined sale is then one statement).
 	// See docs/analytics.md.
 	Analytics string `toml:"analytics" json:"analytics"`
-	// RateLimit is the merchant's sustained request rate on one node, in
-	// requests per second: a token bucket refilled at this rate admits
-	// each authenticated API request, and a request that finds it empty
-	// is refused with 429 and Retry-After, before it does anything. 0
+	// RateLimit is the merchant's sustained request rate, in requests per
+	// second: a token bucket refilled at this rate admits each
+	// authenticated API request, and a request that finds it empty is
+	// refused with 429 and Retry-After, before it does anything. 0
 	// (default): unlimited. It may be fractional (0.5: one request every
 	// two seconds), from MerchantRateLimitMin to MerchantRateLimitMax. The
-	// limit is per node: N nodes admit N times the rate. See
+	// limit holds across the nodes that share a Redis ([rate_limits]),
+	// else per node: N nodes admit N times the rate. See
 	// docs/rate-limits.md.
 	RateLimit float64 `toml:"rate_limit" json:"rate_limit"`
 	// RateBurst is how many requests the bucket holds: how many may arrive
@@ -109,6 +110,12 @@ type MerchantSettings struct {
 	// least 1 (see Burst). At most MerchantRateBurstMax; ignored while
 	// RateLimit is 0.
 	RateBurst int `toml:"rate_burst" json:"rate_burst"`
+	// InflightMax is the merchant's share of a node's in-flight requests
+	// (its bodies being read included): beyond it its requests get 429
+	// merchant_concurrency_limit. 0 (default): the node's
+	// merchant_inflight_max. At most MerchantInflightMax; a node never
+	// gives more than its inflight_max.
+	InflightMax int `toml:"inflight_max" json:"inflight_max,omitempty"`
 	// Processors is the merchant's processors in order of preference,
 	// named as in the configuration's [processors.NAME] sections;
 	// "default" is the [provider] section. An authorization goes to the
@@ -140,6 +147,9 @@ const (
 	MerchantRateLimitMax = 1_000_000
 	// MerchantRateBurstMax is the highest rate_burst.
 	MerchantRateBurstMax = 1_000_000
+	// MerchantInflightMax is the highest inflight_max of a merchant (the
+	// highest inflight_max of a node).
+	MerchantInflightMax = 1_000_000
 )
 
 // Burst returns the capacity of the merchant's token bucket: RateBurst,
@@ -176,6 +186,9 @@ func (s *MerchantSettings) Validate(field string) error {
 	case s.RateBurst < 0 || s.RateBurst > MerchantRateBurstMax:
 		return Invalid(field+".rate_burst", "invalid_value", "%s.rate_burst %d must be 0 (the rate, rounded up) to %d",
 			field, s.RateBurst, MerchantRateBurstMax)
+	case s.InflightMax < 0 || s.InflightMax > MerchantInflightMax:
+		return Invalid(field+".inflight_max", "invalid_value", "%s.inflight_max %d must be 0 (the node's merchant_inflight_max) to %d",
+			field, s.InflightMax, MerchantInflightMax)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -14,13 +15,28 @@ import (
 	"github.com/surgepay/surgepay/engine"
 )
 
-// readBody reads a request body of at most surgepay.RequestBodyBytesMax.
+// readBody returns the request body: the one admission read (within
+// BodyReadTimeout, see admit), or, for a request admitted without one,
+// the body read now, of at most surgepay.RequestBodyBytesMax.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, surgepay.RequestBodyBytesMax))
+	if st, ok := r.Context().Value(requestStateKey{}).(*requestState); ok && st.bodyRead {
+		return st.body, st.bodyErr
+	}
+	return readBodyMax(w, r, surgepay.RequestBodyBytesMax)
+}
+
+// readBodyMax reads a request body of at most n bytes. A read cut by the
+// connection's read deadline is a 408 body_timeout.
+func readBodyMax(w http.ResponseWriter, r *http.Request, n int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, n))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, &surgepay.Error{Code: surgepay.EINVALID, Reason: "body_too_large", Param: "body",
-			Message: fmt.Sprintf("the request body must be at most %d bytes", surgepay.RequestBodyBytesMax)}
+			Message: fmt.Sprintf("the request body must be at most %d bytes", n)}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &surgepay.Error{Code: ETIMEOUT, Reason: "body_timeout", Param: "body",
+			Message: "the request body did not arrive in time (body_read_timeout)"}
 	}
 	if err != nil {
 		return nil, surgepay.Invalid("body", "body_unreadable", "the request body could not be read")
@@ -118,6 +134,8 @@ func statusOf(code string) int {
 		return http.StatusMethodNotAllowed
 	case surgepay.EINVALID:
 		return http.StatusBadRequest
+	case ETIMEOUT:
+		return http.StatusRequestTimeout
 	case surgepay.EUNAUTH:
 		return http.StatusUnauthorized
 	case surgepay.EFORBIDDEN:

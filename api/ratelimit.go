@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -126,23 +127,52 @@ func (ls *limiters) len() int {
 	return len(ls.m)
 }
 
+// SharedRateLimiter counts merchants' requests across the nodes that
+// share it (ratelimit.Redis), so that a merchant's rate_limit holds in
+// total. Safe for concurrent use.
+type SharedRateLimiter interface {
+	// Take takes one request from merchantID's allowance of limit
+	// requests per second with bursts of burst; ok false, with the wait
+	// until one is left, when none is. An error means the shared count
+	// could not be reached in time: the node's own bucket decides.
+	Take(ctx context.Context, merchantID string, limit float64, burst int) (retryAfter time.Duration, ok bool, err error)
+}
+
 // rateLimit returns an ERATELIMIT error, with Retry-After in whole
-// seconds (at least 1), if the merchant has a rate limit and its bucket
-// on this node is empty. A merchant without a rate limit (the default)
-// costs one settings lookup: no lock, no bucket.
-func (s *Server) rateLimit(merchantID string) error {
+// seconds (at least 1), if the merchant has a rate limit and its
+// allowance is spent: across the nodes when Config.SharedRateLimiter is
+// set and answers, else in the node's own bucket. A merchant without a
+// rate limit (the default) costs one settings lookup: no lock, no
+// bucket, no Redis.
+func (s *Server) rateLimit(ctx context.Context, merchantID string) error {
 	set := s.eng.SettingsFor(merchantID)
 	if set.RateLimit <= 0 {
 		return nil
 	}
 	burst := set.Burst()
+	where := "on this server"
+	if s.cfg.SharedRateLimiter != nil {
+		wait, ok, err := s.cfg.SharedRateLimiter.Take(ctx, merchantID, set.RateLimit, burst)
+		if err == nil {
+			if ok {
+				return nil
+			}
+			return s.rateLimited(merchantID, set.RateLimit, burst, wait, "across the servers")
+		}
+		s.tel.ObserveRateLimitFallback()
+	}
 	wait, ok := s.limits.take(merchantID, rate.Limit(set.RateLimit), burst)
 	if ok {
 		return nil
 	}
+	return s.rateLimited(merchantID, set.RateLimit, burst, wait, where)
+}
+
+// rateLimited counts a refusal and returns its error.
+func (s *Server) rateLimited(merchantID string, limit float64, burst int, wait time.Duration, where string) error {
 	s.tel.ObserveRateLimited(merchantID)
 	retry := max(1, int(math.Ceil(wait.Seconds())))
 	return &surgepay.Error{Code: surgepay.ERATELIMIT, Reason: "rate_limited", RetryAfter: retry,
-		Message: fmt.Sprintf("too many requests for this merchant's rate limit (%v per second, bursts of %d, on this server); retry after %d s",
-			set.RateLimit, burst, retry)}
+		Message: fmt.Sprintf("too many requests for this merchant's rate limit (%v per second, bursts of %d, %s); retry after %d s",
+			limit, burst, where, retry)}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func TestRateLimitOffCostsNothing(t *testing.T) {
 		Merchants: map[string]surgepay.MerchantSettings{"mer_limited": limited}})
 	s := New(Config{Engine: eng})
 	allocs := testing.AllocsPerRun(100, func() {
-		if err := s.rateLimit("mer_free"); err != nil {
+		if err := s.rateLimit(context.Background(), "mer_free"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -84,7 +85,7 @@ func TestRateLimitOffCostsNothing(t *testing.T) {
 	if n := s.limits.len(); n != 0 {
 		t.Errorf("%d buckets after requests of an unlimited merchant, want 0", n)
 	}
-	if err := s.rateLimit("mer_limited"); err != nil || s.limits.len() != 1 {
+	if err := s.rateLimit(context.Background(), "mer_limited"); err != nil || s.limits.len() != 1 {
 		t.Errorf("a limited merchant's first request: err %v, %d buckets; want nil, 1", err, s.limits.len())
 	}
 }

@@ -40,10 +40,29 @@ type Config struct {
 	// lines. Nil: no metrics, no spans, access lines on.
 	Telemetry *telemetry.Telemetry
 	// InflightMax bounds requests being served at once; beyond it requests
-	// get 503 with Retry-After. Default 4096.
+	// get 503 overloaded with Retry-After. A request takes its slot only
+	// once it is authenticated and its body has arrived (admission.go).
+	// Default 4096.
 	InflightMax int
+	// MerchantInflightMax bounds the requests one merchant may have in
+	// flight (its body being read included); beyond it its requests get
+	// 429 merchant_concurrency_limit with Retry-After, and the other
+	// merchants' do not notice. The processors' webhooks share one such
+	// share. 0 (the default): InflightMax / MerchantInflightShareDefault,
+	// at least 1; at most InflightMax. SetMerchantInflightMax changes it.
+	MerchantInflightMax int
+	// BodyReadTimeout bounds reading a request's body, from when the
+	// request is admitted (its headers read and its key checked): a slower
+	// body gets 408 body_timeout and its connection is closed. 0: the
+	// default, BodyReadTimeoutDefault; negative: only the http.Server's
+	// ReadTimeout bounds it.
+	BodyReadTimeout time.Duration
 	// Ready reports whether the server may take traffic (GET /readyz).
 	Ready func() bool
+	// SharedRateLimiter, if set, counts the merchants' rate limits across
+	// the nodes that share it (ratelimit.Redis); when it cannot answer,
+	// the node's own bucket decides. Nil: each node counts alone.
+	SharedRateLimiter SharedRateLimiter
 	// Now is the clock of the per-merchant request rate limit
 	// (merchants.*.rate_limit). Default time.Now; tests set their own.
 	Now func() time.Time
@@ -56,6 +75,7 @@ type Server struct {
 	log      *slog.Logger
 	tel      *telemetry.Telemetry
 	inflight chan struct{}
+	tenants  *tenantSlots
 	limits   *limiters
 	mux      *http.ServeMux
 	routes   []string
@@ -76,9 +96,12 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = BodyReadTimeoutDefault
+	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, tel: cfg.Telemetry,
 		inflight: make(chan struct{}, cfg.InflightMax), limits: newLimiters(cfg.Now), mux: http.NewServeMux(),
-		scopes: map[string]string{}}
+		scopes: map[string]string{}, tenants: newTenantSlots(merchantInflightMax(cfg.MerchantInflightMax, cfg.InflightMax))}
 	s.routesInit()
 	return s
 }
@@ -90,21 +113,24 @@ func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
 type handlerFunc func(w http.ResponseWriter, r *http.Request, call *engine.Call) error
 
 func (s *Server) routesInit() {
-	s.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+	s.mux.Handle("GET /v1/openapi.json", s.bounded(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(openAPI)
-	})
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	}))
+	s.mux.Handle("GET /healthz", s.bounded(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }))
 	// A processor's webhooks carry no API key: the processor's signature
-	// authenticates them (engine.ApplyProcessorEvent verifies it).
-	s.mux.HandleFunc("POST /v1/processor_webhooks/{processor}", s.processorWebhook)
-	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+	// authenticates them (engine.ApplyProcessorEvent verifies it). They
+	// share one tenant's slots, so a flood of them holds no more.
+	s.mux.HandleFunc("POST /v1/processor_webhooks/{processor}", func(w http.ResponseWriter, r *http.Request) {
+		s.admit(w, r, processorWebhooksTenant, 0, surgepay.ProcessorEventBytesMax, nil, func() { s.processorWebhook(w, r) })
+	})
+	s.mux.Handle("GET /readyz", s.bounded(func(w http.ResponseWriter, r *http.Request) {
 		if !s.cfg.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ok\n"))
-	})
+	}))
 	s.handle("POST /v1/customers", surgepay.ScopeCustomersWrite, s.createCustomer)
 	s.handle("GET /v1/customers", surgepay.ScopeCustomersRead, s.listCustomers)
 	s.handle("GET /v1/customers/{id}", surgepay.ScopeCustomersRead, s.getCustomer)
@@ -130,7 +156,7 @@ func (s *Server) routesInit() {
 	s.handle("GET /v1/webhook_deliveries", surgepay.ScopeWebhooksRead, s.listWebhookDeliveries)
 	s.handle("GET /v1/webhook_deliveries/{id}", surgepay.ScopeWebhooksRead, s.getWebhookDelivery)
 	s.handle("POST /v1/webhook_deliveries/{id}/resend", surgepay.ScopeWebhooksWrite, s.resendWebhookDelivery)
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	s.mux.Handle("/", s.bounded(func(w http.ResponseWriter, r *http.Request) {
 		if allow := s.allowed(r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			s.writeError(w, r, &surgepay.Error{Code: ENOTALLOWED, Reason: "method_not_allowed",
@@ -139,6 +165,14 @@ func (s *Server) routesInit() {
 		}
 		s.writeError(w, r, &surgepay.Error{Code: surgepay.ENOTFOUND, Reason: "route_not_found",
 			Message: "no such route: " + r.Method + " " + truncate(r.URL.Path, 200)})
+	}))
+}
+
+// bounded runs h, which reads no body and serves no merchant, in one of
+// the server's inflight_max slots.
+func (s *Server) bounded(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.admit(w, r, "", 0, 0, nil, func() { h(w, r) })
 	})
 }
 
@@ -158,20 +192,13 @@ func (s *Server) handle(pattern, scope string, h handlerFunc) {
 func (s *Server) RouteScopes() map[string]string { return maps.Clone(s.scopes) }
 
 // ServeHTTP serves the API with panic recovery, a request ID, the
-// in-flight limit, the per-request SQL statement counter, metrics, a span
-// and an access line.
+// per-request SQL statement counter, metrics, a span and an access line;
+// the routes admit their requests (admission.go): the merchant's share of
+// in-flight requests, the body within its timeout, then the server's
+// in-flight limit.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := requestID(r.Header.Get("X-Request-Id"))
 	w.Header().Set("X-Request-Id", reqID)
-	select {
-	case s.inflight <- struct{}{}:
-		defer func() { <-s.inflight }()
-	default:
-		s.tel.ObserveShed(r.Method, telemetry.ShedOverloaded, http.StatusServiceUnavailable)
-		s.writeError(w, r, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "overloaded", RetryAfter: 1,
-			Message: "the server is at its limit of requests in flight; retry shortly"})
-		return
-	}
 	q, ctx := s.tel.StartRequest(r)
 	if id := q.TraceID(); id != "" {
 		w.Header().Set("Trace-Id", id)
@@ -291,6 +318,10 @@ type requestState struct {
 	id        string
 	merchant  string
 	errorCode string
+	// body and bodyErr are the body admit read, if bodyRead.
+	body     []byte
+	bodyErr  error
+	bodyRead bool
 }
 
 type requestStateKey struct{}
@@ -317,6 +348,10 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap returns the connection's ResponseWriter, for
+// http.ResponseController (the body's read deadline).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
@@ -324,9 +359,11 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// authenticated checks the Bearer key, the merchant's request rate limit
-// and the key's scopes (403 insufficient_scope naming the scope needed),
-// then builds the engine call. A request over the rate limit is
+// authenticated checks the Bearer key and the key's scopes (403
+// insufficient_scope naming the scope needed), admits the request in the
+// merchant's share of in-flight requests, checks the merchant's request
+// rate limit, reads a POST's body, then builds the engine call (see
+// admit). A request refused for its scope, the rate limit or the share is
 // refused before its handler runs: it stores nothing, not even an
 // idempotency record, and an idempotent replay counts like any request.
 func (s *Server) authenticated(scope string, h handlerFunc) http.Handler {
@@ -344,19 +381,22 @@ func (s *Server) authenticated(scope string, h handlerFunc) http.Handler {
 		}
 		st := requestStateFrom(r.Context())
 		st.merchant = key.MerchantID
-		if err := s.rateLimit(key.MerchantID); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
 		if !surgepay.Allows(key.Scopes, scope) {
 			s.writeError(w, r, &surgepay.Error{Code: surgepay.EFORBIDDEN, Reason: "insufficient_scope", Param: scope,
 				Message: "this API key lacks the scope " + scope + " that " + r.Pattern + " needs"})
 			return
 		}
-		call := &engine.Call{MerchantID: key.MerchantID, KeyID: key.ID, RequestID: st.id, Render: render}
-		if err := h(w, r, call); err != nil {
-			s.writeError(w, r, err)
+		var readMax int64
+		if r.Method == http.MethodPost {
+			readMax = surgepay.RequestBodyBytesMax
 		}
+		share := s.eng.SettingsFor(key.MerchantID).InflightMax
+		s.admit(w, r, key.MerchantID, share, readMax, func() error { return s.rateLimit(r.Context(), key.MerchantID) }, func() {
+			call := &engine.Call{MerchantID: key.MerchantID, KeyID: key.ID, RequestID: st.id, Render: render}
+			if err := h(w, r, call); err != nil {
+				s.writeError(w, r, err)
+			}
+		})
 	})
 }
 
@@ -380,6 +420,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, call *engine.Call
 	if err != nil {
 		s.logError(r, status, err)
 		setRetryAfter(w, err)
+		closeIfBodyUnread(w, r)
 	}
 	s.writeRaw(w, r, status, body)
 	return nil
@@ -427,6 +468,21 @@ func (s *Server) logError(r *http.Request, status int, err error) {
 	if status >= 500 {
 		s.log.Error("request failed", "route", r.Pattern, "status", status, "err", telemetry.Redact(err.Error()))
 	}
+}
+
+// closeIfBodyUnread closes the connection after an error answered before
+// the request's body was read (a bad key, a merchant over its share or
+// rate): net/http would otherwise read the rest of the body before
+// sending the answer, and a slow body would hold the answer back (and
+// the connection) until the read deadline.
+func closeIfBodyUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	if st, ok := r.Context().Value(requestStateKey{}).(*requestState); ok && st.bodyRead {
+		return
+	}
+	w.Header().Set("Connection", "close")
 }
 
 func setRetryAfter(w http.ResponseWriter, err error) {

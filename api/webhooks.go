@@ -2,8 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -272,10 +270,9 @@ func (s *Server) resendWebhookDelivery(w http.ResponseWriter, r *http.Request, c
 // signature that does not verify (the processor retries, then gives up),
 // 404 for a processor that is not configured, 503 to be retried.
 func (s *Server) processorWebhook(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, surgepay.ProcessorEventBytesMax))
+	body, err := readBody(w, r) // read by admit, within surgepay.ProcessorEventBytesMax
 	if err != nil {
-		s.writeError(w, r, &surgepay.Error{Code: surgepay.EINVALID, Reason: "body_too_large", Param: "body",
-			Message: fmt.Sprintf("a processor's webhook must be at most %d bytes", surgepay.ProcessorEventBytesMax)})
+		s.writeError(w, r, err)
 		return
 	}
 	done, err := s.eng.ApplyProcessorEvent(r.Context(), r.PathValue("processor"), body, r.Header)

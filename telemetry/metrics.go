@@ -30,6 +30,9 @@ var (
 const (
 	ShedOverloaded     = "overloaded"       // inflight_max requests in flight
 	ShedWriteQueueFull = "write_queue_full" // the group-commit queue is full
+	// ShedMerchantConcurrency: the merchant has its share of the node's
+	// requests in flight (merchant_inflight_max); a 429.
+	ShedMerchantConcurrency = "merchant_concurrency_limit"
 )
 
 // metrics are the Prometheus instruments. Every one is a lock-free
@@ -41,6 +44,7 @@ type metrics struct {
 	inflight        prometheus.Gauge
 	shed            *prometheus.CounterVec // reason
 	rateLimited     rateLimitedCounter     // merchant
+	rateFallbacks   prometheus.Counter
 	payments        *prometheus.CounterVec // operation, outcome, decline_code, path
 	providerSeconds *prometheus.HistogramVec
 	providerCalls   *prometheus.CounterVec // op, outcome
@@ -70,11 +74,14 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "http",
 			Name: "inflight_requests", Help: "API requests being served."}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http",
-			Name: "requests_shed_total", Help: "Requests refused with 503 for backpressure, by reason (overloaded, write_queue_full)."},
+			Name: "requests_shed_total", Help: "Requests refused for backpressure, by reason: 503 overloaded, write_queue_full; 429 merchant_concurrency_limit."},
 			[]string{"reason"}),
 		rateLimited: rateLimitedCounter{vec: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http",
 			Name: "requests_rate_limited_total", Help: "Requests refused with 429 by the merchant's rate limit on this node, by merchant " +
 				"(the first 1000 merchants limited since start; the others count as \"other\")."}, []string{"merchant"})},
+		rateFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http",
+			Name: "rate_limit_fallbacks_total", Help: "Rate-limited requests decided by this node's own bucket because the shared " +
+				"count in Redis did not answer in time (rate_limits.timeout) or was being skipped after failures."}),
 		payments: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "payments_total",
 			Help: "Payment operations answered, by operation (authorize, capture, void, refund), resulting payment status, decline code and path (standard, streamlined)."},
 			[]string{"operation", "outcome", "decline_code", "path"}),
@@ -106,7 +113,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		spansRedacted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "telemetry",
 			Name: "spans_redacted_total", Help: "Exported spans in which a card-number-like digit run was redacted: should stay 0."}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.errors, m.inflight, m.shed, m.rateLimited.vec, m.payments,
+	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.errors, m.inflight, m.shed, m.rateLimited.vec, m.rateFallbacks, m.payments,
 		m.providerSeconds, m.providerCalls, m.sqlStatements, m.sqlPerRequest, m.storeSeconds, m.batchSize,
 		m.commitSeconds, m.spansDropped, m.spansExported, m.spanExportFails, m.spansRedacted} {
 		f(c)
@@ -115,7 +122,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist before their first event, so dashboards and
 	// alerts see zeros rather than nothing.
-	for _, r := range []string{ShedOverloaded, ShedWriteQueueFull} {
+	for _, r := range []string{ShedOverloaded, ShedWriteQueueFull, ShedMerchantConcurrency} {
 		m.shed.WithLabelValues(r)
 	}
 	for _, op := range providerOps {
@@ -233,6 +240,14 @@ func (c *rateLimitedCounter) counter(merchantID string) prometheus.Counter {
 func (t *Telemetry) ObserveRateLimited(merchantID string) {
 	if t.MetricsEnabled() {
 		t.m.rateLimited.counter(merchantID).Inc()
+	}
+}
+
+// ObserveRateLimitFallback counts a rate-limited request decided by the
+// node's own bucket because the shared count did not answer.
+func (t *Telemetry) ObserveRateLimitFallback() {
+	if t.MetricsEnabled() {
+		t.m.rateFallbacks.Inc()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
@@ -64,6 +65,20 @@ type Config struct {
 	LogLevel  string `toml:"log_level"`
 	// InflightMax bounds requests served at once; beyond it: 503 + Retry-After.
 	InflightMax int `toml:"inflight_max"`
+	// MerchantInflightMax bounds the requests one merchant may have in
+	// flight on this node, its slow bodies included; beyond it that
+	// merchant alone gets 429 merchant_concurrency_limit with Retry-After
+	// (api.Config.MerchantInflightMax). 0 (the default): a quarter of
+	// inflight_max. At most inflight_max. Reloaded without a restart.
+	MerchantInflightMax int `toml:"merchant_inflight_max"`
+	// ReadHeaderTimeout bounds reading a request's line and headers.
+	// Default 5s; 100ms to 1m.
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	// BodyReadTimeout bounds reading a request's body once its headers
+	// are read and its API key checked; a slower body gets 408
+	// body_timeout and its connection is closed. Default 10s (64 KiB, the
+	// largest body, at 6.5 KB/s); 100ms to 5m.
+	BodyReadTimeout Duration `toml:"body_read_timeout"`
 	// GCPercent is the Go garbage collector's target (GOGC) for serve:
 	// 200 (default) halves the collector's CPU against Go's 100 for a
 	// larger heap; the environment variable GOGC, when set, wins. 50 to
@@ -99,6 +114,9 @@ type Config struct {
 	// from a field left out. Empty for a Config built in code, where a 0
 	// inherits like a left-out field.
 	rateWritten map[string]bool
+	// RateLimits says where the merchants' rate_limit is counted: across
+	// the nodes through cache.redis, or on each node.
+	RateLimits RateLimitsConfig `toml:"rate_limits"`
 	// Stage configures the streamlined path's staged captures.
 	Stage StageConfig `toml:"stage"`
 	// Webhooks configures the delivery of webhooks (docs/webhooks.md); the
@@ -266,12 +284,17 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes the duration.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
 
+// ReadHeaderTimeoutDefault bounds reading a request's line and headers
+// (read_header_timeout).
+const ReadHeaderTimeoutDefault = 5 * time.Second
+
 // DefaultConfig returns the embedded default: SQLite in ./data, the
 // in-process simulator, 127.0.0.1:8080.
 func DefaultConfig() Config {
 	return Config{
 		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
-		InflightMax: 4096, GCPercent: 200, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
+		InflightMax: 4096, GCPercent: 200, ReadHeaderTimeout: Duration{ReadHeaderTimeoutDefault},
+		BodyReadTimeout: Duration{api.BodyReadTimeoutDefault}, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
 		SQLite: SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4,
 			FlushInterval: Duration{time.Millisecond}, CheckpointInterval: Duration{10 * time.Millisecond},
 			MmapMiB: sqlite.MmapSizeDefault >> 20},
@@ -280,6 +303,8 @@ func DefaultConfig() Config {
 		Cache:     cache.DefaultConfig(),
 		Telemetry: telemetry.DefaultConfig(),
 		Merchants: map[string]surgepay.MerchantSettings{"default": surgepay.DefaultMerchantSettings()},
+
+		RateLimits: defaultRateLimits(),
 		Stage: StageConfig{Kind: "embedded", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
 			Replicas: 1, Fallback: "capture"},
 		Webhooks: WebhooksConfig{Workers: webhook.WorkersDefault, Timeout: Duration{webhook.TimeoutDefault},
@@ -311,6 +336,9 @@ func (c *Config) MerchantSettings() *engine.Settings {
 		}
 		if s.RateBurst == 0 && !c.rateWritten[id+".rate_burst"] {
 			s.RateBurst = from.RateBurst
+		}
+		if s.InflightMax == 0 {
+			s.InflightMax = from.InflightMax
 		}
 		if s.Processors == nil {
 			s.Processors = from.Processors
@@ -511,6 +539,15 @@ func (c *Config) Validate() error {
 	if c.InflightMax < 1 || c.InflightMax > 1_000_000 {
 		bad("inflight_max", "%d must be 1 to 1000000", c.InflightMax)
 	}
+	if n := c.MerchantInflightMax; n < 0 || n > max(c.InflightMax, 1) {
+		bad("merchant_inflight_max", "%d must be 0 (a quarter of inflight_max) to inflight_max (%d)", n, c.InflightMax)
+	}
+	if d := c.ReadHeaderTimeout.Duration; d < 100*time.Millisecond || d > time.Minute {
+		bad("read_header_timeout", "%s must be between 100ms and 1m", d)
+	}
+	if d := c.BodyReadTimeout.Duration; d < 100*time.Millisecond || d > 5*time.Minute {
+		bad("body_read_timeout", "%s must be between 100ms and 5m", d)
+	}
 	if c.GCPercent < 50 || c.GCPercent > 1000 {
 		bad("gc_percent", "%d must be 50 to 1000", c.GCPercent)
 	}
@@ -588,6 +625,7 @@ func (c *Config) Validate() error {
 		bad("stage.kind", "%q must be \"embedded\" or \"jetstream\"", c.Stage.Kind)
 	}
 	c.validateNATSAuth(bad)
+	c.RateLimits.validate(bad)
 	if c.Webhooks.Workers < 1 || c.Webhooks.Workers > webhook.WorkersMax {
 		bad("webhooks.workers", "%d must be 1 to %d", c.Webhooks.Workers, webhook.WorkersMax)
 	}

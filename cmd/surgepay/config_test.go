@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/stage/jetstream"
 )
@@ -266,6 +267,17 @@ func TestValidate(t *testing.T) {
 		{"ErrDeclineRateNegative", func(c *Config) { c.Provider.DeclineRate = -0.1 }, "config provider.decline_rate"},
 		{"ErrTimeoutRateAboveOne", func(c *Config) { c.Provider.TimeoutRate = 1.5 }, "config provider.timeout_rate"},
 		{"ErrUnknownRateAboveOne", func(c *Config) { c.Provider.UnknownRate = 2 }, "config provider.unknown_rate"},
+		{"ErrMerchantInflightNegative", func(c *Config) { c.MerchantInflightMax = -1 }, "config merchant_inflight_max"},
+		{"ErrMerchantInflightOverInflight", func(c *Config) { c.MerchantInflightMax = c.InflightMax + 1 }, "config merchant_inflight_max"},
+		{"ErrReadHeaderTimeoutShort", func(c *Config) { c.ReadHeaderTimeout = Duration{time.Millisecond} }, "config read_header_timeout"},
+		{"ErrBodyReadTimeoutLong", func(c *Config) { c.BodyReadTimeout = Duration{time.Hour} }, "config body_read_timeout"},
+		{"ErrMerchantShareNegative", func(c *Config) {
+			d := c.Merchants["default"]
+			d.InflightMax = -1
+			c.Merchants = map[string]surgepay.MerchantSettings{"default": d}
+		}, "config merchants.default"},
+		{"ErrRateLimitsShared", func(c *Config) { c.RateLimits.Shared = "yes" }, "config rate_limits.shared"},
+		{"ErrRateLimitsTimeout", func(c *Config) { c.RateLimits.Timeout = Duration{time.Second} }, "config rate_limits.timeout"},
 		{"ErrEndpointInflightOverWorkers", func(c *Config) { c.Webhooks.EndpointInflightMax = c.Webhooks.Workers + 1 },
 			"config webhooks.endpoint_inflight_max"},
 	}
@@ -305,6 +317,7 @@ func TestValidate(t *testing.T) {
 		var fields []string
 		for _, tc := range cases {
 			if tc.name == "ErrProviderURLNotHTTP" || tc.name == "ErrListenEmpty" || tc.name == "ErrInflightMaxHuge" ||
+				tc.name == "ErrMerchantInflightOverInflight" ||
 				tc.name == "ErrStorageUnknown" || tc.name == "ErrProviderKind" {
 				continue // They set fields that other cases already break.
 			}
@@ -358,7 +371,8 @@ var notSecretSettings = []string{"listen", "admin_listen", "data_dir", "storage"
 	"stage.nats_creds_file", "stage.nats_user", "stage.nats_tls_ca_file", "stage.nats_tls_cert_file",
 	"stage.nats_tls_key_file", "cache.namespace", "cache.redis.sentinel_master", "cache.redis.username",
 	"admin_token_file", "tls.cert_file", "tls.key_file", "tls.admin_client_ca_file",
-	"cache.redis.tls_ca_file", "cache.redis.tls_cert_file", "cache.redis.tls_key_file"}
+	"cache.redis.tls_ca_file", "cache.redis.tls_cert_file", "cache.redis.tls_key_file",
+	"rate_limits.shared"}
 
 // fillStrings sets every string (or string list) setting under v, a
 // struct, to fill(its dotted TOML key). Maps (merchants, cache entities)
@@ -683,6 +697,56 @@ func TestReloadEffectiveConfig(t *testing.T) {
 	before := current.Load()
 	if got := reload("inflight_max = -1\n[merchants.default]\nrate_limit = 9\n"); got != before || eng.SettingsFor("mer_x").RateLimit != 8 {
 		t.Errorf("a refused reload changed the configuration (rate_limit %v), want the running one kept", eng.SettingsFor("mer_x").RateLimit)
+	}
+}
+
+// TestSharedRateScope: the shared rate limits use the global Redis when
+// there is one, else the server's, and none when off or without Redis.
+func TestSharedRateScope(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		shared, server string
+		global         []string
+		want           cache.Scope
+	}{
+		{"NoRedis", "auto", "", nil, ""},
+		{"Global", "auto", "unix:///run/redis.sock", []string{"10.0.0.1:6379"}, cache.ScopeGlobal},
+		{"Server", "auto", "unix:///run/redis.sock", nil, cache.ScopeServer},
+		{"Off", "off", "", []string{"10.0.0.1:6379"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.RateLimits.Shared, c.Cache.Redis.ServerAddr, c.Cache.Redis.GlobalAddrs = tc.shared, tc.server, tc.global
+			if got := c.sharedRateScope(); got != tc.want {
+				t.Errorf("scope %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReloadMerchantInflightMax: merchant_inflight_max reaches the
+// running API server on a reload, without a restart, and is shown by
+// /config as running, not pending.
+func TestReloadMerchantInflightMax(t *testing.T) {
+	path := writeFile(t, "surgepay.toml", "inflight_max = 100\nmerchant_inflight_max = 10\n")
+	cfg, err := LoadConfig(path, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := settingsEngine(t, &cfg)
+	srv := api.New(api.Config{Engine: eng, InflightMax: cfg.InflightMax, MerchantInflightMax: cfg.MerchantInflightMax})
+	var current atomic.Pointer[Config]
+	current.Store(&cfg)
+	if err := os.WriteFile(path, []byte("inflight_max = 100\nmerchant_inflight_max = 20\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reloadConfig(&app{eng: eng, api: srv}, &current, slog.New(slog.DiscardHandler), "test")
+	got := current.Load()
+	if got.MerchantInflightMax != 20 || len(got.pendingRestart) != 0 {
+		t.Errorf("after the reload merchant_inflight_max %d, pending %v; want 20, none", got.MerchantInflightMax, got.pendingRestart)
+	}
+	if n := srv.MerchantInflightMax(); n != 20 {
+		t.Errorf("the API server's merchant share after the reload = %d, want 20", n)
 	}
 }
 

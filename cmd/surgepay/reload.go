@@ -80,8 +80,12 @@ func reloadConfig(a *app, current *atomic.Pointer[Config], log *slog.Logger, why
 		return
 	}
 	a.eng.SetSettings(cfg.MerchantSettings())
+	if a.api != nil {
+		a.api.SetMerchantInflightMax(cfg.MerchantInflightMax)
+	}
 	eff := *old
 	eff.Merchants, eff.rateWritten = cfg.Merchants, cfg.rateWritten
+	eff.MerchantInflightMax = cfg.MerchantInflightMax
 	if a.router != nil { // processors reload too once some ran at start
 		eff.Processors = cfg.Processors
 	}
@@ -96,11 +100,14 @@ func reloadConfig(a *app, current *atomic.Pointer[Config], log *slog.Logger, why
 
 // restartFields names, as dotted TOML keys (stage.nats_url), the settings
 // of cfg that differ from the running configuration old and are read only
-// at start: every setting but the merchants' sections.
+// at start: every setting but the merchants' sections and
+// merchant_inflight_max.
 func restartFields(old, cfg *Config) []string {
 	var out []string
 	diffKeys(reflect.ValueOf(*old), reflect.ValueOf(*cfg), "", &out)
-	out = slices.DeleteFunc(out, func(k string) bool { return k == "merchants" || strings.HasPrefix(k, "merchants.") })
+	out = slices.DeleteFunc(out, func(k string) bool {
+		return k == "merchants" || strings.HasPrefix(k, "merchants.") || k == "merchant_inflight_max"
+	})
 	slices.Sort(out)
 	return out
 }

@@ -54,7 +54,10 @@ type app struct {
 	router     *route.Router
 	processors *processorSet
 	def        surgepay.Provider
-	closer     []func()
+	// api is the API handler, set by serve: reloads change its
+	// merchant_inflight_max.
+	api    *api.Server
+	closer []func()
 	// certs is the listeners' TLS certificate (nil: plain HTTP) and
 	// adminToken the admin listener's token; both are read again on
 	// SIGHUP (reloadListeners).
@@ -554,10 +557,24 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	if err := a.eng.Preheat(ctx); err != nil {
 		return fmt.Errorf("preheat: %w", err)
 	}
+	shared, closeShared, err := openSharedRateLimiter(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeShared()
+	a.api = api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax,
+		MerchantInflightMax: cfg.MerchantInflightMax, BodyReadTimeout: cfg.BodyReadTimeout.Duration, Telemetry: a.tel,
+		SharedRateLimiter: shared})
 	srv := &http.Server{
-		Handler:           api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax, Telemetry: a.tel}),
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+		Handler: a.api,
+		// The API sets each body's own read deadline (body_read_timeout)
+		// once the request is admitted, and clears it once the body is
+		// read; ReadTimeout bounds the other requests as before (also
+		// their handlers: net/http's background read meets it and cancels
+		// the request's context), at least readTimeoutMin.
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout.Duration,
+		ReadTimeout:       max(readTimeoutMin, cfg.ReadHeaderTimeout.Duration+cfg.BodyReadTimeout.Duration),
+		WriteTimeout:      60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: serverErrorLog(log), TLSConfig: tlsAPI,
 	}
 	var wg sync.WaitGroup
@@ -607,6 +624,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	}
 	return err
 }
+
+// readTimeoutMin is the http.Server's ReadTimeout unless
+// read_header_timeout + body_read_timeout is longer: the 30 s it always
+// was, before the body got its own deadline.
+const readTimeoutMin = 30 * time.Second
 
 // purgeBatchMax bounds one purge of expired idempotency records.
 const purgeBatchMax = 10_000

@@ -1,0 +1,188 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/telemetry"
+)
+
+// Admission: how a request gets a place on the server.
+//
+// Until issue 13 a request took one of the inflight_max slots before it
+// was authenticated and held it while its body arrived: one merchant with
+// a few thousand slow-body connections filled them all, and every other
+// merchant got 503 for about 30 s (the server's read timeout). Now a
+// request
+//
+//  1. is authenticated (the key comes from the cache: no SQL, no slot);
+//  2. takes one of its tenant's slots (merchant_inflight_max; a tenant is
+//     a merchant, or all the processors' webhooks together): over its
+//     share it gets 429 merchant_concurrency_limit at once, and only its
+//     tenant does;
+//  3. passes the merchant's rate limit (ratelimit.go);
+//  4. reads its body, within BodyReadTimeout, holding only its tenant's
+//     slot: a slow body costs its own merchant, never the others;
+//  5. takes one of the server's inflight_max slots, the last line: a
+//     full server answers 503 overloaded.
+
+// Defaults of the admission bounds.
+const (
+	// BodyReadTimeoutDefault bounds reading a request's body: 64 KiB (the
+	// largest body) in 10 s is 6.5 KB/s, slower than any client that
+	// means to pay.
+	BodyReadTimeoutDefault = 10 * time.Second
+	// MerchantInflightShareDefault is the share of InflightMax one
+	// merchant may hold when MerchantInflightMax is 0: a quarter, so that
+	// it takes four merchants flooding at once to fill the server.
+	MerchantInflightShareDefault = 4
+)
+
+// ETIMEOUT is the API's own code for a request whose body did not arrive
+// within BodyReadTimeout: 408.
+const ETIMEOUT = "request_timeout"
+
+// processorWebhooksTenant is the tenant of the processors' webhooks: they
+// carry no API key, so they share one tenant's slots.
+const processorWebhooksTenant = "processor_webhooks"
+
+// tenantSlots counts the requests each tenant has in flight, up to a
+// share that a reload may change. A tenant is in the table only while it
+// has requests in flight, so the table holds at most as many tenants as
+// there are requests being served. Safe for concurrent use.
+type tenantSlots struct {
+	max atomic.Int64
+	mu  sync.Mutex
+	m   map[string]int64
+}
+
+func newTenantSlots(n int) *tenantSlots {
+	ts := &tenantSlots{m: make(map[string]int64)}
+	ts.max.Store(int64(n))
+	return ts
+}
+
+// acquire takes one of tenant's slots, of n (0: the share of every
+// tenant); false (and the share) when the tenant holds them all.
+func (ts *tenantSlots) acquire(tenant string, n int64) (int64, bool) {
+	if n <= 0 {
+		n = ts.max.Load()
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	held := ts.m[tenant]
+	if held >= n {
+		return n, false
+	}
+	ts.m[tenant] = held + 1
+	return n, true
+}
+
+// release gives back one of tenant's slots.
+func (ts *tenantSlots) release(tenant string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if held := ts.m[tenant] - 1; held > 0 {
+		ts.m[tenant] = held
+	} else {
+		delete(ts.m, tenant)
+	}
+}
+
+// merchantInflightMax returns the share of one merchant: n if positive,
+// else InflightMax / MerchantInflightShareDefault (at least 1); never
+// more than InflightMax.
+func merchantInflightMax(n, inflightMax int) int {
+	if n <= 0 {
+		n = max(1, inflightMax/MerchantInflightShareDefault)
+	}
+	return min(n, inflightMax)
+}
+
+// SetMerchantInflightMax changes how many requests one merchant may have
+// in flight (Config.MerchantInflightMax; 0: the default share), at once:
+// requests already in flight keep their slots. Safe for concurrent use.
+func (s *Server) SetMerchantInflightMax(n int) {
+	s.tenants.max.Store(int64(merchantInflightMax(n, s.cfg.InflightMax)))
+}
+
+// MerchantInflightMax returns how many requests one merchant may have in
+// flight now.
+func (s *Server) MerchantInflightMax() int { return int(s.tenants.max.Load()) }
+
+// admit runs next for a request of tenant once the request holds one of
+// the tenant's slots, its body (read within BodyReadTimeout when readMax
+// is positive, into the request's state) and one of the server's slots;
+// else it answers the refusal. Tenant "" takes no tenant's slot; share
+// is the tenant's own (merchants.*.inflight_max), 0 for the default
+// (MerchantInflightMax). pass, if not nil, runs between the
+// tenant's slot and the body (the rate limit) and may refuse too.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, share int, readMax int64, pass func() error, next func()) {
+	if tenant != "" {
+		n, ok := s.tenants.acquire(tenant, int64(min(share, s.cfg.InflightMax)))
+		if !ok {
+			s.tel.Shed(telemetry.ShedMerchantConcurrency)
+			who := "this merchant has"
+			if tenant == processorWebhooksTenant {
+				who = "the processors' webhooks have"
+			}
+			s.writeError(w, r, &surgepay.Error{Code: surgepay.ERATELIMIT, Reason: "merchant_concurrency_limit", RetryAfter: 1,
+				Message: fmt.Sprintf("%s %d requests in flight, the share of one merchant on this server "+
+					"(merchant_inflight_max); retry after 1 s", who, n)})
+			return
+		}
+		defer s.tenants.release(tenant)
+	}
+	if pass != nil {
+		if err := pass(); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if readMax > 0 && r.Body != nil && r.Body != http.NoBody {
+		st := requestStateFrom(r.Context())
+		st.body, st.bodyErr = s.readBodyWithin(w, r, readMax)
+		st.bodyRead = true
+		if st.bodyErr != nil {
+			s.writeError(w, r, st.bodyErr)
+			return
+		}
+	}
+	select {
+	case s.inflight <- struct{}{}:
+		defer func() { <-s.inflight }()
+	default:
+		s.tel.Shed(telemetry.ShedOverloaded)
+		s.writeError(w, r, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "overloaded", RetryAfter: 1,
+			Message: "the server is at its limit of requests in flight; retry shortly"})
+		return
+	}
+	next()
+}
+
+// readBodyWithin reads r's body, at most readMax bytes, before
+// BodyReadTimeout from now: past it the connection's read deadline cuts
+// the read, the request is answered 408 body_timeout and net/http closes
+// the connection.
+func (s *Server) readBodyWithin(w http.ResponseWriter, r *http.Request, readMax int64) ([]byte, error) {
+	d := s.cfg.BodyReadTimeout
+	if d <= 0 {
+		return readBodyMax(w, r, readMax)
+	}
+	// ErrNotSupported (a ResponseWriter that is not a connection's, in a
+	// unit test): the server's ReadTimeout still bounds the read.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(d))
+	b, err := readBodyMax(w, r, readMax)
+	if err == nil {
+		// The deadline bounds the body, not the handler: left set,
+		// net/http's background read of the idle connection would hit it
+		// while a slow handler runs and cancel the request's context.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return b, err
+}

@@ -1,0 +1,425 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/api"
+	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/telemetry"
+)
+
+// newAdmissionEnv is an env whose API server runs with cfg's admission
+// bounds (InflightMax, MerchantInflightMax, BodyReadTimeout).
+func newAdmissionEnv(t *testing.T, cfg api.Config) (*env, *api.Server) {
+	t.Helper()
+	e := newEnv(t, openSQLite(t))
+	cfg.Engine, cfg.Debug = e.eng, true
+	s := api.New(cfg)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	e.url, e.http = srv.URL, srv.Client()
+	return e, s
+}
+
+// slowBody is a POST whose headers (Content-Length 64) and first body
+// byte were sent, and whose body then stops coming, as an attacker's or a
+// stalled mobile client's would.
+type slowBody struct {
+	conn net.Conn
+	res  chan *response // the answer, when one comes
+}
+
+// openSlowBody sends a slow-body POST of path as key.
+func openSlowBody(t *testing.T, e *env, key, path string) *slowBody {
+	t.Helper()
+	u, _ := url.Parse(e.url)
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	head := "POST " + path + " HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + key +
+		"\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{"
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	s := &slowBody{conn: c, res: make(chan *response, 1)}
+	go func() {
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			close(s.res)
+			return
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		out := &response{Status: res.StatusCode, Header: res.Header, Raw: raw}
+		_ = json.Unmarshal(raw, &out.JSON)
+		s.res <- out
+	}()
+	return s
+}
+
+// mustConcurrencyLimited fails the test unless r is the merchant share's
+// 429.
+func mustConcurrencyLimited(t *testing.T, r *response) {
+	t.Helper()
+	if r == nil || r.Status != http.StatusTooManyRequests || r.errField("type") != "rate_limit_error" ||
+		r.errField("code") != "merchant_concurrency_limit" || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("got %+v, want 429 rate_limit_error merchant_concurrency_limit with Retry-After 1", r)
+	}
+}
+
+// eventually retries f (a request that may still meet the slots of
+// connections just closed) until it returns true, at most 200 times.
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	for range 200 {
+		if f() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: never happened", what)
+}
+
+// TestMerchantInflightShare: a merchant holding its share of in-flight
+// requests with slow bodies gets 429 merchant_concurrency_limit for its
+// next requests, while another merchant is served; its slots come back
+// when its requests end, and a new share applies at once.
+func TestMerchantInflightShare(t *testing.T) {
+	const share, inflightMax = 3, 5
+	tel, err := telemetry.New(telemetry.DefaultConfig(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, s := newAdmissionEnv(t, api.Config{InflightMax: inflightMax, MerchantInflightMax: share, BodyReadTimeout: time.Minute,
+		Telemetry: tel})
+	held := map[int]*slowBody{}
+	answers := make(chan int, inflightMax)
+	for i := range inflightMax {
+		sb := openSlowBody(t, e, e.keyA, "/v1/customers")
+		held[i] = sb
+		go func() {
+			if r := <-sb.res; r != nil {
+				answers <- i
+				sb.res <- r
+			}
+		}()
+	}
+	// The server's inflight_max slow bodies: the ones beyond A's share
+	// (whichever the server admits last) are refused at once; the others
+	// wait for their bodies.
+	for range inflightMax - share {
+		select {
+		case i := <-answers:
+			mustConcurrencyLimited(t, <-held[i].res)
+			delete(held, i)
+		case <-time.After(time.Minute):
+			t.Fatal("no 429 for the slow bodies beyond A's share")
+		}
+	}
+
+	// Before issue 13, A's slow bodies held every slot of the server and
+	// B got 503 overloaded.
+	e.must(200, e.keyB, "POST", "/v1/customers", `{"name":"Bea"}`)
+	e.must(200, e.keyB, "GET", "/v1/customers", "")
+	mustConcurrencyLimited(t, e.do(e.keyA, "GET", "/v1/customers", "", ""))
+	mustConcurrencyLimited(t, e.do(e.keyA, "POST", "/v1/customers", `{"name":"Ada"}`, ""))
+
+	if got := shedCount(t, tel, telemetry.ShedMerchantConcurrency); got != inflightMax-share+2 {
+		t.Errorf("requests_shed_total{reason=merchant_concurrency_limit} = %v, want %d", got, inflightMax-share+2)
+	}
+
+	t.Run("Reload", func(t *testing.T) {
+		s.SetMerchantInflightMax(share + 1)
+		e.must(200, e.keyA, "GET", "/v1/customers", "")
+		s.SetMerchantInflightMax(share)
+		mustConcurrencyLimited(t, e.do(e.keyA, "GET", "/v1/customers", "", ""))
+	})
+	t.Run("SlotsComeBack", func(t *testing.T) {
+		for _, h := range held {
+			h.conn.Close()
+		}
+		eventually(t, "A served after its slow connections closed", func() bool {
+			return e.do(e.keyA, "GET", "/v1/customers", "", "").Status == 200
+		})
+	})
+}
+
+// TestMerchantOwnShare: merchants.*.inflight_max gives one merchant its
+// own share, the others keep the node's.
+func TestMerchantOwnShare(t *testing.T) {
+	e, _ := newAdmissionEnv(t, api.Config{InflightMax: 8, MerchantInflightMax: 4, BodyReadTimeout: time.Minute})
+	set := surgepay.DefaultMerchantSettings()
+	set.InflightMax = 1
+	e.eng.SetSettings(&engine.Settings{Default: surgepay.DefaultMerchantSettings(),
+		Merchants: map[string]surgepay.MerchantSettings{e.merchants[0]: set}})
+	first := openSlowBody(t, e, e.keyA, "/v1/customers")
+	second := openSlowBody(t, e, e.keyA, "/v1/customers")
+	var r *response
+	select {
+	case r = <-first.res:
+	case r = <-second.res:
+	case <-time.After(time.Minute):
+		t.Fatal("no answer to either of A's slow bodies")
+	}
+	mustConcurrencyLimited(t, r)
+	for range 3 { // B holds three slow bodies under the node's share of 4
+		openSlowBody(t, e, e.keyB, "/v1/customers")
+	}
+	eventually(t, "B's fourth request served", func() bool {
+		return e.do(e.keyB, "GET", "/v1/customers", "", "").Status == 200
+	})
+}
+
+// TestProcessorWebhooksShare: the processors' webhooks (no API key) share
+// one tenant's slots: slow webhook bodies beyond it get 429 while the
+// merchants are served.
+func TestProcessorWebhooksShare(t *testing.T) {
+	e, _ := newAdmissionEnv(t, api.Config{InflightMax: 2, MerchantInflightMax: 1, BodyReadTimeout: time.Minute})
+	first := openSlowBody(t, e, "", "/v1/processor_webhooks/default")
+	second := openSlowBody(t, e, "", "/v1/processor_webhooks/default")
+	var r *response
+	select {
+	case r = <-first.res:
+	case r = <-second.res:
+	case <-time.After(time.Minute):
+		t.Fatal("no answer to either slow webhook")
+	}
+	mustConcurrencyLimited(t, r)
+	e.must(200, e.keyA, "GET", "/v1/customers", "")
+	e.must(200, e.keyB, "POST", "/v1/customers", `{"name":"Bea"}`)
+}
+
+// shedCount returns surgepay_http_requests_shed_total{reason}.
+func shedCount(t *testing.T, tel *telemetry.Telemetry, reason string) float64 {
+	t.Helper()
+	mfs, err := tel.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "surgepay_http_requests_shed_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestBodyReadTimeout: a body that stops coming is answered 408
+// body_timeout naming the body once BodyReadTimeout has passed, and its
+// merchant's slot is free again.
+func TestBodyReadTimeout(t *testing.T) {
+	e, _ := newAdmissionEnv(t, api.Config{MerchantInflightMax: 1, BodyReadTimeout: 100 * time.Millisecond})
+	sb := openSlowBody(t, e, e.keyA, "/v1/customers")
+	r := <-sb.res
+	if r == nil || r.Status != http.StatusRequestTimeout || r.errField("code") != "body_timeout" ||
+		r.errField("param") != "body" {
+		t.Fatalf("got %+v, want 408 body_timeout with param body", r)
+	}
+	e.must(200, e.keyA, "POST", "/v1/customers", `{"name":"Ada"}`)
+}
+
+// TestFairnessSlowBodyFlood is issue 13's test: merchant A floods the
+// server with slow bodies, three times its inflight_max; merchant B,
+// meanwhile, gets no 503 (before the fix: 503 overloaded for every
+// request, the flood holding every slot), and B's p99 latency stays
+// within 2x of its p99 measured just before in the same run, without
+// the flood. No absolute time is compared: the two phases run on the
+// same machine, back to back, each from a collected heap, with 2000
+// requests (the p99 is the 20th slowest, not one hiccup); a pair is tried
+// again (up to fairnessAttempts) only when the ratio, never when a 503,
+// fails, so that a neighbour's burst of CPU on a shared machine does not
+// fail the test. The flood's clients run in this process and take CPU
+// from the server, which a real attacker's would not: under -race the
+// ratio is 1-2.4 with one attempt in five or so over 2 (measured on the
+// shared 2-core machine), so five attempts fail together about once in
+// 3000 runs, while a server that lets the flood delay B fails them all.
+func TestFairnessSlowBodyFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a flood of slow connections")
+	}
+	const (
+		inflightMax      = 64
+		share            = 16
+		floodConns       = 3 * inflightMax
+		samples          = 2000
+		fairnessAttempts = 5
+	)
+	e, _ := newAdmissionEnv(t, api.Config{InflightMax: inflightMax, MerchantInflightMax: share, BodyReadTimeout: time.Minute})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	t.Cleanup(client.CloseIdleConnections)
+	u, _ := url.Parse(e.url)
+	const created = `{"name":"Bea"}`
+	cus := e.do(e.keyB, "POST", "/v1/customers", created, "bea-1").str("id")
+
+	// measure runs B's requests, one at a time, and returns their p99 and
+	// how many were not 200. They are a read and a POST with a body (an
+	// Idempotency-Key's replay, answered from memory): every step of
+	// admission, body included, and no fsync, whose time is the disk's
+	// and not the server's.
+	measure := func() (p99 time.Duration, statuses map[int]int) {
+		statuses = map[int]int{}
+		d := make([]time.Duration, 0, samples)
+		// Both phases start from a collected heap: the flood's set-up
+		// garbage must not put a collection in one phase only.
+		runtime.GC()
+		for i := range samples {
+			req, _ := http.NewRequest("GET", e.url+"/v1/customers/"+cus, nil)
+			if i%2 == 1 {
+				req, _ = http.NewRequest("POST", e.url+"/v1/customers", strings.NewReader(created))
+				req.Header.Set("Idempotency-Key", "bea-1")
+			}
+			req.Header.Set("Authorization", "Bearer "+e.keyB)
+			req.Header.Set("Content-Type", "application/json")
+			start := time.Now()
+			res, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			d = append(d, time.Since(start))
+			if res.StatusCode != 200 {
+				statuses[res.StatusCode]++
+			}
+		}
+		slices.Sort(d)
+		return d[len(d)*99/100], statuses
+	}
+
+	measure() // warm the caches, the connections and the store
+	var ratios []float64
+	for attempt := range fairnessAttempts {
+		unloaded, bad := measure()
+		if len(bad) > 0 {
+			t.Fatalf("unloaded: B got non-200 answers %v", bad)
+		}
+		stop, refused := flood(t, u.Host, e.keyA, floodConns)
+		// Wait until the flood has its share and the rest was refused.
+		// (Before issue 13 the flood was not refused but held every slot:
+		// the wait ends without, and B's 503s fail the test below.)
+		for deadline := time.Now().Add(10 * time.Second); refused.Load() < floodConns-share; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Logf("the flood: %d refused, want %d (all beyond A's share)", refused.Load(), floodConns-share)
+				break
+			}
+		}
+		loaded, bad := measure()
+		stop()
+		if bad[http.StatusServiceUnavailable] > 0 || len(bad) > 0 {
+			t.Fatalf("with A flooding slow bodies, B got non-200 answers %v (want none: A's flood must cost A alone)", bad)
+		}
+		ratio := float64(loaded) / float64(unloaded)
+		t.Logf("attempt %d: B's p99 %s unloaded, %s while A floods (%.2fx)", attempt+1, unloaded, loaded, ratio)
+		if ratio <= 2 {
+			return
+		}
+		ratios = append(ratios, ratio)
+	}
+	t.Errorf("B's p99 while A floods was more than 2x its unloaded p99 in %d attempts: %.2f", fairnessAttempts, ratios)
+}
+
+// flood opens n slow-body connections of key, each of which sends a
+// body byte a second. A refused connection (429) is counted in refused
+// and opened again after Retry-After and a jitter, as a client that
+// honours it would.
+// stop closes them all and waits.
+func flood(t *testing.T, host, key string, n int) (stop func(), refused *atomic.Int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	refused = &atomic.Int64{}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				status := slowRequest(ctx, host, key)
+				if status == http.StatusTooManyRequests {
+					refused.Add(1)
+				}
+				// Retry-After (1 s) and a jitter, as a client should:
+				// without it the refused connections come back together.
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second + rand.N(time.Second)):
+				}
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }, refused
+}
+
+// slowRequest sends a slow-body POST and returns its status once
+// answered, or 0 when ctx ends first.
+func slowRequest(ctx context.Context, host, key string) int {
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	context.AfterFunc(ctx, func() { c.Close() })
+	fmt.Fprintf(c, "POST /v1/customers HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 64\r\n\r\n{", host, key)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := c.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestBodyDeadlineEndsWithTheBody: the body's read deadline bounds the
+// body only. A handler that runs longer than BodyReadTimeout after its
+// body arrived (a slow card network) is not cut: net/http's background
+// read of the connection would otherwise hit the deadline and cancel the
+// request's context mid-payment.
+func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
+	slow := sim.DefaultConfig()
+	slow.Latency = sim.Latency{Kind: sim.LatencyFixed, Fixed: 400 * time.Millisecond}
+	e := newEnvWith(t, openSQLite(t), func(c *engine.Config) { c.Provider = sim.New(slow) })
+	srv := httptest.NewServer(api.New(api.Config{Engine: e.eng, BodyReadTimeout: 100 * time.Millisecond}))
+	t.Cleanup(srv.Close)
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	e.url, e.http = srv.URL, srv.Client()
+	r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1500, "automatic"), "slow-1")
+	if r.Status != http.StatusOK || r.str("status") != "succeeded" {
+		t.Fatalf("a payment whose card network answers after the body timeout: got %d %s, want 200 succeeded", r.Status, r.Raw)
+	}
+}
