@@ -3,6 +3,7 @@ package api_test
 import (
 	"github.com/surgepay/surgepay/internal/testenv"
 
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -179,8 +180,38 @@ func TestStrictInput(t *testing.T) {
 			t.Fatalf("an unknown path: %d %s, want 404", r.Status, r.Raw)
 		}
 	})
+	t.Run("ContentType", func(t *testing.T) {
+		// curl -d sends application/x-www-form-urlencoded: before, its
+		// body was read as JSON and the customer created.
+		body := `{"name":"Ada"}`
+		for _, ct := range [][]string{{"application/x-www-form-urlencoded"}, {"text/plain"}, nil,
+			{"application/json; charset=latin1"}, {"application/json", "application/json"}, {"application/jsonx"},
+			{"application/json; boundary=x"}, {"multipart/form-data; boundary=x"}} {
+			r := e.doHeader(t, e.keyA, "POST", "/v1/customers", body, http.Header{"Content-Type": ct})
+			if r.Status != 415 || r.errField("code") != "unsupported_media_type" || r.errField("param") != "Content-Type" {
+				t.Errorf("Content-Type %q: got %d %s, want 415 unsupported_media_type on Content-Type", ct, r.Status, r.Raw)
+			}
+		}
+		for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON;Charset=UTF-8"} {
+			e.mustHeader(t, 200, "POST", "/v1/customers", body, http.Header{"Content-Type": {ct}})
+		}
+		// A request without a body needs no Content-Type (curl -X POST).
+		sale := e.must(200, e.keyA, "POST", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"`+pm+`","capture_method":"manual"}`).str("id")
+		e.mustHeader(t, 200, "POST", "/v1/payments/"+sale+"/capture", "", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}})
+	})
 	t.Run("OK", func(t *testing.T) { // the same bodies done right are accepted
 		e.must(200, e.keyA, "POST", "/v1/customers", `{"name":"Zoë O'Brien — ☕","description":"line"}`)
 		e.must(200, e.keyA, "POST", "/v1/payments", `{"amount":150,"currency":"usd","payment_method":"`+pm+`","cvc":"123","metadata":{"Amount":"x","amount":"y"}}`)
 	})
+}
+
+// mustHeader sends a request with the headers h as merchant A and fails
+// the test unless the status is want.
+func (e *env) mustHeader(t *testing.T, want int, method, path, body string, h http.Header) *response {
+	t.Helper()
+	r := e.doHeader(t, e.keyA, method, path, body, h)
+	if r.Status != want {
+		t.Fatalf("%s %s %v: got %d %s, want %d", method, path, h, r.Status, r.Raw, want)
+	}
+	return r
 }

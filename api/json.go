@@ -116,6 +116,8 @@ func statusOf(code string) int {
 	switch code {
 	case ENOTALLOWED:
 		return http.StatusMethodNotAllowed
+	case EUNSUPPORTEDMEDIA:
+		return http.StatusUnsupportedMediaType
 	case surgepay.EINVALID:
 		return http.StatusBadRequest
 	case surgepay.EUNAUTH:

@@ -173,7 +173,7 @@ func TestOpenAPIOperations(t *testing.T) {
 			want = append(want, "401", "429", "500")
 		}
 		if (method == "POST" || method == "DELETE") && key != processorWebhookRoute {
-			want = append(want, "400", "409", "422")
+			want = append(want, "400", "409", "415", "422")
 		}
 		for _, code := range want {
 			if _, ok := resp[code]; !ok {
