@@ -37,6 +37,9 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, call *engine.Call)
 				"Idempotency-Key must be printable ASCII without spaces")
 		}
 	}
+	if surgepay.TextHasCardNumber(key) {
+		return nil, surgepay.CardNumberInText("Idempotency-Key")
+	}
 	call.IdempotencyKey = key
 	call.RequestHash = surgepay.RequestHash(r.Method, r.URL.Path, b)
 	return b, nil
