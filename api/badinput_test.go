@@ -152,6 +152,11 @@ func TestStrictInput(t *testing.T) {
 		{"ControlInName", "/v1/customers", `{"name":"Ada\u0007"}`, "invalid_characters", "name"},
 		{"BidiOverrideInDescription", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","description":"gift \u202eroF"}`, "invalid_characters", "description"},
 		{"PaymentCVCNotDigits", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","cvc":"abc"}`, "invalid_cvc", "cvc"},
+		// Found by TestSpecFuzz: encoding/json takes null for anything.
+		{"NullBody", "/v1/customers", `null`, "invalid_json", "body"},
+		{"NullMetadata", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","metadata":null}`, "invalid_type", "metadata"},
+		{"NullCaptureMethod", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","capture_method":null}`, "invalid_type", "capture_method"},
+		{"NullNestedName", "/v1/payment_methods", `{"customer":"` + cus + `","card":{"number":"4242424242424242","exp_month":12,"exp_year":2040},"billing_details":{"name":null}}`, "invalid_type", "billing_details.name"},
 		{"PaymentCVCTooLong", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","cvc":"12345"}`, "invalid_cvc", "cvc"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,6 +170,15 @@ func TestStrictInput(t *testing.T) {
 		strings.Contains(string(list.Raw), `"amount":100`) {
 		t.Fatalf("a refused payment was stored: %s", list.Raw)
 	}
+	t.Run("DeleteWithFields", func(t *testing.T) { // a DELETE takes no fields: it ignored any body
+		r := e.do(e.keyA, "DELETE", "/v1/customers/"+cus, `{"cascade":true}`, "")
+		if r.Status != 400 || r.errField("code") != "unknown_field" || r.errField("param") != "cascade" {
+			t.Fatalf("got %d %s, want 400 unknown_field on cascade", r.Status, r.Raw)
+		}
+	})
+	t.Run("NullCustomerField", func(t *testing.T) { // null is "not given" where the document says nullable
+		e.must(200, e.keyA, "POST", "/v1/customers/"+cus, `{"name":null,"email":null,"description":null}`)
+	})
 	t.Run("MalformedQuery", func(t *testing.T) {
 		r := e.do(e.keyA, "GET", "/v1/payments?limit=5&customer=%zz", "", "")
 		if r.Status != 400 || r.errField("code") != "invalid_query" || r.errField("param") != "query" {

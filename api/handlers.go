@@ -45,6 +45,16 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, call *engine.Call)
 	return b, nil
 }
 
+// emptyBody reads the body of an operation that takes no fields (a
+// DELETE): empty or {}, like a void's.
+func (s *Server) emptyBody(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
+	b, err := s.body(w, r, call)
+	if err != nil {
+		return err
+	}
+	return decode(b, &struct{}{})
+}
+
 // EUNSUPPORTEDMEDIA is the API's own code for a request body that is not
 // JSON by its Content-Type: 415.
 const EUNSUPPORTEDMEDIA = "unsupported_media_type"
@@ -109,7 +119,7 @@ func (s *Server) updateCustomer(w http.ResponseWriter, r *http.Request, call *en
 }
 
 func (s *Server) deleteCustomer(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
-	if _, err := s.body(w, r, call); err != nil {
+	if err := s.emptyBody(w, r, call); err != nil {
 		return err
 	}
 	c, err := s.eng.DeleteCustomer(r.Context(), call, r.PathValue("id"))
@@ -181,7 +191,7 @@ func (s *Server) listPaymentMethods(w http.ResponseWriter, r *http.Request, call
 }
 
 func (s *Server) deletePaymentMethod(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
-	if _, err := s.body(w, r, call); err != nil {
+	if err := s.emptyBody(w, r, call); err != nil {
 		return err
 	}
 	pm, err := s.eng.DeletePaymentMethod(r.Context(), call, r.PathValue("id"))

@@ -335,6 +335,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		{"PaymentRequest", paymentRequest{}, true},
 		{"AmountRequest", amountRequest{}, true},
 		{"VoidRequest", struct{}{}, true},
+		{"EmptyRequest", struct{}{}, true},
 		{"WebhookEndpoint", webhookEndpointJSON{}, false},
 		{"WebhookEndpointList", listJSON{}, false},
 		{"WebhookEndpointRequest", webhookEndpointRequest{}, true},
