@@ -180,6 +180,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
+	if _, ok := r.Header[framingConflictHeader]; ok {
+		// Both Content-Length and Transfer-Encoding (see GuardFraming):
+		// refused, and the connection closed, since a proxy in front may
+		// have framed it the other way.
+		rw.Header().Set("Connection", "close")
+		s.writeError(rw, r, &surgepay.Error{Code: surgepay.EINVALID, Reason: "framing_conflict", Param: "Transfer-Encoding",
+			Message: "a request must not carry both Content-Length and Transfer-Encoding"})
+		return
+	}
 	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
 		// A malformed query would otherwise be dropped whole: a filter
 		// silently ignored.

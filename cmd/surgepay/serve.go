@@ -559,7 +559,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	fmt.Fprintf(out, "surgepay listening on http://%s (storage %s)\n", ln.Addr(), cfg.Storage)
 	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(api.GuardFraming(ln)) }() // refuses Content-Length with Transfer-Encoding
 	ready.Store(true)
 	select {
 	case err := <-errc:
