@@ -67,6 +67,7 @@ func TestBadInput(t *testing.T) {
 			{"PaymentMethodUnknown", "POST", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"pm_nope"}`, 404, "payment_method"},
 			{"TaxNoCountry", "POST", "/v1/payments", payment(`"amount":100,"tax":{"region":"CA"}`), 400, "tax.country"},
 			{"TaxUnknownPlace", "POST", "/v1/payments", payment(`"amount":100,"tax":{"country":"ZZ"}`), 400, "tax.country"},
+			{"TaxRegionTooLong", "POST", "/v1/payments", payment(`"amount":100,"tax":{"country":"US","region":"` + strings.Repeat("r", 65) + `"}`), 400, "tax.region"},
 			{"CaptureNegative", "POST", "/v1/payments/" + pay + "/capture", `{"amount":-5}`, 400, "amount"},
 			{"CaptureUnknownField", "POST", "/v1/payments/" + pay + "/capture", `{"amount_to_capture":5}`, 400, "amount_to_capture"},
 			{"CaptureMissingPayment", "POST", "/v1/payments/pay_nope/capture", ``, 404, "id"},

@@ -35,6 +35,7 @@ func TestCardNumberInText(t *testing.T) {
 		{"CustomerUpdateMetadata", "/v1/customers/" + cus, `{"metadata":{"card":"4000 0566 5566 5556"}}`, "", "metadata.card"},
 		{"BillingName", "/v1/payment_methods", `{"customer":"` + cus + `",` + card + `,"billing_details":{"name":"` + visa + `"}}`, "", "billing_details.name"},
 		{"WebhookDescription", "/v1/webhook_endpoints", `{"url":"https://example.com/hook","description":"` + visa + `"}`, "", "description"},
+		{"TaxPostalCode", "/v1/payments", pay(`"tax":{"country":"US","region":"CA","postal_code":"` + visa + `"}`), "", "tax.postal_code"},
 		{"IdempotencyKey", "/v1/payments", pay(`"description":"ok"`), "order-" + visa, "Idempotency-Key"},
 		{"IdempotencyKeyGrouped", "/v1/customers", `{}`, "4000.0566.5566.5556", "Idempotency-Key"},
 	} {

@@ -550,6 +550,10 @@ func TestOpenAPILimitsMatchCode(t *testing.T) {
 		{"AmountRequest.amount.maximum", num(schemas, "AmountRequest", "properties", "amount", "maximum"), surgepay.AmountMinorMax},
 		{"Idempotency-Key maxLength", num(params, "Idempotency-Key", "schema", "maxLength"), surgepay.IdempotencyKeyBytesMax},
 		{"Limit maximum", num(params, "Limit", "schema", "maximum"), surgepay.ListLimitMax},
+		{"TaxRequest.country.maxLength", num(schemas, "TaxRequest", "properties", "country", "maxLength"), surgepay.TaxFieldBytesMax},
+		{"TaxRequest.region.maxLength", num(schemas, "TaxRequest", "properties", "region", "maxLength"), surgepay.TaxFieldBytesMax},
+		{"TaxRequest.postal_code.maxLength", num(schemas, "TaxRequest", "properties", "postal_code", "maxLength"), surgepay.TaxFieldBytesMax},
+		{"TaxRequest.category.maxLength", num(schemas, "TaxRequest", "properties", "category", "maxLength"), surgepay.TaxFieldBytesMax},
 		{"Limit default", num(params, "Limit", "schema", "default"), surgepay.ListLimitDefault},
 	} {
 		if int64(tc.got) != tc.want {
