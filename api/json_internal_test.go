@@ -22,6 +22,7 @@ func BenchmarkDecodePayment(b *testing.B) {
 		}
 	})
 	b.Run("CheckAndDecode", func(b *testing.B) {
+		b.ReportAllocs()
 		for b.Loop() {
 			var req paymentRequest
 			if err := decode(benchPaymentBody, &req); err != nil {
