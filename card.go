@@ -100,8 +100,8 @@ func (c *CardInput) Validate(now time.Time) (brand string, err error) {
 			return "", Invalid("card.cvc", "invalid_cvc", "card.cvc must be %d digits", want)
 		}
 	}
-	if len(c.Name) > TextBytesMax {
-		return "", Invalid("billing_details.name", "too_long", "billing_details.name must be at most %d bytes", TextBytesMax)
+	if err := ValidateText("billing_details.name", c.Name); err != nil {
+		return "", err
 	}
 	return brand, nil
 }

@@ -65,13 +65,16 @@ func (c *Customer) Apply(u *CustomerUpdate) error {
 	return c.Validate()
 }
 
-// ValidateText checks a free-text field: valid UTF-8, bounded, no NUL.
+// ValidateText checks a free-text field: valid UTF-8, bounded, no NUL, no
+// card number (CardNumberInText).
 func ValidateText(param, s string) error {
 	switch {
 	case len(s) > TextBytesMax:
 		return Invalid(param, "too_long", "%s must be at most %d bytes", param, TextBytesMax)
 	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
 		return Invalid(param, "invalid_text", "%s must be valid UTF-8 text", param)
+	case TextHasCardNumber(s):
+		return CardNumberInText(param)
 	}
 	return nil
 }
@@ -92,7 +95,8 @@ func ValidateEmail(param, s string) error {
 	return nil
 }
 
-// ValidateMetadata checks the bounds of a metadata map.
+// ValidateMetadata checks the bounds of a metadata map, and that no key or
+// value holds a card number (a key that does is not named in the error).
 func ValidateMetadata(param string, m map[string]string) error {
 	if len(m) > MetadataKeysMax {
 		return Invalid(param, "too_many_keys", "%s may have at most %d keys", param, MetadataKeysMax)
@@ -101,8 +105,14 @@ func ValidateMetadata(param string, m map[string]string) error {
 		if k == "" || len(k) > MetadataKeyBytesMax || !utf8.ValidString(k) {
 			return Invalid(param, "invalid_key", "%s keys must be 1 to %d bytes of UTF-8", param, MetadataKeyBytesMax)
 		}
+		if TextHasCardNumber(k) {
+			return CardNumberInText(param)
+		}
 		if len(v) > MetadataValueBytesMax || !utf8.ValidString(v) {
 			return Invalid(param+"."+k, "invalid_value", "metadata values must be at most %d bytes of UTF-8", MetadataValueBytesMax)
+		}
+		if TextHasCardNumber(v) {
+			return CardNumberInText(param + "." + k)
 		}
 	}
 	return nil

@@ -26,6 +26,10 @@ const (
 	// TextBytesMax bounds names, emails and descriptions.
 	TextBytesMax = 1000
 
+	// TaxFieldBytesMax bounds each field of a payment's tax location
+	// (country, region, postal code, category), which the payment stores.
+	TaxFieldBytesMax = 64
+
 	// IdempotencyKeyBytesMax bounds the Idempotency-Key header.
 	IdempotencyKeyBytesMax = 255
 

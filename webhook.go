@@ -309,7 +309,10 @@ type WebhookDeliveryFilter struct {
 func (f WebhookDeliveryFilter) Validate() error {
 	switch {
 	case f.EndpointID == "" && f.EventID == "":
-		return Invalid("endpoint", "missing", "endpoint or event is required")
+		// invalid_value, not missing: neither is required alone, which the
+		// OpenAPI document cannot state (the spec fuzz holds "missing" to
+		// what the document says is required).
+		return Invalid("endpoint", "invalid_value", "endpoint or event is required")
 	case f.Status != "" && f.Status != WebhookStatusPending && f.Status != WebhookStatusSucceeded &&
 		f.Status != WebhookStatusFailed:
 		return Invalid("status", "invalid_value", "status must be pending, succeeded or failed")

@@ -3,6 +3,7 @@ package api_test
 import (
 	"github.com/surgepay/surgepay/internal/testenv"
 
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -66,6 +67,7 @@ func TestBadInput(t *testing.T) {
 			{"PaymentMethodUnknown", "POST", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"pm_nope"}`, 404, "payment_method"},
 			{"TaxNoCountry", "POST", "/v1/payments", payment(`"amount":100,"tax":{"region":"CA"}`), 400, "tax.country"},
 			{"TaxUnknownPlace", "POST", "/v1/payments", payment(`"amount":100,"tax":{"country":"ZZ"}`), 400, "tax.country"},
+			{"TaxRegionTooLong", "POST", "/v1/payments", payment(`"amount":100,"tax":{"country":"US","region":"` + strings.Repeat("r", 65) + `"}`), 400, "tax.region"},
 			{"CaptureNegative", "POST", "/v1/payments/" + pay + "/capture", `{"amount":-5}`, 400, "amount"},
 			{"CaptureUnknownField", "POST", "/v1/payments/" + pay + "/capture", `{"amount_to_capture":5}`, 400, "amount_to_capture"},
 			{"CaptureMissingPayment", "POST", "/v1/payments/pay_nope/capture", ``, 404, "id"},
@@ -151,6 +153,11 @@ func TestStrictInput(t *testing.T) {
 		{"ControlInName", "/v1/customers", `{"name":"Ada\u0007"}`, "invalid_characters", "name"},
 		{"BidiOverrideInDescription", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","description":"gift \u202eroF"}`, "invalid_characters", "description"},
 		{"PaymentCVCNotDigits", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","cvc":"abc"}`, "invalid_cvc", "cvc"},
+		// Found by TestSpecFuzz: encoding/json takes null for anything.
+		{"NullBody", "/v1/customers", `null`, "invalid_json", "body"},
+		{"NullMetadata", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","metadata":null}`, "invalid_type", "metadata"},
+		{"NullCaptureMethod", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","capture_method":null}`, "invalid_type", "capture_method"},
+		{"NullNestedName", "/v1/payment_methods", `{"customer":"` + cus + `","card":{"number":"4242424242424242","exp_month":12,"exp_year":2040},"billing_details":{"name":null}}`, "invalid_type", "billing_details.name"},
 		{"PaymentCVCTooLong", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","cvc":"12345"}`, "invalid_cvc", "cvc"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,6 +171,15 @@ func TestStrictInput(t *testing.T) {
 		strings.Contains(string(list.Raw), `"amount":100`) {
 		t.Fatalf("a refused payment was stored: %s", list.Raw)
 	}
+	t.Run("DeleteWithFields", func(t *testing.T) { // a DELETE takes no fields: it ignored any body
+		r := e.do(e.keyA, "DELETE", "/v1/customers/"+cus, `{"cascade":true}`, "")
+		if r.Status != 400 || r.errField("code") != "unknown_field" || r.errField("param") != "cascade" {
+			t.Fatalf("got %d %s, want 400 unknown_field on cascade", r.Status, r.Raw)
+		}
+	})
+	t.Run("NullCustomerField", func(t *testing.T) { // null is "not given" where the document says nullable
+		e.must(200, e.keyA, "POST", "/v1/customers/"+cus, `{"name":null,"email":null,"description":null}`)
+	})
 	t.Run("MalformedQuery", func(t *testing.T) {
 		r := e.do(e.keyA, "GET", "/v1/payments?limit=5&customer=%zz", "", "")
 		if r.Status != 400 || r.errField("code") != "invalid_query" || r.errField("param") != "query" {
@@ -179,8 +195,38 @@ func TestStrictInput(t *testing.T) {
 			t.Fatalf("an unknown path: %d %s, want 404", r.Status, r.Raw)
 		}
 	})
+	t.Run("ContentType", func(t *testing.T) {
+		// curl -d sends application/x-www-form-urlencoded: before, its
+		// body was read as JSON and the customer created.
+		body := `{"name":"Ada"}`
+		for _, ct := range [][]string{{"application/x-www-form-urlencoded"}, {"text/plain"}, nil,
+			{"application/json; charset=latin1"}, {"application/json", "application/json"}, {"application/jsonx"},
+			{"application/json; boundary=x"}, {"multipart/form-data; boundary=x"}} {
+			r := e.doHeader(t, e.keyA, "POST", "/v1/customers", body, http.Header{"Content-Type": ct})
+			if r.Status != 415 || r.errField("code") != "unsupported_media_type" || r.errField("param") != "Content-Type" {
+				t.Errorf("Content-Type %q: got %d %s, want 415 unsupported_media_type on Content-Type", ct, r.Status, r.Raw)
+			}
+		}
+		for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON;Charset=UTF-8"} {
+			e.mustHeader(t, 200, "POST", "/v1/customers", body, http.Header{"Content-Type": {ct}})
+		}
+		// A request without a body needs no Content-Type (curl -X POST).
+		sale := e.must(200, e.keyA, "POST", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"`+pm+`","capture_method":"manual"}`).str("id")
+		e.mustHeader(t, 200, "POST", "/v1/payments/"+sale+"/capture", "", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}})
+	})
 	t.Run("OK", func(t *testing.T) { // the same bodies done right are accepted
 		e.must(200, e.keyA, "POST", "/v1/customers", `{"name":"Zoë O'Brien — ☕","description":"line"}`)
 		e.must(200, e.keyA, "POST", "/v1/payments", `{"amount":150,"currency":"usd","payment_method":"`+pm+`","cvc":"123","metadata":{"Amount":"x","amount":"y"}}`)
 	})
+}
+
+// mustHeader sends a request with the headers h as merchant A and fails
+// the test unless the status is want.
+func (e *env) mustHeader(t *testing.T, want int, method, path, body string, h http.Header) *response {
+	t.Helper()
+	r := e.doHeader(t, e.keyA, method, path, body, h)
+	if r.Status != want {
+		t.Fatalf("%s %s %v: got %d %s, want %d", method, path, h, r.Status, r.Raw, want)
+	}
+	return r
 }

@@ -156,17 +156,25 @@ func (e *env) do(key, method, path, body, idem string) *response {
 // doT is do reporting to t (a fuzz target's own T).
 func (e *env) doT(t testing.TB, key, method, path, body, idem string) *response {
 	t.Helper()
+	h := http.Header{"Content-Type": {"application/json"}}
+	if idem != "" {
+		h.Set("Idempotency-Key", idem)
+	}
+	return e.doHeader(t, key, method, path, body, h)
+}
+
+// doHeader sends a request as the API key with exactly the headers h
+// (and Authorization).
+func (e *env) doHeader(t testing.TB, key, method, path, body string, h http.Header) *response {
+	t.Helper()
 	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header = h.Clone()
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	if idem != "" {
-		req.Header.Set("Idempotency-Key", idem)
-	}
-	req.Header.Set("Content-Type", "application/json")
 	res, err := e.http.Do(req)
 	if err != nil {
 		t.Fatal(err)

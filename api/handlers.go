@@ -1,8 +1,10 @@
 package api
 
 import (
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -15,6 +17,11 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, call *engine.Call)
 	b, err := readBody(w, r)
 	if err != nil {
 		return nil, err
+	}
+	if len(b) > 0 {
+		if err := checkContentType(r.Header.Values("Content-Type")); err != nil {
+			return nil, err
+		}
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
@@ -30,9 +37,49 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, call *engine.Call)
 				"Idempotency-Key must be printable ASCII without spaces")
 		}
 	}
+	if surgepay.TextHasCardNumber(key) {
+		return nil, surgepay.CardNumberInText("Idempotency-Key")
+	}
 	call.IdempotencyKey = key
 	call.RequestHash = surgepay.RequestHash(r.Method, r.URL.Path, b)
 	return b, nil
+}
+
+// emptyBody reads the body of an operation that takes no fields (a
+// DELETE): empty or {}, like a void's.
+func (s *Server) emptyBody(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
+	b, err := s.body(w, r, call)
+	if err != nil {
+		return err
+	}
+	return decode(b, &struct{}{})
+}
+
+// EUNSUPPORTEDMEDIA is the API's own code for a request body that is not
+// JSON by its Content-Type: 415.
+const EUNSUPPORTEDMEDIA = "unsupported_media_type"
+
+// checkContentType refuses a body whose Content-Type is not
+// application/json (with at most a charset of utf-8, in any case): a form
+// (curl -d sends application/x-www-form-urlencoded) or text that happens
+// to parse as JSON must not be read as JSON, and a missing Content-Type is
+// not taken for JSON either. An empty body needs no Content-Type.
+func checkContentType(values []string) error {
+	const want = "Content-Type must be application/json (optionally ; charset=utf-8)"
+	if len(values) != 1 {
+		return &surgepay.Error{Code: EUNSUPPORTEDMEDIA, Reason: "unsupported_media_type", Param: "Content-Type",
+			Message: "a request with a body needs one Content-Type header: " + want}
+	}
+	mt, params, err := mime.ParseMediaType(values[0])
+	ok := err == nil && mt == "application/json"
+	for k, v := range params {
+		ok = ok && k == "charset" && strings.EqualFold(v, "utf-8")
+	}
+	if !ok {
+		return &surgepay.Error{Code: EUNSUPPORTEDMEDIA, Reason: "unsupported_media_type", Param: "Content-Type",
+			Message: want}
+	}
+	return nil
 }
 
 func (s *Server) createCustomer(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
@@ -72,7 +119,7 @@ func (s *Server) updateCustomer(w http.ResponseWriter, r *http.Request, call *en
 }
 
 func (s *Server) deleteCustomer(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
-	if _, err := s.body(w, r, call); err != nil {
+	if err := s.emptyBody(w, r, call); err != nil {
 		return err
 	}
 	c, err := s.eng.DeleteCustomer(r.Context(), call, r.PathValue("id"))
@@ -144,7 +191,7 @@ func (s *Server) listPaymentMethods(w http.ResponseWriter, r *http.Request, call
 }
 
 func (s *Server) deletePaymentMethod(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
-	if _, err := s.body(w, r, call); err != nil {
+	if err := s.emptyBody(w, r, call); err != nil {
 		return err
 	}
 	pm, err := s.eng.DeletePaymentMethod(r.Context(), call, r.PathValue("id"))

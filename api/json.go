@@ -60,8 +60,13 @@ func decode(body []byte, v any) error {
 	return decodeOnly(body, v)
 }
 
-// decodeOnly is decode without checkJSON: encoding/json's own strictness.
+// decodeOnly is decode without checkJSON: encoding/json's own strictness,
+// and an object (encoding/json takes null for a struct and leaves it as
+// it was).
 func decodeOnly(body []byte, v any) error {
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] != '{' {
+		return surgepay.Invalid("body", "invalid_json", "the request body must be a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -132,6 +137,8 @@ func statusOf(code string) int {
 	switch code {
 	case ENOTALLOWED:
 		return http.StatusMethodNotAllowed
+	case EUNSUPPORTEDMEDIA:
+		return http.StatusUnsupportedMediaType
 	case surgepay.EINVALID:
 		return http.StatusBadRequest
 	case ETIMEOUT:
@@ -281,10 +288,29 @@ func (s *jsonScan) value(depth int) bool {
 		}
 		return ok
 	}
+	start := s.i
 	for s.i < len(s.b) && !bytes.ContainsRune([]byte(",}] \t\r\n"), rune(s.b[s.i])) {
 		s.i++ // a number or a literal
 	}
+	if string(s.b[start:s.i]) == "null" && !s.nullable() {
+		if path := s.path(); path != "" {
+			s.err = surgepay.Invalid(path, "invalid_type", "%s must not be null (leave it out instead)", path)
+		} else {
+			s.err = surgepay.Invalid("body", "invalid_json", "the request body must be a JSON object")
+		}
+		return false
+	}
 	return true
+}
+
+// nullable reports whether the value being scanned may be null: a
+// top-level name, email or description, where null means "not given"
+// (a customer update leaves the field as it is). encoding/json takes null
+// for any field and leaves it unset, so {"metadata":null} or
+// {"amount":null} passed as absent where the OpenAPI document said an
+// object or an integer.
+func (s *jsonScan) nullable() bool {
+	return len(s.keys) == 1 && s.textField()
 }
 
 func (s *jsonScan) object(depth int) bool {

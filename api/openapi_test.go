@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -174,7 +175,7 @@ func TestOpenAPIOperations(t *testing.T) {
 			want = append(want, "401", "429", "500")
 		}
 		if (method == "POST" || method == "DELETE") && key != processorWebhookRoute {
-			want = append(want, "400", "409", "422")
+			want = append(want, "400", "409", "415", "422")
 		}
 		for _, code := range want {
 			if _, ok := resp[code]; !ok {
@@ -341,6 +342,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		{"PaymentRequest", paymentRequest{}, true},
 		{"AmountRequest", amountRequest{}, true},
 		{"VoidRequest", struct{}{}, true},
+		{"EmptyRequest", struct{}{}, true},
 		{"WebhookEndpoint", webhookEndpointJSON{}, false},
 		{"WebhookEndpointList", listJSON{}, false},
 		{"WebhookEndpointRequest", webhookEndpointRequest{}, true},
@@ -521,6 +523,58 @@ func TestOpenAPIStreamlinedStates(t *testing.T) {
 	} {
 		if !strings.Contains(tc.text, tc.want) {
 			t.Errorf("%s does not document %s:\n%s", tc.where, tc.want, tc.text)
+		}
+	}
+}
+
+// TestOpenAPILimitsMatchCode: every bound the document states is the
+// constant the server enforces (limits.go), so that changing one without
+// the other fails here.
+func TestOpenAPILimitsMatchCode(t *testing.T) {
+	doc := openAPIDoc(t)
+	schemas := object(t, doc, "components", "schemas")
+	params := object(t, doc, "components", "parameters")
+	num := func(m map[string]any, path ...string) float64 {
+		t.Helper()
+		v, ok := object(t, m, path[:len(path)-1]...)[path[len(path)-1]].(float64)
+		if !ok {
+			t.Fatalf("openapi.json: %s is not a number", strings.Join(path, "."))
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		where string
+		got   float64
+		want  int64
+	}{
+		{"CustomerRequest.name.maxLength", num(schemas, "CustomerRequest", "properties", "name", "maxLength"), surgepay.TextBytesMax},
+		{"CustomerRequest.email.maxLength", num(schemas, "CustomerRequest", "properties", "email", "maxLength"), surgepay.TextBytesMax},
+		{"CustomerRequest.description.maxLength", num(schemas, "CustomerRequest", "properties", "description", "maxLength"), surgepay.TextBytesMax},
+		{"PaymentRequest.description.maxLength", num(schemas, "PaymentRequest", "properties", "description", "maxLength"), surgepay.TextBytesMax},
+		{"BillingDetailsRequest.name.maxLength", num(schemas, "BillingDetailsRequest", "properties", "name", "maxLength"), surgepay.TextBytesMax},
+		{"WebhookEndpointRequest.description.maxLength", num(schemas, "WebhookEndpointRequest", "properties", "description", "maxLength"), surgepay.TextBytesMax},
+		{"WebhookEndpointRequest.url.maxLength", num(schemas, "WebhookEndpointRequest", "properties", "url", "maxLength"), surgepay.WebhookURLBytesMax},
+		{"Metadata.maxProperties", num(schemas, "Metadata", "maxProperties"), surgepay.MetadataKeysMax},
+		{"Metadata values maxLength", num(schemas, "Metadata", "additionalProperties", "maxLength"), surgepay.MetadataValueBytesMax},
+		{"PaymentRequest.amount.maximum", num(schemas, "PaymentRequest", "properties", "amount", "maximum"), surgepay.AmountMinorMax},
+		{"AmountRequest.amount.maximum", num(schemas, "AmountRequest", "properties", "amount", "maximum"), surgepay.AmountMinorMax},
+		{"Idempotency-Key maxLength", num(params, "Idempotency-Key", "schema", "maxLength"), surgepay.IdempotencyKeyBytesMax},
+		{"Limit maximum", num(params, "Limit", "schema", "maximum"), surgepay.ListLimitMax},
+		{"TaxRequest.country.maxLength", num(schemas, "TaxRequest", "properties", "country", "maxLength"), surgepay.TaxFieldBytesMax},
+		{"TaxRequest.region.maxLength", num(schemas, "TaxRequest", "properties", "region", "maxLength"), surgepay.TaxFieldBytesMax},
+		{"TaxRequest.postal_code.maxLength", num(schemas, "TaxRequest", "properties", "postal_code", "maxLength"), surgepay.TaxFieldBytesMax},
+		{"TaxRequest.category.maxLength", num(schemas, "TaxRequest", "properties", "category", "maxLength"), surgepay.TaxFieldBytesMax},
+		{"Limit default", num(params, "Limit", "schema", "default"), surgepay.ListLimitDefault},
+	} {
+		if int64(tc.got) != tc.want {
+			t.Errorf("%s = %v, the server's bound is %d", tc.where, tc.got, tc.want)
+		}
+	}
+	info, _ := object(t, doc, "info")["description"].(string)
+	for _, want := range []string{fmt.Sprintf("at most %d bytes", surgepay.RequestBodyBytesMax),
+		fmt.Sprintf("at most %d keys", surgepay.MetadataKeysMax), fmt.Sprintf("(1-%d, default %d)", surgepay.ListLimitMax, surgepay.ListLimitDefault)} {
+		if !strings.Contains(info, want) {
+			t.Errorf("info.description does not say %q", want)
 		}
 	}
 }

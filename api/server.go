@@ -224,10 +224,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
+	if _, ok := r.Header[framingConflictHeader]; ok {
+		// Both Content-Length and Transfer-Encoding (see GuardFraming):
+		// refused, and the connection closed, since a proxy in front may
+		// have framed it the other way.
+		rw.Header().Set("Connection", "close")
+		s.writeError(rw, r, &surgepay.Error{Code: surgepay.EINVALID, Reason: "framing_conflict", Param: "Transfer-Encoding",
+			Message: "a request must not carry both Content-Length and Transfer-Encoding"})
+		return
+	}
 	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
 		// A malformed query would otherwise be dropped whole: a filter
 		// silently ignored.
 		s.writeError(rw, r, surgepay.Invalid("query", "invalid_query", "the query string is malformed: %v", err))
+		return
+	}
+	if surgepay.TextHasCardNumber(r.Header.Get("X-Request-Id")) {
+		// Replaced above, and refused: the client's request IDs carry card
+		// numbers somewhere they are logged.
+		s.writeError(rw, r, surgepay.CardNumberInText("X-Request-Id"))
 		return
 	}
 	s.mux.ServeHTTP(rw, r)
@@ -255,9 +270,13 @@ func (s *Server) allowed(r *http.Request) []string {
 }
 
 // requestID returns the client's X-Request-Id if it is short, printable and
-// cannot be a card number (it is logged), else a new ID.
+// cannot be a card number (it is logged and echoed), else a new ID. Any 13
+// to 19 consecutive digits passing the Luhn check, wherever they stand,
+// and any run Redact would hide, make it a card number here: replacing an
+// ID costs nothing.
 func requestID(id string) string {
-	if id == "" || len(id) > 64 || telemetry.Redact(id) != id {
+	if id == "" || len(id) > 64 || telemetry.Redact(id) != id || surgepay.DigitsHaveCardNumber(id) ||
+		surgepay.TextHasCardNumber(id) {
 		return surgepay.NewID("req")
 	}
 	for i := 0; i < len(id); i++ {

@@ -172,7 +172,7 @@ func (s *Server) getWebhookEndpoint(w http.ResponseWriter, r *http.Request, call
 }
 
 func (s *Server) deleteWebhookEndpoint(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
-	if _, err := s.body(w, r, call); err != nil {
+	if err := s.emptyBody(w, r, call); err != nil {
 		return err
 	}
 	ep, err := s.eng.DeleteWebhookEndpoint(r.Context(), call, r.PathValue("id"))

@@ -98,6 +98,11 @@ func (e *Engine) createTokenMethod(ctx context.Context, call *Call, in *CardInpu
 	case !tokenPattern.MatchString(in.Token.Token):
 		return nil, surgepay.Invalid("processor_token.token", "invalid_value",
 			"processor_token.token must be a processor's payment method id, like pm_1Nx…")
+	case surgepay.TextHasCardNumber(in.Token.Token):
+		return nil, surgepay.CardNumberInText("processor_token.token")
+	}
+	if err := surgepay.ValidateText("billing_details.name", in.Card.Name); err != nil {
+		return nil, err
 	}
 	d, ok := e.provider.(surgepay.TokenDescriber)
 	if !ok {

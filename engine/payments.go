@@ -65,6 +65,17 @@ func (e *Engine) tax(in *PaymentInput) (*surgepay.Tax, int64, error) {
 	if t.Country == "" {
 		return nil, 0, surgepay.Invalid("tax.country", "missing", "tax.country is required")
 	}
+	for _, f := range [...]struct{ param, value string }{{"tax.country", t.Country}, {"tax.region", t.Region},
+		{"tax.postal_code", t.PostalCode}, {"tax.category", t.Category}} {
+		// The location is stored with the payment: bounded, and no card
+		// number (a postal code is matched by prefix, so any digits pass).
+		if len(f.value) > surgepay.TaxFieldBytesMax {
+			return nil, 0, surgepay.Invalid(f.param, "too_long", "%s must be at most %d bytes", f.param, surgepay.TaxFieldBytesMax)
+		}
+		if surgepay.TextHasCardNumber(f.value) {
+			return nil, 0, surgepay.CardNumberInText(f.param)
+		}
+	}
 	table := e.cfg.Tax()
 	if table == nil {
 		return nil, 0, surgepay.Invalid("tax", "tax_unavailable", "no tax table is loaded")

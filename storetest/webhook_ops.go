@@ -162,7 +162,7 @@ func testWebhookDeliveriesListed(t *testing.T, s surgepay.Store) {
 	_, err = ws.FindWebhookDelivery(t.Context(), other.ID, evs[1].ID, e1.ID)
 	wantNotFound(t, "FindWebhookDelivery(another merchant's)", err)
 	_, _, err = ws.ListWebhookDeliveries(t.Context(), m.ID, surgepay.WebhookDeliveryFilter{Limit: 10})
-	wantErr(t, err, surgepay.EINVALID, "missing")
+	wantErr(t, err, surgepay.EINVALID, "invalid_value")
 }
 
 // testWebhookEndpointHealth: results that tried the endpoint count its

@@ -58,6 +58,7 @@ func serve(b *testing.B, e *telemetrytest.Env, method, path, body string) {
 		for pb.Next() {
 			req := httptest.NewRequest(method, path, strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+e.Key)
+			req.Header.Set("Content-Type", "application/json")
 			w := httptest.NewRecorder()
 			e.Handler.ServeHTTP(w, req)
 			if w.Code != http.StatusOK {

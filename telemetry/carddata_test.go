@@ -48,8 +48,9 @@ func TestCardDataNeverInTelemetry(t *testing.T) {
 	e := telemetrytest.Start(t, telemetrytest.Options{Telemetry: fullTelemetry(),
 		Provider: func(p surgepay.Provider) surgepay.Provider { return panicky{p} }})
 	panics := 0
+	var headers strings.Builder
 	for _, c := range cards {
-		panics += cardTraffic(t, e, c.number, c.cvc)
+		panics += cardTraffic(t, e, c.number, c.cvc, &headers)
 	}
 	if panics == 0 {
 		t.Fatal("no request reached the panicking provider")
@@ -73,7 +74,10 @@ func TestCardDataNeverInTelemetry(t *testing.T) {
 	if !strings.Contains(metrics, "surgepay_payments_total") {
 		t.Error("metrics lack surgepay_payments_total")
 	}
-	for name, text := range map[string]string{"logs": logs, "metrics": metrics, "spans": spans} {
+	if !strings.Contains(headers.String(), "Trace-Id: ") {
+		t.Error("responses lack Trace-Id; did tracing run?")
+	}
+	for name, text := range map[string]string{"logs": logs, "metrics": metrics, "spans": spans, "response headers": headers.String()} {
 		if l := leaks(text); len(l) > 0 {
 			t.Errorf("%s (%d bytes) contain %v", name, len(text), l)
 		}
@@ -85,7 +89,7 @@ func TestCardDataNeverInTelemetry(t *testing.T) {
 
 // cardTraffic sends a card through every route that takes one, through the
 // error paths and the panic path, and returns how many requests panicked.
-func cardTraffic(t *testing.T, e *telemetrytest.Env, number, cvc string) (panics int) {
+func cardTraffic(t *testing.T, e *telemetrytest.Env, number, cvc string, headers *strings.Builder) (panics int) {
 	cus := jsonField(e.Do(t, "POST", "/v1/customers", `{"name":"Scan"}`).Body, "id")
 	card := `{"number":"` + number + `","exp_month":12,"exp_year":2031,"cvc":"` + cvc + `"}`
 	bad := number[:len(number)-1] + "9" // fails Luhn
@@ -124,6 +128,27 @@ func cardTraffic(t *testing.T, e *telemetrytest.Env, number, cvc string) (panics
 	e.Do(t, "GET", "/v1/no/such/route/"+number, ``)
 	e.Do(t, "GET", "/v1/payments?limit="+number, ``)
 	e.Do(t, "GET", "/v1/customers/"+cus, ``, "X-Request-Id: "+number, "Traceparent: 00-"+number+number+"0-"+number+"-01")
+	// Well-formed traceparents and request IDs that carry the number, in
+	// the trace ID (inside a longer digit run, or between hex letters),
+	// in the parent span ID, and grouped by separators Redact missed
+	// ('.', '_', '/'): before, each reached the Trace-Id or X-Request-Id
+	// header and the access log.
+	pad := func(s string, n int, c string) string { return s + strings.Repeat(c, n-len(s)) }
+	for _, h := range [][]string{
+		{"Traceparent: 00-" + pad(number, 32, "0") + "-00f067aa0ba902b7-01"},
+		{"Traceparent: 00-" + pad("ab"+number, 32, "c") + "-00f067aa0ba902b7-01"},
+		{"Traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-" + pad(number, 16, "0") + "-01"},
+		{"Traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "Tracestate: card=" + number},
+		{"X-Request-Id: " + group(number, ".")},
+		{"X-Request-Id: " + group(number, "_")},
+		{"X-Request-Id: " + group(number, "/")},
+		{"X-Request-Id: req-" + number + "0000"},
+	} {
+		r := e.Do(t, "GET", "/v1/customers/"+cus, ``, h...)
+		for _, k := range []string{"Trace-Id", "X-Request-Id"} {
+			fmt.Fprintf(headers, "%s: %s\n", k, r.Header.Get(k))
+		}
+	}
 	e.Do(t, number, "/v1/customers", ``)
 	e.Do(t, "POST", "/v1/customers", `{"name":"`+number+`"}`, "Idempotency-Key: "+number)
 	return panics
@@ -152,12 +177,25 @@ func spanText(e *telemetrytest.Env) string {
 	return b.String()
 }
 
-// leaks returns the card numbers and CVCs found in text.
+// group writes a number in groups of four joined by sep.
+func group(number, sep string) string {
+	var parts []string
+	for i := 0; i < len(number); i += 4 {
+		parts = append(parts, number[i:min(i+4, len(number))])
+	}
+	return strings.Join(parts, sep)
+}
+
+// leaks returns the card numbers and CVCs found in text, plain or with
+// separators between their digits.
 func leaks(text string) []string {
 	var found []string
 	for _, c := range cards {
-		if strings.Contains(text, c.number) || strings.Contains(text, c.number[:len(c.number)-1]+"9") {
-			found = append(found, "PAN "+c.number)
+		for _, n := range []string{c.number, c.number[:len(c.number)-1] + "9"} {
+			if regexp.MustCompile(strings.Join(strings.Split(n, ""), `[ ._/-]?`)).MatchString(text) {
+				found = append(found, "PAN "+c.number)
+				break
+			}
 		}
 		if regexp.MustCompile(`(?i)cvc\W{0,4}` + c.cvc).MatchString(text) {
 			found = append(found, "CVC "+c.cvc)

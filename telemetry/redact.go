@@ -8,19 +8,19 @@ import (
 )
 
 // Card numbers have 12 to 19 digits, printed plain or in groups separated
-// by spaces or dashes.
+// by spaces, dashes, dots, underscores or slashes.
 const (
 	panDigitsMin = 12
 	panDigitsMax = 19
 )
 
-var panRun = regexp.MustCompile(`\d(?:[ -]?\d){11,}`)
+var panRun = regexp.MustCompile(`\d(?:[ ._/-]?\d){11,}`)
 
 // Redacted replaces a run of card-number length.
 const Redacted = "[redacted]"
 
 // Redact returns s with every run of 12 to 19 digits (optionally grouped
-// by single spaces or dashes) replaced by "[redacted]": whatever a card
+// by single spaces, dashes, dots, underscores or slashes) replaced by "[redacted]": whatever a card
 // number might be doing in a panic value, an error from a dependency or a
 // span attribute, it does not leave the process. An unbroken run of more
 // than 19 digits is not a card number and is kept; a longer grouped run is
@@ -52,7 +52,7 @@ func mayHoldPAN(s string) bool {
 			if run >= panDigitsMin {
 				return true
 			}
-		case (c == ' ' || c == '-') && run > 0 && !sep:
+		case (c == ' ' || c == '-' || c == '.' || c == '_' || c == '/') && run > 0 && !sep:
 			sep = true
 		default:
 			run, sep = 0, false
@@ -81,7 +81,7 @@ func Stack() string {
 }
 
 // RedactingHandler wraps h so that no log record carries a run of 12 to 19
-// digits: the message and every string attribute (and error, and
+// digits (grouped as Redact says): the message and every string attribute (and error, and
 // fmt.Stringer) are passed through Redact. It is the last line of defence:
 // surgepay.PAN and surgepay.CVC already redact themselves. The check costs a
 // byte scan per string; only a string that fails it pays for the rewrite.

@@ -604,7 +604,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	fmt.Fprintf(out, "surgepay listening on %s://%s (storage %s)\n", scheme(tlsAPI != nil), ln.Addr(), cfg.Storage)
 	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind, "tls", tlsAPI != nil)
 	errc := make(chan error, 1)
-	go func() { errc <- serveHTTP(srv, ln) }()
+	go func() { errc <- serveAPI(srv, ln) }()
 	ready.Store(true)
 	select {
 	case err := <-errc:

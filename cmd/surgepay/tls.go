@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/surgepay/surgepay/api"
+	"io"
 	stdlog "log"
 	"log/slog"
 	"net"
@@ -189,6 +191,56 @@ func scheme(secure bool) string {
 }
 
 // serveHTTP serves srv on ln, in TLS when srv.TLSConfig is set.
+// serveAPI serves the public API on ln like serveHTTP, with every
+// connection's framing checked by api.GuardFraming (a request with both
+// Content-Length and Transfer-Encoding is refused 400). The guard must
+// read plaintext, so TLS is terminated first, by a tls.NewListener under
+// it: the API's requests then carry no r.TLS (the API reads none; the
+// admin listener, which checks client certificates, is served by
+// serveHTTP), and HTTP/2 is off as it is on every listener.
+func serveAPI(srv *http.Server, ln net.Listener) error {
+	if srv.TLSConfig != nil {
+		disableHTTP2(srv)
+		ln = tls.NewListener(plainHTTPRefuser{ln}, srv.TLSConfig)
+	}
+	return srv.Serve(api.GuardFraming(ln))
+}
+
+// plainHTTPRefuser answers a connection that speaks plain HTTP to the TLS
+// listener with 400, as http.Server's own TLS does (a TLS connection
+// begins with a handshake record, 0x16; an HTTP request with a method in
+// capitals), instead of a silent close.
+type plainHTTPRefuser struct{ net.Listener }
+
+func (l plainHTTPRefuser) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &plainHTTPConn{Conn: c}, nil
+}
+
+type plainHTTPConn struct {
+	net.Conn
+	checked bool // the first byte was seen; only the TLS handshake reads it, one goroutine
+}
+
+func (c *plainHTTPConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.checked && n > 0 {
+		c.checked = true
+		if p[0] >= 'A' && p[0] <= 'Z' {
+			io.WriteString(c.Conn, "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"+
+				"Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+			c.Conn.Close()
+			return 0, errPlainHTTP
+		}
+	}
+	return n, err
+}
+
+var errPlainHTTP = errors.New("plain HTTP on the TLS listener")
+
 func serveHTTP(srv *http.Server, ln net.Listener) error {
 	if srv.TLSConfig == nil {
 		return srv.Serve(ln)

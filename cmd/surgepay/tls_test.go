@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptrace"
@@ -134,6 +136,26 @@ func TestServeTLS(t *testing.T) {
 		t.Errorf("GET /config over TLS with the token: status %d, want 200", code)
 	}
 
+	// The framing guard reads the plaintext under TLS too: a request with
+	// both Content-Length and Transfer-Encoding is refused.
+	t.Run("ErrFramingConflictOverTLS", func(t *testing.T) {
+		c, err := tls.Dial("tcp", cfg.Listen, ca.ClientTLS())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "POST /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key+
+			"\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"+
+			"2\r\n{}\r\n0\r\n\r\n")
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "framing_conflict") {
+			t.Errorf("Content-Length with Transfer-Encoding over TLS: %d %s, want 400 framing_conflict", res.StatusCode, b)
+		}
+	})
 	t.Run("ErrPlainHTTP", func(t *testing.T) {
 		code, _, _ := doRequest(t, http.DefaultClient, "GET", "http://"+cfg.Listen+"/v1/customers", nil, auth)
 		if code != http.StatusBadRequest {

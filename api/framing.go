@@ -1,0 +1,238 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"strconv"
+)
+
+// Go's HTTP/1.1 server takes a request that carries both Content-Length
+// and Transfer-Encoding: chunked (RFC 9112 6.1 lets it: the chunked
+// framing wins), and deletes Content-Length before any handler sees it,
+// so no handler can refuse it. Such a request is how request smuggling
+// starts when a proxy in front frames by Content-Length
+// (TestFramingConflictRefused shows what Go does alone). GuardFraming
+// watches the request heads on each connection and marks such a request,
+// which ServeHTTP answers 400 framing_conflict and closes.
+
+// FramingHeadBytesMax bounds a request head GuardFraming holds while it
+// looks for the end of the head. A longer head closes the connection (Go
+// itself answers 431 from 1 MiB): no API request needs 64 KiB of headers.
+const FramingHeadBytesMax = 64 << 10
+
+// framingConflictHeader replaces the Content-Length of a head that also
+// has a Transfer-Encoding. A client that sends it itself only gets its
+// own request refused.
+const framingConflictHeader = "Surgepay-Framing-Conflict"
+
+var errFramingHeadTooLarge = errors.New("api: request head larger than FramingHeadBytesMax")
+
+// GuardFraming returns ln with every accepted connection watched as
+// described above. It must see the plaintext: under TLS, wrap the TLS
+// listener (Serve, not ServeTLS). Bytes pass through unchanged but for a
+// conflicting head's Content-Length line; a head is held until it is
+// complete, bodies are passed on as they arrive.
+func GuardFraming(ln net.Listener) net.Listener { return &framingListener{ln} }
+
+type framingListener struct{ net.Listener }
+
+func (l *framingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &framingConn{Conn: c}, nil
+}
+
+// The states of a connection's byte stream.
+const (
+	stHead      = iota // in a request head
+	stBody             // in a Content-Length body: remaining bytes left
+	stChunkSize        // in a chunk-size line
+	stChunkData        // in a chunk's data: remaining bytes left
+	stChunkCRLF        // in the CRLF after a chunk's data
+	stTrailer          // in the trailer section after the last chunk
+	stPass             // no longer watched (after a conflict: the connection closes)
+)
+
+// framingLineBytesMax bounds a chunk-size line and a trailer section.
+const framingLineBytesMax = 4 << 10
+
+// framingConn tracks HTTP/1.1 message framing as the server reads. Used by
+// the server's one reading goroutine at a time, like any net.Conn read.
+type framingConn struct {
+	net.Conn
+	state     int
+	remaining int64
+	head      []byte // the head (or chunk line, trailer) read so far
+	out       []byte // bytes ready for the server
+	buf       [4096]byte
+	fatal     error // a head too large: every read fails
+}
+
+// Read returns the bytes read so far that the server may see. A read
+// error is returned as it comes, never kept: the server aborts a pending
+// read with a past deadline and reads on afterwards.
+func (c *framingConn) Read(p []byte) (int, error) {
+	for len(c.out) == 0 {
+		if c.fatal != nil {
+			return 0, c.fatal
+		}
+		if c.state == stPass && len(c.head) == 0 {
+			return c.Conn.Read(p)
+		}
+		n, err := c.Conn.Read(c.buf[:])
+		if c.fatal = c.feed(c.buf[:n]); c.fatal != nil {
+			return 0, c.fatal
+		}
+		if err != nil && len(c.out) == 0 {
+			return 0, err
+		}
+	}
+	n := copy(p, c.out)
+	c.out = c.out[n:]
+	if len(c.out) == 0 {
+		c.out = c.out[:0:0]
+	}
+	return n, nil
+}
+
+// feed moves data through the framing states into out.
+func (c *framingConn) feed(data []byte) error {
+	for len(data) > 0 {
+		switch c.state {
+		case stPass:
+			c.out = append(c.out, data...)
+			return nil
+		case stBody, stChunkData:
+			n := int(min(int64(len(data)), c.remaining))
+			c.out = append(c.out, data[:n]...)
+			data = data[n:]
+			if c.remaining -= int64(n); c.remaining == 0 && c.state == stBody {
+				c.state = stHead
+			} else if c.remaining == 0 {
+				c.state = stChunkCRLF
+			}
+		case stChunkCRLF:
+			c.out = append(c.out, data[0])
+			if data[0] == '\n' {
+				c.state = stChunkSize
+			}
+			data = data[1:]
+		default: // a head, a chunk-size line or a trailer: held until complete
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				c.head = append(c.head, data...)
+				data = nil
+			} else {
+				c.head = append(c.head, data[:i+1]...)
+				data = data[i+1:]
+				if err := c.line(); err != nil {
+					return err
+				}
+			}
+			if len(c.head) > FramingHeadBytesMax {
+				return errFramingHeadTooLarge
+			}
+		}
+	}
+	return nil
+}
+
+// line handles c.head, which ends with a line feed.
+func (c *framingConn) line() error {
+	switch c.state {
+	case stChunkSize:
+		line := bytes.TrimRight(c.head, "\r\n")
+		if i := bytes.IndexByte(line, ';'); i >= 0 {
+			line = line[:i]
+		}
+		size, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 16, 64)
+		c.flushHead()
+		switch {
+		case err != nil || size < 0:
+			c.state = stPass // the server refuses the body and closes
+		case size == 0:
+			c.state = stTrailer
+		default:
+			c.state, c.remaining = stChunkData, size
+		}
+	case stTrailer: // trailer lines until a blank one
+		switch {
+		case len(bytes.TrimRight(c.head, "\r\n")) == 0 || bytes.HasSuffix(c.head, []byte("\n\r\n")) || bytes.HasSuffix(c.head, []byte("\n\n")):
+			c.flushHead()
+			c.state = stHead
+		case len(c.head) > framingLineBytesMax:
+			c.flushHead()
+			c.state = stPass
+		}
+	case stHead:
+		if bytes.HasSuffix(c.head, []byte("\n\r\n")) || bytes.HasSuffix(c.head, []byte("\n\n")) {
+			c.endHead()
+		} else if len(bytes.TrimRight(c.head, "\r\n")) == 0 {
+			c.flushHead() // blank lines before a request line
+		}
+	}
+	if c.state == stChunkSize && len(c.head) > framingLineBytesMax {
+		c.flushHead()
+		c.state = stPass
+	}
+	return nil
+}
+
+func (c *framingConn) flushHead() {
+	c.out = append(c.out, c.head...)
+	c.head = c.head[:0]
+}
+
+// endHead reads a complete request head: its framing decides what
+// follows, and a head with both Content-Length and Transfer-Encoding (in
+// HTTP/1.1, where Go honours Transfer-Encoding) has its Content-Length
+// renamed to framingConflictHeader.
+func (c *framingConn) endHead() {
+	lines := bytes.SplitAfter(c.head, []byte("\n"))
+	http10 := bytes.HasSuffix(bytes.TrimRight(lines[0], "\r\n"), []byte("HTTP/1.0"))
+	var cl, te [][]byte // values
+	var clLines []int
+	for i, l := range lines[1:] {
+		name, value, ok := bytes.Cut(l, []byte(":"))
+		if !ok {
+			continue
+		}
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			cl = append(cl, value)
+			clLines = append(clLines, i+1)
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			te = append(te, value)
+		}
+	}
+	switch {
+	case len(te) > 0 && !http10 && len(cl) > 0:
+		for _, i := range clLines {
+			_, value, _ := bytes.Cut(lines[i], []byte(":"))
+			lines[i] = append([]byte(framingConflictHeader+":"), value...)
+		}
+		c.out = append(c.out, bytes.Join(lines, nil)...)
+		c.head = c.head[:0]
+		c.state = stPass
+		return
+	case len(te) > 0 && !http10:
+		if len(te) == 1 && bytes.EqualFold(te[0], []byte("chunked")) {
+			c.state = stChunkSize
+		} else {
+			c.state = stPass // the server refuses other encodings and closes
+		}
+	case len(cl) > 0:
+		n, err := strconv.ParseInt(string(cl[0]), 10, 64)
+		switch {
+		case err != nil || n < 0:
+			c.state = stPass // the server refuses it and closes
+		case n > 0:
+			c.state, c.remaining = stBody, n
+		}
+	}
+	c.flushHead()
+}

@@ -1,0 +1,165 @@
+package api_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay/api"
+	"github.com/surgepay/surgepay/internal/testenv"
+)
+
+// serveRaw serves e's engine on a real loopback listener, guarded or not,
+// and returns its address.
+func serveRaw(t *testing.T, e *env, guard bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewJSONHandler(e.logs, nil))
+	srv := &http.Server{Handler: api.New(api.Config{Engine: e.eng, Logger: log}), ReadHeaderTimeout: 5 * time.Second}
+	served := ln
+	if guard {
+		served = api.GuardFraming(ln)
+	}
+	go srv.Serve(served)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// rawExchange writes raw to a new connection and reads up to n responses,
+// fewer if the server closes it.
+func rawExchange(t *testing.T, addr, raw string, n int) []*http.Response {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(2 * time.Second)) // a bound on a hang, not a timing assertion
+	br := bufio.NewReader(c)
+	var out []*http.Response
+	for len(out) < n {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return out
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body = io.NopCloser(strings.NewReader(string(b)))
+		out = append(out, res)
+		if res.Close {
+			return out
+		}
+	}
+	return out
+}
+
+// conflicting is a POST whose Content-Length (10) and chunked body
+// disagree: framed by Content-Length it is one request; framed by chunks
+// (what Go does) the bytes after the last chunk are a second, smuggled
+// request.
+func conflicting(key string) string {
+	smuggled := "GET /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\n\r\n"
+	body := `{"name":"Smuggler"}`
+	return "POST /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\n" +
+		"Content-Type: application/json\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		strings.ToLower(strings.TrimLeft(itoa16(len(body)), "0")) + "\r\n" + body + "\r\n0\r\n\r\n" + smuggled
+}
+
+func itoa16(n int) string { const h = "0123456789abcdef"; return string([]byte{h[n>>4&0xf], h[n&0xf]}) }
+
+// TestFramingConflictGoAlone documents what Go's server does by itself
+// with a request carrying both Content-Length and Transfer-Encoding: it
+// serves it by its chunks and then the smuggled request after them. If a
+// Go release starts refusing it, this test says so, and GuardFraming may go.
+func TestFramingConflictGoAlone(t *testing.T) {
+	e := newEnv(t, testenv.OpenSQLite(t))
+	res := rawExchange(t, serveRaw(t, e, false), conflicting(e.keyA), 2)
+	if len(res) != 2 || res[0].StatusCode != 200 || res[1].StatusCode != 200 {
+		t.Fatalf("Go alone: got %d responses %v; this test expected 2 × 200 (the request and the smuggled one)", len(res), statuses(res))
+	}
+}
+
+// TestFramingConflictRefused: behind GuardFraming (as surgepay serve
+// runs), the same request is 400 framing_conflict, nothing is created,
+// and the connection closes before the smuggled request.
+func TestFramingConflictRefused(t *testing.T) {
+	e := newEnv(t, testenv.OpenSQLite(t))
+	addr := serveRaw(t, e, true)
+	res := rawExchange(t, addr, conflicting(e.keyA), 2)
+	if len(res) != 1 || res[0].StatusCode != 400 || !res[0].Close {
+		t.Fatalf("got %d responses %v, want one 400 that closes the connection", len(res), statuses(res))
+	}
+	var eb struct{ Error struct{ Code, Param string } }
+	json.NewDecoder(res[0].Body).Decode(&eb)
+	if eb.Error.Code != "framing_conflict" || eb.Error.Param != "Transfer-Encoding" {
+		t.Fatalf("error %+v, want framing_conflict on Transfer-Encoding", eb.Error)
+	}
+	if list := e.must(200, e.keyA, "GET", "/v1/customers?limit=100", ""); strings.Contains(string(list.Raw), "Smuggler") {
+		t.Fatalf("the refused request created a customer: %s", list.Raw)
+	}
+	// Any case of the names, and the order reversed.
+	raw := "POST /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + e.keyA + "\r\ntransfer-encoding: chunked\r\n" +
+		"Content-Type: application/json\r\ncontent-LENGTH: 2\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+	if res := rawExchange(t, addr, raw, 2); len(res) != 1 || res[0].StatusCode != 400 {
+		t.Fatalf("lower-case names: got %v, want one 400", statuses(res))
+	}
+}
+
+// TestGuardFramingKeepsTraffic: a guarded connection carries pipelined
+// requests framed every legal way, split across reads anywhere, unchanged.
+func TestGuardFramingKeepsTraffic(t *testing.T) {
+	e := newEnv(t, testenv.OpenSQLite(t))
+	addr := serveRaw(t, e, true)
+	auth := "Host: x\r\nAuthorization: Bearer " + e.keyA + "\r\n"
+	reqs := []string{
+		"POST /v1/customers HTTP/1.1\r\n" + auth + "Content-Type: application/json\r\nContent-Length: 15\r\n\r\n{\"name\":\"Ada\"}\n",
+		"POST /v1/customers HTTP/1.1\r\n" + auth + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"5;ext=1\r\n{\"nam\r\nB\r\ne\":\"Grace\"}\r\n0\r\nX-Trailer: 1\r\n\r\n",
+		"GET /v1/customers?limit=2 HTTP/1.1\r\n" + auth + "\r\n",
+		"POST /v1/customers HTTP/1.1\r\n" + auth + "Content-Type: application/json\r\nContent-Length: 0\r\n\r\n",
+		"POST /v1/customers HTTP/1.0\r\n" + auth + "Connection: keep-alive\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+	}
+	res := rawExchange(t, addr, strings.Join(reqs, ""), len(reqs))
+	if len(res) != len(reqs) {
+		for _, r := range res {
+			b, _ := io.ReadAll(r.Body)
+			t.Logf("%d %s", r.StatusCode, b)
+		}
+		t.Fatalf("got %d responses %v, want %d", len(res), statuses(res), len(reqs))
+	}
+	for i, r := range res {
+		if r.StatusCode != 200 {
+			b, _ := io.ReadAll(r.Body)
+			t.Errorf("request %d: %d %s\nlog: %s", i, r.StatusCode, b, e.logs.String())
+		}
+	}
+	list := e.must(200, e.keyA, "GET", "/v1/customers?limit=100", "")
+	if !strings.Contains(string(list.Raw), `"Ada"`) || !strings.Contains(string(list.Raw), `"Grace"`) {
+		t.Fatalf("bodies changed on the way: %s", list.Raw)
+	}
+	// A head over the bound is refused: Go answers the read error with
+	// a plain 400 and closes the connection.
+	huge := "GET /v1/customers HTTP/1.1\r\n" + auth + "X-Pad: " + strings.Repeat("p", api.FramingHeadBytesMax) + "\r\n\r\n"
+	if res := rawExchange(t, addr, huge+huge, 2); len(res) > 1 || (len(res) == 1 && (res[0].StatusCode != 400 || !res[0].Close)) {
+		t.Fatalf("a %d-byte head: got %v, want at most one 400 closing the connection", len(huge), statuses(res))
+	}
+}
+
+func statuses(res []*http.Response) []int {
+	out := make([]int, len(res))
+	for i, r := range res {
+		out[i] = r.StatusCode
+	}
+	return out
+}
