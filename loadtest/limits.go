@@ -50,6 +50,9 @@ const (
 	// MinuteWindows is how many one-second windows make one minute of
 	// the per-minute summary.
 	MinuteWindows = 60
+	// MinuteFoldSeconds: a last minute shorter than this is folded into
+	// the minute before it.
+	MinuteFoldSeconds = 5
 	// dirEntriesMax bounds the walk of --server-data-dir per sample.
 	dirEntriesMax = 10_000
 	// ResourceSampleInterval is how often CPU and RSS are sampled.

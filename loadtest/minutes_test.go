@@ -21,7 +21,7 @@ func TestMinutes(t *testing.T) {
 		r.recordCall(&callSample{typ: typ, corrected: time.Duration(ms) * time.Millisecond,
 			service: time.Millisecond, status: status, outcome: o})
 	}
-	for sec := range 130 { // minutes 0 and 1 whole, 10 s of minute 2
+	for sec := range 130 { // minutes 0 and 1 whole, 10 s of minute 2 (not folded: over MinuteFoldSeconds)
 		for range 10 {
 			sample(typePaymentCreate, 2, http.StatusOK)
 		}
@@ -79,5 +79,26 @@ func TestParseProcIOWriteBytes(t *testing.T) {
 	}
 	if got := parseProcIOWriteBytes("rchar: 1\n"); got != -1 {
 		t.Errorf("without write_bytes: %d, want -1", got)
+	}
+}
+
+// A last minute of a moment (a run of 120.3 s) is folded into the one
+// before.
+func TestLastMinuteFolded(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	r := newRecorder(start, time.Second, 1)
+	for sec := range 120 {
+		r.recordCall(&callSample{typ: typePaymentCreate, corrected: time.Millisecond, service: time.Millisecond,
+			status: http.StatusOK})
+		r.roll(start.Add(time.Duration(sec+1)*time.Second), sec+1)
+	}
+	r.recordCall(&callSample{typ: typePaymentCreate, corrected: 7 * time.Millisecond, service: time.Millisecond,
+		status: http.StatusOK})
+	r.finishWindows(start.Add(120*time.Second + 300*time.Millisecond))
+	if len(r.minutes) != 2 {
+		t.Fatalf("%d minutes, want 2 (the last 0.3 s folded into minute 1)", len(r.minutes))
+	}
+	if m := r.minutes[1]; m.Requests != 61 || m.Corrected.Max < 7 {
+		t.Errorf("minute 1: %d requests, max %v ms; want 61 and the folded 7 ms", m.Requests, m.Corrected.Max)
 	}
 }

@@ -332,8 +332,21 @@ func (r *Recorder) closeMinute() {
 func (r *Recorder) finishWindows(now time.Time) {
 	r.roll(now, r.active.index+1)
 	r.closeMinute()
+	// A last minute of a few seconds (a run of 300.2 s) is folded into
+	// the one before: its per-sale figures would be noise.
 	r.winMu.Lock()
 	defer r.winMu.Unlock()
+	if n := len(r.minutes); n >= 2 && r.minutes[n-1].Seconds < MinuteFoldSeconds {
+		last, prev := r.minutes[n-1], &r.minutes[n-2]
+		prev.Seconds += last.Seconds
+		prev.Requests += last.Requests
+		prev.Errors += last.Errors
+		prev.Refused += last.Refused
+		prev.Sales += last.Sales
+		prev.Corrected = maxSummary(prev.Corrected, last.Corrected)
+		prev.WorstSecondP99 = max(prev.WorstSecondP99, last.WorstSecondP99)
+		r.minutes = r.minutes[:n-1]
+	}
 	if n := len(r.windows); n > 0 && r.windows[n-1].Requests == 0 && r.windows[n-1].DurationSeconds < 0.1 {
 		r.windows = r.windows[:n-1]
 	}
