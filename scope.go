@@ -48,6 +48,11 @@ func ValidScope(s string) bool { return slices.Contains(AllScopes, s) }
 // scopes a key stores; nil means full access. param names the field for
 // errors (EINVALID invalid_scope).
 func ParseScopes(param string, in []string) ([]string, error) {
+	if in != nil && len(in) == 0 {
+		// An empty list given on purpose must not fail open into the
+		// unrestricted key that no list means.
+		return nil, Invalid(param, "invalid_scope", "%s is empty: leave it out, or give [\"full\"], for full access", param)
+	}
 	if len(in) > APIKeyScopesMax+3 {
 		return nil, Invalid(param, "invalid_scope", "%s has %d entries, at most %d", param, len(in), APIKeyScopesMax+3)
 	}

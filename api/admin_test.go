@@ -270,6 +270,8 @@ func TestAdminBadInput(t *testing.T) {
 		{"POST", "/admin/v1/api_keys", `{}`, 400, "parameter_missing", "merchant"},
 		{"POST", "/admin/v1/api_keys", `{"merchant":"mer_nope"}`, 404, "resource_missing", "merchant"},
 		{"POST", "/admin/v1/api_keys", `{"merchant":"` + a.merchants[0] + `","scopes":["payments:admin"]}`, 400, "invalid_scope", "scopes"},
+		// An empty list must not fail open into a full-access key.
+		{"POST", "/admin/v1/api_keys", `{"merchant":"` + a.merchants[0] + `","scopes":[]}`, 400, "invalid_scope", "scopes"},
 		{"POST", "/admin/v1/api_keys", `{"merchant":"` + a.merchants[0] + `","expires_in":"-1h"}`, 400, "invalid_value", "expires_in"},
 		{"POST", "/admin/v1/api_keys", `{"merchant":"` + a.merchants[0] + `","expires_at":"2001-01-01T00:00:00Z"}`, 400, "invalid_value", "expires_at"},
 		{"POST", "/admin/v1/api_keys", `{"merchant":"` + a.merchants[0] + `","expires_at":"tomorrow"}`, 400, "invalid_value", "expires_at"},

@@ -16,11 +16,14 @@ func TestPostgresDownAnswers503(t *testing.T) {
 	e := newEnv(t, store)
 	cus := e.must(http.StatusOK, e.keyA, "POST", "/v1/customers", `{"name":"Ada"}`).str("id")
 
+	we := e.must(http.StatusOK, e.keyA, "POST", "/v1/webhook_endpoints", `{"url":"https://example.com/hook"}`).str("id")
+
 	proxy.Cut()
 	for _, c := range []struct{ name, key, method, path, body string }{
 		{"api key lookup", "sk_not_cached_" + cus, "GET", "/v1/customers/" + cus, ""},
 		{"read", e.keyA, "GET", "/v1/customers/" + cus, ""},
 		{"list", e.keyA, "GET", "/v1/payments", ""},
+		{"webhook deliveries", e.keyA, "GET", "/v1/webhook_deliveries?endpoint=" + we, ""},
 		{"write", e.keyA, "POST", "/v1/customers", `{"name":"Grace"}`},
 	} {
 		r := e.do(c.key, c.method, c.path, c.body, "")

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +81,8 @@ func (e *Engine) FlushKeyUses(ctx context.Context) error {
 		if len(batch) == 0 {
 			return nil
 		}
+		// In ID order, as the stores lock them (see postgres sqlAPIKeysUsed).
+		slices.SortFunc(batch, func(a, b surgepay.APIKeyUse) int { return strings.Compare(a.ID, b.ID) })
 		if err := e.store.Apply(ctx, &surgepay.Write{APIKeysUsed: batch}); err != nil {
 			for _, b := range batch {
 				e.uses.record(b.ID, b.At)

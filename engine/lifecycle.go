@@ -56,13 +56,30 @@ func (a *auditIDs) next() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	id := surgepay.NewID("aud")
-	// Within one millisecond a fresh ID is the greater with probability
-	// 1/2; 64 draws leave 2^-64 of an out-of-order pair, never a loop.
-	for i := 0; i < 64 && id <= a.last; i++ {
-		id = surgepay.NewID("aud")
+	// Within one millisecond (or after the clock stepped back) a fresh
+	// ID may sort before the last: the next one is then the last plus
+	// one, as monotonic ULIDs do, so the trail keeps the order of changes.
+	if id <= a.last {
+		id = nextID(a.last)
 	}
 	a.last = id
 	return id
+}
+
+// nextID returns the ID that follows id in its Crockford base32 digits
+// (the prefix and "_" unchanged); id is never all of the last digit, the
+// top bits of an ID being zero.
+func nextID(id string) string {
+	const digits = "0123456789abcdefghjkmnpqrstvwxyz"
+	b := []byte(id)
+	for i := len(b) - 1; i >= 0 && b[i] != '_'; i-- {
+		if k := strings.IndexByte(digits, b[i]); k < len(digits)-1 {
+			b[i] = digits[k+1]
+			return string(b)
+		}
+		b[i] = '0'
+	}
+	return string(b)
 }
 
 func (e *Engine) audit(ctx context.Context, action, merchantID, objectID, detail string) *surgepay.AuditEvent {

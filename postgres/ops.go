@@ -19,9 +19,13 @@ const (
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	sqlMerchantStatus = `UPDATE merchants SET disabled = $2 WHERE id = $1`
 	sqlAPIKeyExpire   = `UPDATE api_keys SET expires = LEAST(coalesce(expires, $2), $2) WHERE id = $1`
-	// One statement for a whole flush of last-used times.
-	sqlAPIKeysUsed = `UPDATE api_keys k SET last_used = GREATEST(k.last_used, u.at)
-		FROM unnest($1::text[], $2::timestamptz[]) AS u(id, at) WHERE k.id = u.id`
+	// One statement for a whole flush of last-used times. The rows are
+	// locked in ID order first: two nodes flushing overlapping keys in
+	// other orders would deadlock, and the flush shares its transaction
+	// with a batch of payment Writes.
+	sqlAPIKeysUsed = `WITH u AS (SELECT * FROM unnest($1::text[], $2::timestamptz[]) AS u(id, at)),
+		l AS (SELECT k.id FROM api_keys k WHERE k.id IN (SELECT id FROM u) ORDER BY k.id FOR UPDATE)
+		UPDATE api_keys k SET last_used = GREATEST(k.last_used, u.at) FROM u, l WHERE k.id = u.id AND l.id = u.id`
 	sqlAuditInsert = `INSERT INTO audit_events (` + auditCols + `)
 		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])`
 	sqlCustomerInsert = `INSERT INTO customers (merchant_id, id, name, email, description, metadata, version, created, updated)

@@ -110,7 +110,7 @@ func (db *DB) ListAuditEvents(ctx context.Context, f surgepay.AuditFilter) ([]*s
 	rows, _ := db.pool.Query(ctx, q.sql.String(), q.args...)
 	es, err := collect(rows, scanAudit)
 	if err != nil {
-		return nil, false, fmt.Errorf("list audit events: %w", err)
+		return nil, false, readErr(fmt.Errorf("list audit events: %w", err))
 	}
 	es, more := trim(es, q.limit)
 	return es, more, nil

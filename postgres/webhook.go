@@ -123,8 +123,12 @@ const (
 			$8::timestamptz[]) AS r(event_id, endpoint_id, attempts, status, next_attempt, last_status, last_error, updated)
 		WHERE d.event_id = r.event_id AND d.endpoint_id = r.endpoint_id AND d.attempts = r.attempts
 			AND d.status = 'pending'`
-	sqlWebhookBacklog = `SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'failed'),
-		min(created) FILTER (WHERE status = 'pending') FROM webhook_deliveries`
+	// sqlWebhookBacklog counts through the partial indexes of pending and
+	// failed rows: one aggregate over the table would read every
+	// succeeded delivery kept for webhooks.delivered_retention.
+	sqlWebhookBacklog = `SELECT (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'),
+		(SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'),
+		(SELECT min(created) FROM webhook_deliveries WHERE status = 'pending')`
 	sqlWebhookPurge = `DELETE FROM webhook_deliveries WHERE (event_id, endpoint_id) IN (
 		SELECT event_id, endpoint_id FROM webhook_deliveries WHERE status = 'failed' AND updated < $1 LIMIT $2)`
 	sqlWebhookPurgeSucceeded = `DELETE FROM webhook_deliveries WHERE (event_id, endpoint_id) IN (
@@ -471,7 +475,7 @@ func (db *DB) DeleteSucceededWebhooksBefore(ctx context.Context, t time.Time, li
 	defer count(ctx, surgepay.StmtDelete)()
 	tag, err := db.pool.Exec(ctx, sqlWebhookPurgeSucceeded, dbTime(t), min(limit, webhookPurgeMax))
 	if err != nil {
-		return 0, fmt.Errorf("delete succeeded webhooks before %v: %w", t, err)
+		return 0, readErr(fmt.Errorf("delete succeeded webhooks before %v: %w", t, err))
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -537,7 +541,7 @@ func (db *DB) ListWebhookDeliveries(ctx context.Context, merchantID string, f su
 	rows, _ := db.pool.Query(ctx, q, args...)
 	ds, err := collect(rows, scanWebhookDeliveryInfo)
 	if err != nil {
-		return nil, false, fmt.Errorf("list webhook deliveries: %w", err)
+		return nil, false, readErr(fmt.Errorf("list webhook deliveries: %w", err))
 	}
 	if len(ds) > f.Limit {
 		return ds[:f.Limit], true, nil
@@ -555,7 +559,7 @@ func (db *DB) FindWebhookDelivery(ctx context.Context, merchantID, eventID, endp
 		return nil, surgepay.NotFound("id", "webhook delivery")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("find webhook delivery of %s to %s: %w", eventID, endpointID, err)
+		return nil, readErr(fmt.Errorf("find webhook delivery of %s to %s: %w", eventID, endpointID, err))
 	}
 	return d, nil
 }

@@ -139,7 +139,7 @@ func TestAdminAuth(t *testing.T) {
 	})
 	t.Run("ErrTooManyWrongCredentials", func(t *testing.T) {
 		// A budget of 3 wrong credentials that does not refill in the test.
-		limited := newAdmin(adminAuth{Token: testAdminAuth.Token, failures: rate.NewLimiter(rate.Every(time.Hour), 3)})
+		limited := newAdmin(adminAuth{Token: testAdminAuth.Token, failures: newFailureBudget(rate.Every(time.Hour), 3)})
 		for i := range 3 {
 			if code, _ := getAuth(t, limited.URL+"/config", "wrong-token-0123456789"); code != http.StatusUnauthorized {
 				t.Fatalf("wrong token %d of the budget: status %d, want 401", i+1, code)
@@ -157,6 +157,27 @@ func TestAdminAuth(t *testing.T) {
 		}
 		if code, _ := get(t, limited.URL+"/healthz"); code != http.StatusOK {
 			t.Errorf("GET /healthz after the budget: status %d, want 200", code)
+		}
+		// The budget is the guesser's, not the operator's: another client
+		// address with the right token still gets in.
+		h := adminAuth{Token: testAdminAuth.Token, failures: newFailureBudget(rate.Every(time.Hour), 3)}.wrap(
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+		ask := func(addr, token string) int {
+			r := httptest.NewRequest("GET", "/config", nil)
+			r.RemoteAddr = addr
+			r.Header.Set("Authorization", "Bearer "+token)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w.Code
+		}
+		for range 5 {
+			ask("192.0.2.1:1234", "wrong-token-0123456789")
+		}
+		if code := ask("192.0.2.1:1235", testAdminToken); code != http.StatusTooManyRequests {
+			t.Errorf("the guesser's address with the right token after its budget: %d, want 429", code)
+		}
+		if code := ask("192.0.2.2:1234", testAdminToken); code != http.StatusOK {
+			t.Errorf("another address with the right token while the guesser is limited: %d, want 200", code)
 		}
 	})
 	t.Run("MetricsOpen", func(t *testing.T) {
@@ -211,9 +232,11 @@ func TestAdminDashboardLogin(t *testing.T) {
 	if code, _ := login(token, "/dashboard", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}); code != http.StatusForbidden {
 		t.Errorf("POST /login from another site: status %d, want 403", code)
 	}
-	code, res = login(token, "//evil.example/x", nil)
-	if loc := res.Header.Get("Location"); code != http.StatusSeeOther || loc != "/dashboard" {
-		t.Errorf("POST /login with next=//evil.example/x: status %d, Location %q; want 303 to /dashboard", code, loc)
+	for _, next := range []string{"//evil.example/x", "/\t/evil.example", "/\x7f/evil.example", "/\\evil.example"} {
+		code, res = login(token, next, nil)
+		if loc := res.Header.Get("Location"); code != http.StatusSeeOther || loc != "/dashboard" {
+			t.Errorf("POST /login with next=%q: status %d, Location %q; want 303 to /dashboard", next, code, loc)
+		}
 	}
 	var cookie *http.Cookie
 	for _, c := range res.Cookies() {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -134,6 +135,10 @@ type adminAuth struct {
 	Token func() string
 	// MetricsOpen serves GET /metrics without a credential.
 	MetricsOpen bool
+	// SecureCookie marks the login cookie Secure even when the request
+	// came in plain HTTP: a proxy in front terminates TLS
+	// (tls.proxy_terminated).
+	SecureCookie bool
 	// ClientCert accepts a client certificate verified by the listener's
 	// TLS configuration (tls.admin_client_ca_file) as a credential.
 	ClientCert bool
@@ -141,7 +146,7 @@ type adminAuth struct {
 	now func() time.Time
 	// failures is the budget of wrong credentials; nil: wrap makes one
 	// of adminFailuresPerSecond and adminFailuresBurst.
-	failures *rate.Limiter
+	failures *failureBudget
 }
 
 // adminOpenPaths need no credential: probes of load balancers and
@@ -157,7 +162,7 @@ var adminOpenPaths = map[string]bool{"/healthz": true, "/readyz": true, "/login"
 // pass.
 func (a adminAuth) wrap(next http.Handler) http.Handler {
 	if a.failures == nil {
-		a.failures = rate.NewLimiter(adminFailuresPerSecond, adminFailuresBurst)
+		a.failures = newFailureBudget(adminFailuresPerSecond, adminFailuresBurst)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login", a.loginPage)
@@ -170,7 +175,7 @@ func (a adminAuth) wrap(next http.Handler) http.Handler {
 			return
 		}
 		presented := r.Header.Get("Authorization") != "" || hasCookie(r, adminSessionCookie)
-		if presented && !a.failuresLeft() {
+		if presented && !a.failuresLeft(r) {
 			tooManyFailures(w)
 			return
 		}
@@ -179,7 +184,7 @@ func (a adminAuth) wrap(next http.Handler) http.Handler {
 			return
 		}
 		if presented {
-			a.failures.Allow() // spend one
+			a.failures.spend(r)
 		}
 		a.refuse(w, r)
 	})
@@ -215,7 +220,55 @@ func (a adminAuth) clientCert(r *http.Request) bool {
 }
 
 // failuresLeft reports whether a wrong credential may still be checked.
-func (a adminAuth) failuresLeft() bool { return a.failures == nil || a.failures.Tokens() >= 1 }
+func (a adminAuth) failuresLeft(r *http.Request) bool { return a.failures.left(r) }
+
+// adminFailureClientsMax bounds the client addresses failureBudget
+// remembers; past it the budgets start again (an attacker with that many
+// addresses could guess at that many times the rate: the token's 256
+// bits are the real bound).
+const adminFailureClientsMax = 4096
+
+// failureBudget bounds the wrong credentials each client address may
+// present: a guesser uses up its own budget, not an operator's (behind a
+// proxy every client shares the proxy's address and so one budget).
+type failureBudget struct {
+	every rate.Limit
+	burst int
+	mu    sync.Mutex
+	m     map[string]*rate.Limiter
+}
+
+func newFailureBudget(every rate.Limit, burst int) *failureBudget {
+	return &failureBudget{every: every, burst: burst, m: map[string]*rate.Limiter{}}
+}
+
+func (b *failureBudget) limiter(r *http.Request) *rate.Limiter {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.m[host]
+	if l == nil {
+		if len(b.m) >= adminFailureClientsMax {
+			clear(b.m)
+		}
+		l = rate.NewLimiter(b.every, b.burst)
+		b.m[host] = l
+	}
+	return l
+}
+
+// left reports whether r's client may still present a wrong credential.
+func (b *failureBudget) left(r *http.Request) bool { return b == nil || b.limiter(r).Tokens() >= 1 }
+
+// spend counts a wrong credential of r's client.
+func (b *failureBudget) spend(r *http.Request) {
+	if b != nil {
+		b.limiter(r).Allow()
+	}
+}
 
 // tooManyFailures answers a credential sent while the budget of wrong
 // ones is spent.
@@ -348,20 +401,18 @@ func (a adminAuth) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
-	if !a.failuresLeft() {
+	if !a.failuresLeft(r) {
 		tooManyFailures(w)
 		return
 	}
 	token := a.token()
 	if !a.tokenMatches(r.PostForm.Get("token")) {
-		if a.failures != nil {
-			a.failures.Allow() // spend one
-		}
+		a.failures.spend(r)
 		writeLogin(w, http.StatusUnauthorized, loginData{Next: next, Failed: true})
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: adminSessionCookie, Value: a.session(token, a.clock().Add(adminSessionLifetime)),
-		Path: "/", MaxAge: int(adminSessionLifetime / time.Second), HttpOnly: true, Secure: r.TLS != nil,
+		Path: "/", MaxAge: int(adminSessionLifetime / time.Second), HttpOnly: true, Secure: a.secure(r),
 		SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -369,15 +420,27 @@ func (a adminAuth) login(w http.ResponseWriter, r *http.Request) {
 // logout clears the session cookie.
 func (a adminAuth) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: adminSessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		Secure: a.secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
+
+// secure reports whether the login cookie is Secure: over TLS, or behind
+// a proxy that terminates it.
+func (a adminAuth) secure(r *http.Request) bool { return r.TLS != nil || a.SecureCookie }
 
 // localPath returns p if it is a path on this server, else /dashboard:
 // the login never redirects to another site.
 func localPath(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsRune(p, '\\') {
 		return "/dashboard"
+	}
+	// A tab or another control character makes url.Parse fail, so
+	// http.Redirect would send the path raw, and browsers drop tabs:
+	// "/\t/evil.example" would land on //evil.example.
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x20 || p[i] == 0x7f {
+			return "/dashboard"
+		}
 	}
 	return p
 }
@@ -412,8 +475,9 @@ func (a *app) adminAuth() adminAuth {
 			}
 			return ""
 		},
-		MetricsOpen: a.cfg.AdminMetricsOpen,
-		ClientCert:  a.cfg.TLS.AdminClientCAFile != "",
+		MetricsOpen:  a.cfg.AdminMetricsOpen,
+		ClientCert:   a.cfg.TLS.AdminClientCAFile != "",
+		SecureCookie: a.cfg.TLS.ProxyTerminated,
 	}
 }
 
