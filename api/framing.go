@@ -186,6 +186,20 @@ func (c *framingConn) flushHead() {
 	c.head = c.head[:0]
 }
 
+// refuse passes the head on with a framingConflictHeader line after its
+// request line, so that the server answers 400 framing_conflict and closes
+// the connection, and reads nothing more of it: the guard cannot vouch
+// for where this request ends.
+func (c *framingConn) refuse(lines [][]byte) {
+	c.out = append(c.out, lines[0]...)
+	c.out = append(c.out, framingConflictHeader+": ambiguous\r\n"...)
+	for _, l := range lines[1:] {
+		c.out = append(c.out, l...)
+	}
+	c.head = c.head[:0]
+	c.state = stPass
+}
+
 // endHead reads a complete request head: its framing decides what
 // follows, and a head with both Content-Length and Transfer-Encoding (in
 // HTTP/1.1, where Go honours Transfer-Encoding) has its Content-Length
@@ -195,6 +209,15 @@ func (c *framingConn) endHead() {
 	http10 := bytes.HasSuffix(bytes.TrimRight(lines[0], "\r\n"), []byte("HTTP/1.0"))
 	var cl, te [][]byte // values
 	var clLines []int
+	for _, l := range lines[1:] {
+		if len(l) > 0 && (l[0] == ' ' || l[0] == '\t') {
+			// Obsolete line folding: Go joins the lines, a proxy may not;
+			// "Transfer-Encoding:\r\n chunked" would read here as no
+			// encoding. Refused (RFC 9112 5.2 allows it).
+			c.refuse(lines)
+			return
+		}
+	}
 	for i, l := range lines[1:] {
 		name, value, ok := bytes.Cut(l, []byte(":"))
 		if !ok {
@@ -223,13 +246,17 @@ func (c *framingConn) endHead() {
 		if len(te) == 1 && bytes.EqualFold(te[0], []byte("chunked")) {
 			c.state = stChunkSize
 		} else {
-			c.state = stPass // the server refuses other encodings and closes
+			// Another encoding, or one this reading cannot follow: refused
+			// here rather than trusted to read alike in the server.
+			c.refuse(lines)
+			return
 		}
 	case len(cl) > 0:
 		n, err := strconv.ParseInt(string(cl[0]), 10, 64)
 		switch {
 		case err != nil || n < 0:
-			c.state = stPass // the server refuses it and closes
+			c.refuse(lines) // not a length this reading can follow
+			return
 		case n > 0:
 			c.state, c.remaining = stBody, n
 		}

@@ -163,3 +163,32 @@ func statuses(res []*http.Response) []int {
 	}
 	return out
 }
+
+// A header folded over lines, which Go joins and a proxy may not, is
+// refused with the connection closed: before, the guard read
+// "Transfer-Encoding:\r\n chunked" as no encoding, stopped following the
+// connection, and a conflicting request after it on the same connection
+// was served (found by review).
+func TestFramingFoldedHeaderRefused(t *testing.T) {
+	e := newEnv(t, testenv.OpenSQLite(t))
+	addr := serveRaw(t, e, true)
+	auth := "Host: x\r\nAuthorization: Bearer " + e.keyA + "\r\nContent-Type: application/json\r\n"
+	for name, first := range map[string]string{
+		"TransferEncoding": "POST /v1/customers HTTP/1.1\r\n" + auth + "Transfer-Encoding:\r\n chunked\r\n\r\n" +
+			"e\r\n{\"name\":\"Ada\"}\r\n0\r\n\r\n",
+		"ContentLength": "POST /v1/customers HTTP/1.1\r\n" + auth + "Content-Length:\r\n 14\r\n\r\n{\"name\":\"Ada\"}",
+		"OtherEncoding": "POST /v1/customers HTTP/1.1\r\n" + auth + "Transfer-Encoding: gzip, chunked\r\n\r\n" +
+			"e\r\n{\"name\":\"Ada\"}\r\n0\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := rawExchange(t, addr, first+conflicting(e.keyA), 3)
+			// Go answers an encoding it does not implement 501 itself.
+			if len(res) != 1 || (res[0].StatusCode != 400 && res[0].StatusCode != 501) || !res[0].Close {
+				t.Fatalf("got %d responses %v, want one refusal that closes the connection", len(res), statuses(res))
+			}
+		})
+	}
+	if list := e.must(200, e.keyA, "GET", "/v1/customers?limit=100", ""); strings.Contains(string(list.Raw), "Smuggler") {
+		t.Fatalf("a request after the folded one was served: %s", list.Raw)
+	}
+}

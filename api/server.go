@@ -230,7 +230,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// have framed it the other way.
 		rw.Header().Set("Connection", "close")
 		s.writeError(rw, r, &surgepay.Error{Code: surgepay.EINVALID, Reason: "framing_conflict", Param: "Transfer-Encoding",
-			Message: "a request must not carry both Content-Length and Transfer-Encoding"})
+			Message: "a request's framing must be unambiguous: not both Content-Length and Transfer-Encoding, " +
+				"no header folded over lines, no Transfer-Encoding but chunked, a Content-Length that is one number"})
 		return
 	}
 	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
