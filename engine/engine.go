@@ -96,7 +96,17 @@ type Engine struct {
 	// cacheHealth and stageHealth log a failing cache (Redis) or stage
 	// (NATS) once per change of state with a count, not once per request.
 	cacheHealth, stageHealth *statelog.Tracker
+
+	// keyLookups bounds the API-key reads of keys not in the cache
+	// (KeyLookupsInflightMax).
+	keyLookups chan struct{}
 }
+
+// KeyLookupsInflightMax bounds the store reads of API keys the cache
+// does not hold, in flight at once: a flood of made-up keys (each one a
+// miss) gets 503 overloaded beyond it instead of queueing reads on the
+// store ahead of real requests. Real keys are preheated and cached.
+const KeyLookupsInflightMax = 64
 
 // cacheDone records the outcome of a cache write or invalidation on a
 // request's path. A failure costs only store reads later (or, for an
@@ -140,7 +150,8 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, store: cfg.Store, provider: cfg.Provider, vault: cfg.Vault, log: cfg.Logger,
 		inflight: newKeyLocks(), payLocks: newStripedLocks(1024), uses: newKeyUses(),
-		cacheHealth: statelog.New(cfg.Logger, "engine: cache"), stageHealth: statelog.New(cfg.Logger, "engine: stage")}
+		cacheHealth: statelog.New(cfg.Logger, "engine: cache"), stageHealth: statelog.New(cfg.Logger, "engine: stage"),
+		keyLookups: make(chan struct{}, KeyLookupsInflightMax)}
 	if cfg.Cache == nil {
 		c, err := cache.New(cache.DefaultConfig(), cache.WithLogger(cfg.Logger))
 		if err != nil {
@@ -212,6 +223,16 @@ func (e *Engine) Authenticate(ctx context.Context, secret string) (*surgepay.API
 	loaded := false
 	k, err := e.apiKeys.Get(ctx, hex.EncodeToString(h), func(ctx context.Context) (*surgepay.APIKey, error) {
 		loaded = true
+		// A key the cache does not know costs a store read before any
+		// admission bound applies (the merchant is not known yet), and
+		// random keys always miss: the reads are bounded here.
+		select {
+		case e.keyLookups <- struct{}{}:
+			defer func() { <-e.keyLookups }()
+		default:
+			return nil, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "overloaded", RetryAfter: 1,
+				Message: "too many API keys are being looked up at once; retry shortly"}
+		}
 		return e.store.FindAPIKeyByHash(ctx, h)
 	})
 	countCache(ctx, loaded)
