@@ -148,6 +148,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, sh
 		st.body, st.bodyErr = s.readBodyWithin(w, r, readMax)
 		st.bodyRead = true
 		if st.bodyErr != nil {
+			// The rest of a body too large or too slow is not read: close
+			// rather than let net/http drain it.
+			w.Header().Set("Connection", "close")
 			s.writeError(w, r, st.bodyErr)
 			return
 		}

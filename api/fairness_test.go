@@ -50,13 +50,18 @@ type slowBody struct {
 // openSlowBody sends a slow-body POST of path as key.
 func openSlowBody(t *testing.T, e *env, key, path string) *slowBody {
 	t.Helper()
+	return openSlowBodyMethod(t, e, key, "POST", path)
+}
+
+func openSlowBodyMethod(t *testing.T, e *env, key, method, path string) *slowBody {
+	t.Helper()
 	u, _ := url.Parse(e.url)
 	c, err := net.Dial("tcp", u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	head := "POST " + path + " HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + key +
+	head := method + " " + path + " HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + key +
 		"\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{"
 	if _, err := io.WriteString(c, head); err != nil {
 		t.Fatal(err)
@@ -241,6 +246,20 @@ func TestBodyReadTimeout(t *testing.T) {
 		t.Fatalf("got %+v, want 408 body_timeout with param body", r)
 	}
 	e.must(200, e.keyA, "POST", "/v1/customers", `{"name":"Ada"}`)
+
+	// A DELETE's body is read under the same timeout, in the merchant's
+	// slot (it was read by the handler, under the server's slot, with no
+	// timeout but the listener's).
+	cus := e.must(200, e.keyA, "POST", "/v1/customers", `{"name":"Grace"}`).str("id")
+	sb = openSlowBodyMethod(t, e, e.keyA, "DELETE", "/v1/customers/"+cus)
+	select {
+	case r = <-sb.res:
+	case <-time.After(30 * time.Second): // a hang guard, not a measurement
+		t.Fatal("a slow DELETE body still open after 30 s")
+	}
+	if r == nil || r.Status != http.StatusRequestTimeout || r.errField("code") != "body_timeout" {
+		t.Fatalf("slow DELETE body: got %+v, want 408 body_timeout", r)
+	}
 }
 
 // TestFairnessSlowBodyFlood is issue 13's test: merchant A floods the

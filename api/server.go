@@ -407,7 +407,9 @@ func (s *Server) authenticated(scope string, h handlerFunc) http.Handler {
 			return
 		}
 		var readMax int64
-		if r.Method == http.MethodPost {
+		if r.Method == http.MethodPost || r.Method == http.MethodDelete {
+			// DELETE takes an empty body or {}: read under the same
+			// timeout, in the merchant's slot, not the server's.
 			readMax = surgepay.RequestBodyBytesMax
 		}
 		share := s.eng.SettingsFor(key.MerchantID).InflightMax
