@@ -52,6 +52,24 @@ type EventParser interface {
 	ParseEvent(processor string, payload []byte, header http.Header) (*ProcessorEvent, error)
 }
 
+// EventProcessors is a Provider that can tell, before reading a webhook,
+// whether it takes webhooks for a processor of that name (a router: the
+// configured processors that parse events). The API refuses the others
+// 404 before reading a body or taking a slot.
+type EventProcessors interface {
+	AcceptsEvents(processor string) bool
+}
+
+// AcceptsEvents reports whether p takes webhooks for processor: through
+// EventProcessors when p can tell, else whether it parses events at all.
+func AcceptsEvents(p Provider, processor string) bool {
+	if ep, ok := p.(EventProcessors); ok {
+		return ep.AcceptsEvents(processor)
+	}
+	_, ok := p.(EventParser)
+	return ok
+}
+
 // OutsideRefunder is a Provider that can tell how much of an
 // authorization's captured amount was refunded outside surgepay (the
 // processor's dashboard): refunds surgepay made carry its key and are not

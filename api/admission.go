@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,7 +128,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, sh
 		if !ok {
 			s.tel.Shed(telemetry.ShedMerchantConcurrency)
 			who := "this merchant has"
-			if tenant == processorWebhooksTenant {
+			if strings.HasPrefix(tenant, processorWebhooksTenant+":") {
 				who = "the processors' webhooks have"
 			}
 			s.writeError(w, r, &surgepay.Error{Code: surgepay.ERATELIMIT, Reason: "merchant_concurrency_limit", RetryAfter: 1,

@@ -22,8 +22,10 @@ import (
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/provider/route"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/telemetry"
+	"github.com/surgepay/surgepay/vault"
 )
 
 // newAdmissionEnv is an env whose API server runs with cfg's admission
@@ -440,5 +442,60 @@ func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
 	r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1500, "automatic"), "slow-1")
 	if r.Status != http.StatusOK || r.str("status") != "succeeded" {
 		t.Fatalf("a payment whose card network answers after the body timeout: got %d %s, want 200 succeeded", r.Status, r.Raw)
+	}
+}
+
+// A webhook for a name that is no configured processor is 404 before its
+// body is read or a slot taken; each processor has its own share, so a
+// flood under one name leaves another's webhooks their slots.
+func TestProcessorWebhooksPerProcessor(t *testing.T) {
+	keys, err := vault.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := route.New(nil)
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: sim.New(sim.DefaultConfig())},
+		{Name: "other", Provider: sim.New(sim.DefaultConfig())}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Config{Store: openSQLite(t), Provider: r, Vault: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Config{Engine: eng, InflightMax: 8, MerchantInflightMax: 1, BodyReadTimeout: time.Minute}))
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, http: srv.Client()}
+
+	unknown := openSlowBody(t, e, "", "/v1/processor_webhooks/nope")
+	select {
+	case res := <-unknown.res:
+		if res == nil || res.Status != http.StatusNotFound || res.errField("param") != "processor" {
+			t.Fatalf("a webhook for no processor: %+v, want 404 naming the processor, before its body", res)
+		}
+	case <-time.After(30 * time.Second): // a hang guard, not a measurement
+		t.Fatal("a webhook for no processor still waiting for its body after 30 s")
+	}
+
+	_ = openSlowBody(t, e, "", "/v1/processor_webhooks/"+route.DefaultName) // holds default's one slot
+	second := openSlowBody(t, e, "", "/v1/processor_webhooks/"+route.DefaultName)
+	select {
+	case res := <-second.res:
+		mustConcurrencyLimited(t, res)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer to the second slow webhook")
+	}
+	other := openSlowBody(t, e, "", "/v1/processor_webhooks/other")
+	// The rest of its 64-byte body: admitted, it is read and answered (its
+	// signature does not verify), not refused for its share.
+	if _, err := io.WriteString(other.conn, `"a":"`+strings.Repeat("x", 56)+`"}`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-other.res:
+		if res == nil || res.Status == http.StatusTooManyRequests {
+			t.Fatalf("the other processor's webhook under a flood of default's: %+v, want it admitted", res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer to the other processor's webhook")
 	}
 }

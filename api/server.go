@@ -119,10 +119,17 @@ func (s *Server) routesInit() {
 	}))
 	s.mux.Handle("GET /healthz", s.bounded(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) }))
 	// A processor's webhooks carry no API key: the processor's signature
-	// authenticates them (engine.ApplyProcessorEvent verifies it). They
-	// share one tenant's slots, so a flood of them holds no more.
+	// authenticates them (engine.ApplyProcessorEvent verifies it). A name
+	// that is no configured processor is 404 before its body is read or a
+	// slot taken; each processor has its own tenant's slots, so that a
+	// flood sent under one name holds no more, and no other processor's.
 	s.mux.HandleFunc("POST /v1/processor_webhooks/{processor}", func(w http.ResponseWriter, r *http.Request) {
-		s.admit(w, r, processorWebhooksTenant, 0, surgepay.ProcessorEventBytesMax, nil, func() { s.processorWebhook(w, r) })
+		name := r.PathValue("processor")
+		if !s.eng.AcceptsProcessorEvents(name) {
+			s.writeError(w, r, surgepay.NotFound("processor", "processor"))
+			return
+		}
+		s.admit(w, r, processorWebhooksTenant+":"+name, 0, surgepay.ProcessorEventBytesMax, nil, func() { s.processorWebhook(w, r) })
 	})
 	s.mux.Handle("GET /readyz", s.bounded(func(w http.ResponseWriter, r *http.Request) {
 		if !s.cfg.Ready() {

@@ -39,6 +39,12 @@ const processorEventAttemptsMax = 5
 // idempotency record of the payment's merchant; and every change is also
 // idempotent by state, for an event redelivered after the records expire.
 // A bad signature is EINVALID; an unknown processor ENOTFOUND.
+// AcceptsProcessorEvents reports whether the provider takes webhooks for
+// a processor of this name (a configured one that parses events).
+func (e *Engine) AcceptsProcessorEvents(processor string) bool {
+	return surgepay.AcceptsEvents(e.provider, processor)
+}
+
 func (e *Engine) ApplyProcessorEvent(ctx context.Context, processor string, payload []byte, header http.Header) (string, error) {
 	ep, ok := e.provider.(surgepay.EventParser)
 	if !ok {

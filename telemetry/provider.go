@@ -142,6 +142,9 @@ func (p *Provider) ParseEvent(processor string, payload []byte, header http.Head
 	return ep.ParseEvent(processor, payload, header)
 }
 
+// AcceptsEvents passes to the decorated provider (surgepay.AcceptsEvents).
+func (p *Provider) AcceptsEvents(processor string) bool { return surgepay.AcceptsEvents(p.next, processor) }
+
 var _ surgepay.OutsideRefunder = (*Provider)(nil)
 
 // RefundedOutside passes to the decorated provider; 0 if it cannot tell.

@@ -553,6 +553,16 @@ var _ surgepay.EventParser = (*Router)(nil)
 // names the processor in the event's PaymentRef as this router's
 // references do. ENOTFOUND for a processor that is not configured or
 // takes no webhooks.
+// AcceptsEvents reports whether processor is configured and parses
+// webhooks.
+func (r *Router) AcceptsEvents(processor string) bool {
+	p, ok := r.t.Load().procs[processor]
+	if ok {
+		_, ok = p.Provider.(surgepay.EventParser)
+	}
+	return ok
+}
+
 func (r *Router) ParseEvent(processor string, payload []byte, header http.Header) (*surgepay.ProcessorEvent, error) {
 	p, ok := r.t.Load().procs[processor]
 	var ep surgepay.EventParser
