@@ -250,9 +250,10 @@ func (e *Engine) CreateAPIKeyWith(ctx context.Context, merchantID string, o KeyO
 		return "", nil, err
 	}
 	k.MerchantDisabled = m.Disabled
-	if err := e.apiKeys.Set(ctx, hex.EncodeToString(k.Hash), k); err != nil {
-		e.log.Warn("cache API key", "key", k.ID, "err", err.Error())
-	}
+	// Not cached from here: the merchant read above may be older than a
+	// disable that ran meanwhile (and listed the keys before this one was
+	// stored); the first use reads the key with its merchant's state.
+	e.cacheDone(e.apiKeys.Invalidate(ctx, hex.EncodeToString(k.Hash)), "invalidate new API key")
 	return secret, k, nil
 }
 
@@ -408,9 +409,9 @@ func (e *Engine) RollAPIKey(ctx context.Context, id string, grace time.Duration,
 		e.log.Warn("rolled API key keeps its old expiry in the shared cache until Redis answers", "key", id, "err", err.Error())
 	}
 	k.MerchantDisabled = old.MerchantDisabled
-	if err := e.apiKeys.Set(ctx, hex.EncodeToString(k.Hash), k); err != nil {
-		e.log.Warn("cache API key", "key", k.ID, "err", err.Error())
-	}
+	// Not cached from here, as in CreateAPIKeyWith: a disable may have run
+	// since old was read.
+	e.cacheDone(e.apiKeys.Invalidate(ctx, hex.EncodeToString(k.Hash)), "invalidate new API key")
 	return &Rolled{Secret: secret, New: k, Old: old}, nil
 }
 
