@@ -19,6 +19,11 @@ func TestTextHasCardNumber(t *testing.T) {
 		{"4242_4242_4242_4242", true},
 		{"4242/4242/4242/4242", true},
 		{"4242 - 4242 - 4242 - 4242", true},
+		// Separators found by review: comma, colon, tab, no-break space.
+		{"4111,1111,1111,1111", true},
+		{"4111:1111:1111:1111", true},
+		{"4111\t1111\t1111\t1111", true},
+		{"4111\u00a01111\u00a01111\u00a01111", true},
 		{"378282246310005", true},              // Amex, 15 digits
 		{"4222222222222", true},                // Visa, 13 digits
 		{"6011 0009 9013 9424", true},          // Discover
