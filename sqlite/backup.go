@@ -35,8 +35,8 @@ type BackupResult struct {
 //
 // dst must not exist. The copy is written 0600 under a temporary name in
 // dst's folder, synced, checked (PRAGMA quick_check, and its payments
-// counted), and only then renamed to dst and the folder synced: a crash
-// or a failed check leaves no file at dst.
+// counted), and only then linked to dst (never over a file there) and the
+// folder synced: a crash or a failed check leaves no file at dst.
 func Backup(ctx context.Context, path, dst string) (*BackupResult, error) {
 	start := time.Now()
 	if _, err := os.Stat(path); err != nil {
@@ -77,9 +77,12 @@ func Backup(ctx context.Context, path, dst string) (*BackupResult, error) {
 	if res.Payments, err = checkBackup(ctx, tmpPath); err != nil {
 		return nil, fmt.Errorf("sqlite: backup %s failed its check: %w", tmpPath, err)
 	}
-	if err := os.Rename(tmpPath, dst); err != nil {
+	// A link, not a rename: it fails if dst appeared since the check
+	// above, where a rename would replace it.
+	if err := os.Link(tmpPath, dst); err != nil {
 		return nil, fmt.Errorf("sqlite: backup: %w", err)
 	}
+	os.Remove(tmpPath)
 	ok = true
 	if err := syncFile(dir); err != nil {
 		return nil, fmt.Errorf("sqlite: backup: sync %s: %w", dir, err)

@@ -2,6 +2,7 @@ package jetstream_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,27 +15,26 @@ import (
 	"github.com/surgepay/surgepay/stage/stagetest"
 )
 
-// waitPutErr puts records until Put fails with a message containing want,
-// or fails the test after a bounded number of tries. It returns the number
-// of Puts that failed otherwise first.
-func waitPutErr(t *testing.T, s *jetstream.Stage, want string) int {
-	t.Helper()
+// waitPutErr puts records until Put fails with a message containing want
+// and returns the number of Puts that failed otherwise first, or an error
+// after a bounded number of tries. It may run outside the test's
+// goroutine.
+func waitPutErr(s *jetstream.Stage, want string) (int, error) {
 	other := 0
 	for range 200 {
 		err := s.Put(context.Background(), rec(0))
 		if err != nil && strings.Contains(err.Error(), want) {
 			if surgepay.ErrorCode(err) != surgepay.EUNAVAILABLE {
-				t.Fatalf("Put: %v, want EUNAVAILABLE", err)
+				return other, fmt.Errorf("Put: %v, want EUNAVAILABLE", err)
 			}
-			return other
+			return other, nil
 		}
 		if err != nil {
 			other++
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("Put never failed with %q", want)
-	return other
+	return other, fmt.Errorf("Put never failed with %q", want)
 }
 
 // With NATS stopped a Put fails at once (the connection is known down)
@@ -52,10 +52,13 @@ func TestPutFailsAtOnceWhileNATSDown(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	put(t, s, rec(1))
 	srv.Stop()
-	done := make(chan int, 1)
-	go func() { done <- waitPutErr(t, s, "connection is down") }()
+	done := make(chan error, 1)
+	go func() { _, err := waitPutErr(s, "connection is down"); done <- err }()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
 	case <-time.After(30 * time.Second): // a hang guard, not a measurement
 		t.Fatal("Put with NATS stopped still waiting after 30 s")
 	}
@@ -89,7 +92,11 @@ func TestPutBreakerOpensAfterRepeatedFailures(t *testing.T) {
 	if err := js.DeleteStream(context.Background(), jetstream.StreamDefault); err != nil {
 		t.Fatal(err)
 	}
-	if n := waitPutErr(t, s, "breaker is open"); n != jetstream.BreakerFailuresMax {
+	n, err := waitPutErr(s, "breaker is open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != jetstream.BreakerFailuresMax {
 		t.Errorf("%d Puts reached the stage and failed before the breaker opened, want %d", n, jetstream.BreakerFailuresMax)
 	}
 }
