@@ -143,7 +143,9 @@ func (p *Provider) ParseEvent(processor string, payload []byte, header http.Head
 }
 
 // AcceptsEvents passes to the decorated provider (surgepay.AcceptsEvents).
-func (p *Provider) AcceptsEvents(processor string) bool { return surgepay.AcceptsEvents(p.next, processor) }
+func (p *Provider) AcceptsEvents(processor string) bool {
+	return surgepay.AcceptsEvents(p.next, processor)
+}
 
 var _ surgepay.OutsideRefunder = (*Provider)(nil)
 
