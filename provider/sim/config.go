@@ -8,9 +8,9 @@ import (
 	"math"
 )
 
-// RecordsMaxDefault is the default Config.RecordsMax. An authorization
-// takes about 600 bytes with its key and indexes (measured with 40-byte
-// keys), other operations about half that: 2-3 GB at this bound.
+// RecordsMaxDefault is the default Config.RecordsMax. A sale takes about
+// 200 bytes with its 40-byte key and payment ID (TestRecordBytes), other
+// operations less: about 1 GB at this bound.
 const RecordsMaxDefault = 5_000_000
 
 // RecordsMaxLimit is the largest Config.RecordsMax accepted.

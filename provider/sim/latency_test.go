@@ -247,9 +247,8 @@ func TestRefNamesShard(t *testing.T) {
 	p := New(DefaultConfig())
 	for i := range p.shards {
 		s := &p.shards[i]
-		s.mu.Lock()
-		ref, n := p.newRef(s, refPrefixAuthorization)
-		s.mu.Unlock()
+		n := 5*shardCount + uint64(i) // the fifth record of shard i.
+		ref := p.ref(opAuthorization, n)
 		got, gotN, ok := p.authShard(ref)
 		if !ok || got != s || gotN != n {
 			t.Fatalf("ref %q: got shard %v n %d ok %v, want shard %d n %d", ref, got.index, gotN, ok, i, n)

@@ -42,13 +42,11 @@ const OpLookup = "lookup"
 // idempotency key, each behind its own mutex; no call takes a global lock,
 // starts a goroutine or logs.
 type Provider struct {
-	state    atomic.Pointer[state]
-	shards   [shardCount]shard
-	payments [shardCount]paymentShard
+	state  atomic.Pointer[state]
+	shards [shardCount]shard
 
-	instance           string // random tag in references, so a restarted simulator never honours old ones.
-	authPrefix         string // "auth_" + instance + "_"
-	recordsPerShardMax int
+	instance   string // random tag in references, so a restarted simulator never honours old ones.
+	authPrefix string // "auth_" + instance + "_"
 
 	// sleep waits d or until ctx is done. Tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -127,18 +125,17 @@ func New(cfg Config) *Provider {
 		cfg.Seed = rand.Uint64() | 1
 	}
 	p := &Provider{
-		instance:           fmt.Sprintf("%08x", rand.Uint32()),
-		recordsPerShardMax: max(1, cfg.RecordsMax/shardCount),
-		sleep:              sleepContext,
-		events:             newEvents(),
+		instance: fmt.Sprintf("%08x", rand.Uint32()),
+		sleep:    sleepContext,
+		events:   newEvents(),
 	}
 	p.authPrefix = refPrefixAuthorization + p.instance + "_"
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.index = uint64(i)
 		s.rng = rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
+		s.max = max(1, cfg.RecordsMax/shardCount)
 		s.clear()
-		p.payments[i].m = make(map[string][]*authorization)
 	}
 	p.state.Store(newState(cfg))
 	return p
@@ -275,31 +272,27 @@ func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest
 }
 
 func (p *Provider) authorizeLocked(s *shard, req *surgepay.AuthorizeRequest, prm params, f fault) (*surgepay.ProviderResult, bool, error) {
-	if r, ok := s.records[req.IdempotencyKey]; ok {
-		return r.replay(prm)
+	if pos, ok := s.find(req.IdempotencyKey); ok {
+		return p.replay(s, pos, prm)
 	}
-	ref, n := p.newRef(s, refPrefixAuthorization)
-	a := &authorization{n: n, shard: s.index, paymentID: req.PaymentID, currency: req.Currency}
-	res := surgepay.ProviderResult{Reference: ref, Amount: req.Amount, Operation: surgepay.TxAuthorization,
-		PaymentID: req.PaymentID}
+	r := p.newRecord(req.IdempotencyKey, &prm)
+	r.paymentID = req.PaymentID
 	number := req.Card.Number.Digits()
 	if code, msg := decideAuthorize(req, number, f); code != "" {
-		res.DeclineCode, res.Message = code, msg
-		a.declined = true
+		r.decline(code, msg)
 		s.totals.Declines++
 		s.totals.AuthorizationsDeclined++
 	} else {
-		res.Approved, res.Captured = true, req.Capture
-		a.authorized = req.Amount
-		a.captureDeclined = number == cardCaptureDeclined
-		if req.Capture {
-			a.captured, a.captures = req.Amount, 1
+		r.flags |= flagApproved
+		if number == cardCaptureDeclined {
+			r.flags |= flagCaptureDeclined
 		}
-		s.totals.authorized(a, req.Capture)
+		if req.Capture {
+			r.captured = req.Amount
+		}
+		s.totals.authorized(req.Currency, req.Amount, req.Capture)
 	}
-	s.auths[n] = a
-	p.store(s, &record{key: req.IdempotencyKey, params: prm, result: res, auth: a})
-	p.indexPayment(a)
+	res := p.result(&r, s.store(&r))
 	return &res, true, nil
 }
 
@@ -373,61 +366,60 @@ func (p *Provider) refOp(ctx context.Context, op, key, ref, currency string, amo
 }
 
 func (p *Provider) refOpLocked(ks, as *shard, n uint64, known bool, key string, prm params, f fault) (*surgepay.ProviderResult, bool, error) {
-	if r, ok := ks.records[key]; ok {
-		return r.replay(prm)
+	if pos, ok := ks.find(key); ok {
+		return p.replay(ks, pos, prm)
 	}
-	var a *authorization
+	var a *record // valid until ks.store below.
 	if known {
-		a = as.auths[n]
+		a = as.authorization(n)
 	}
-	ref, _ := p.newRef(ks, refPrefix(prm.op))
-	res := surgepay.ProviderResult{Reference: ref, Amount: prm.amount, Operation: prm.op}
+	r := p.newRecord(key, &prm)
 	if code, msg := decideRefOp(a, prm, f); code != "" {
-		res.DeclineCode, res.Message = code, msg
+		r.decline(code, msg)
 		as.totals.Declines++
 	} else {
-		res.Approved = true
+		r.flags |= flagApproved
 		if prm.op == surgepay.TxVoid {
-			res.Amount = a.authorized
+			r.amount = a.amount // the authorized amount, released.
 		}
 		a.apply(prm, &as.totals)
 	}
-	p.store(ks, &record{key: key, params: prm, result: res})
+	res := p.result(&r, ks.store(&r))
 	return &res, true, nil
 }
 
 // decideRefOp applies the money rules to a capture, void or refund of a
 // (nil if unknown). It returns a decline code and message, or "".
-func decideRefOp(a *authorization, prm params, f fault) (code, msg string) {
+func decideRefOp(a *record, prm params, f fault) (code, msg string) {
 	invalid := func(format string, args ...any) (string, string) {
 		return DeclineInvalidRequest, fmt.Sprintf(format, args...)
 	}
 	switch {
 	case a == nil:
 		return invalid("no such authorization")
-	case a.declined:
+	case !a.approved():
 		return invalid("the authorization was declined")
-	case prm.op == surgepay.TxVoid && a.voided:
+	case prm.op == surgepay.TxVoid && a.hasFlag(flagVoided):
 		return invalid("the authorization is already voided")
-	case prm.op == surgepay.TxVoid && a.captures > 0:
+	case prm.op == surgepay.TxVoid && a.captured > 0:
 		return invalid("a captured authorization cannot be voided; refund it instead")
 	case prm.op == surgepay.TxVoid:
 		// Allowed.
-	case a.voided:
+	case a.hasFlag(flagVoided):
 		return invalid("the authorization was voided")
-	case prm.op == surgepay.TxCapture && a.captures > 0:
+	case prm.op == surgepay.TxCapture && a.captured > 0:
 		return invalid("the authorization is already captured; an authorization is captured once")
-	case prm.op == surgepay.TxRefund && a.captures == 0:
+	case prm.op == surgepay.TxRefund && a.captured == 0:
 		return invalid("the authorization is not captured")
-	case prm.currency != a.currency:
-		return invalid("currency does not match the authorization's %s", a.currency)
+	case !a.currencyIs(prm.currency):
+		return invalid("currency does not match the authorization's %s", a.currencyString())
 	case prm.amount <= 0:
 		return invalid("%s amount must be positive", prm.op)
-	case prm.op == surgepay.TxCapture && prm.amount > a.authorized:
-		return invalid("capture amount %d exceeds the authorized amount %d", prm.amount, a.authorized)
+	case prm.op == surgepay.TxCapture && prm.amount > a.amount:
+		return invalid("capture amount %d exceeds the authorized amount %d", prm.amount, a.amount)
 	case prm.op == surgepay.TxRefund && prm.amount > a.captured-a.refunded:
 		return invalid("refund amount %d exceeds the refundable amount %d", prm.amount, a.captured-a.refunded)
-	case prm.op == surgepay.TxCapture && a.captureDeclined:
+	case prm.op == surgepay.TxCapture && a.hasFlag(flagCaptureDeclined):
 		return surgepay.DeclineGeneric, "the issuer declined the capture (test card ending 0259)"
 	}
 	if f == faultDecline {
@@ -447,10 +439,10 @@ func (p *Provider) Lookup(ctx context.Context, key string) (*surgepay.ProviderRe
 		return nil, err
 	}
 	s.mu.Lock()
-	r, ok := s.records[key]
+	pos, ok := s.find(key)
 	var res surgepay.ProviderResult
 	if ok {
-		res = r.result
+		res = p.result(&s.recs[pos], s.refNumber(pos))
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -467,28 +459,43 @@ const (
 	refPrefixRefund        = "re_"
 )
 
-func refPrefix(op string) string {
+func refPrefix(op opKind) string {
 	switch op {
-	case surgepay.TxCapture:
+	case opAuthorization:
+		return refPrefixAuthorization
+	case opCapture:
 		return refPrefixCapture
-	case surgepay.TxVoid:
+	case opVoid:
 		return refPrefixVoid
 	}
 	return refPrefixRefund
 }
 
-// newRef returns a new reference and its number. The number is unique per
-// simulator and names its shard (n mod shardCount), so a capture finds the
-// authorization's shard from the reference alone. Call with s locked.
-func (p *Provider) newRef(s *shard, prefix string) (string, uint64) {
-	s.seq++
-	n := s.seq*shardCount + s.index
-	var buf [64]byte
-	b := append(buf[:0], prefix...)
+// refBytesMax bounds a reference: the longest prefix, the instance tag, an
+// underscore and a uint64 in base 36.
+const refBytesMax = 5 + 8 + 1 + 13
+
+// appendRef appends the reference of operation op numbered n (see
+// shard.refNumber) to b.
+func (p *Provider) appendRef(b []byte, op opKind, n uint64) []byte {
+	b = append(b, refPrefix(op)...)
 	b = append(b, p.instance...)
 	b = append(b, '_')
-	b = strconv.AppendUint(b, n, 36)
-	return string(b), n
+	return strconv.AppendUint(b, n, 36)
+}
+
+func (p *Provider) ref(op opKind, n uint64) string {
+	var buf [refBytesMax]byte
+	return string(p.appendRef(buf[:0], op, n))
+}
+
+// authNumber returns the number of ref if it is one of this simulator's
+// authorization references written exactly as it writes them, so that the
+// number alone gives back the string.
+func (p *Provider) authNumber(ref string) (uint64, bool) {
+	_, n, ok := p.authShard(ref)
+	var buf [refBytesMax]byte
+	return n, ok && string(p.appendRef(buf[:0], opAuthorization, n)) == ref
 }
 
 // authShard returns the shard and number of an authorization reference, and

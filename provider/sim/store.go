@@ -2,7 +2,6 @@ package sim
 
 import (
 	"math/rand/v2"
-	"slices"
 	"sync"
 
 	"github.com/surgepay/surgepay"
@@ -13,34 +12,126 @@ import (
 // power of two so that n mod shardCount is a mask.
 const shardCount = 64
 
-// shard holds the operations whose keys hash to it and the authorizations
-// those operations created. Every field is guarded by mu.
+// shard holds the operations whose keys hash to it, authorizations
+// included. Every field is guarded by mu.
+//
+// A shard numbers its records 1, 2, ... in the order it stores them and
+// keeps them in a ring of max records: record q sits at
+// recs[(q-base) mod max], and first..seq are stored. The oldest leave
+// first. An operation's reference carries its record's number (see
+// refNumber), so an authorization is found from its reference with no
+// index of its own.
 type shard struct {
-	mu      sync.Mutex
-	index   uint64
-	rng     *rand.Rand
-	seq     uint64
-	records map[string]*record        // by idempotency key.
-	auths   map[uint64]*authorization // by reference number.
-	fifo    []*record                 // records in insertion order; a ring once full.
-	head    int                       // oldest record in fifo once full.
-	totals  Totals
-	_       [64]byte // keeps neighbouring shards' mutexes off one cache line.
+	mu        sync.Mutex
+	index     uint64
+	rng       *rand.Rand
+	max       int    // records kept at most: this shard's share of RecordsMax.
+	base      uint64 // number of the record at recs[0].
+	first     uint64 // oldest stored record; seq+1 when none is.
+	seq       uint64 // newest record. Never reset, so references are never reused.
+	recs      []record
+	byKey     table // idempotency key → position in recs.
+	byPayment table // payment ID → position of its newest authorization; see record.link.
+	totals    Totals
+	_         [64]byte // keeps neighbouring shards' mutexes off one cache line.
 }
 
 func (s *shard) clear() {
-	s.records = make(map[string]*record)
-	s.auths = make(map[uint64]*authorization)
-	s.fifo, s.head = nil, 0
+	s.recs = nil
+	s.byKey, s.byPayment = table{}, table{}
+	s.base, s.first = s.seq+1, s.seq+1
 	s.totals = Totals{}
 }
 
-// paymentShard indexes authorizations by payment ID. Its mutex is a leaf:
-// it is taken while a shard is locked, never the other way round.
-type paymentShard struct {
-	mu sync.Mutex
-	m  map[string][]*authorization
-	_  [64]byte
+// count returns the records stored.
+func (s *shard) count() int { return int(s.seq + 1 - s.first) }
+
+// pos returns the position in recs of record q.
+func (s *shard) pos(q uint64) uint32 { return uint32((q - s.base) % uint64(s.max)) }
+
+// refNumber returns the number that the reference of the stored record at
+// pos carries: its record number times shardCount plus the shard's index,
+// unique per simulator, and naming the shard (n mod shardCount).
+func (s *shard) refNumber(pos uint32) uint64 {
+	m := uint64(s.max)
+	q := s.first + (uint64(pos)+m-uint64(s.pos(s.first)))%m
+	return q*shardCount + s.index
+}
+
+func (s *shard) keyHashAt(pos uint32) uint64     { return hash(s.recs[pos].key) }
+func (s *shard) paymentHashAt(pos uint32) uint64 { return hash(s.recs[pos].paymentID) }
+
+// find returns the position of the record stored under key.
+func (s *shard) find(key string) (uint32, bool) {
+	return s.byKey.find(hash(key), func(pos uint32) bool { return s.recs[pos].key == key })
+}
+
+// authorization returns the stored authorization whose reference carries
+// n (its shard is s), or nil.
+func (s *shard) authorization(n uint64) *record {
+	q := n / shardCount
+	if q < s.first || q > s.seq {
+		return nil
+	}
+	if r := &s.recs[s.pos(q)]; r.op == opAuthorization {
+		return r
+	}
+	return nil
+}
+
+// store adds r as the newest record, evicting the oldest once the shard
+// holds max, and returns its reference number. Pointers into recs are
+// invalid afterwards: recs may have grown.
+func (s *shard) store(r *record) uint64 {
+	if s.count() == s.max {
+		s.dropOldest()
+		s.totals.RecordsEvicted++
+	}
+	s.seq++
+	pos := s.pos(s.seq)
+	if int(pos) == len(s.recs) {
+		s.grow()
+	}
+	if r.indexedByPayment() {
+		h := hash(r.paymentID)
+		if prev, ok := s.findPayment(h, r.paymentID); ok {
+			r.link = s.refNumber(prev)
+			s.byPayment.remove(h, prev, s.paymentHashAt)
+		}
+		s.byPayment.insert(h, pos, s.paymentHashAt)
+	}
+	s.recs[pos] = *r
+	s.byKey.insert(hash(r.key), pos, s.keyHashAt)
+	return s.seq*shardCount + s.index
+}
+
+// findPayment returns the position of the newest stored authorization of
+// paymentID, whose hash is h.
+func (s *shard) findPayment(h uint64, paymentID string) (uint32, bool) {
+	return s.byPayment.find(h, func(pos uint32) bool { return s.recs[pos].paymentID == paymentID })
+}
+
+// grow lengthens recs by one, doubling its capacity up to max when full,
+// so that a full ring holds no spare capacity.
+func (s *shard) grow() {
+	if len(s.recs) == cap(s.recs) {
+		recs := make([]record, len(s.recs), min(max(2*cap(s.recs), 16), s.max))
+		copy(recs, s.recs)
+		s.recs = recs
+	}
+	s.recs = s.recs[:len(s.recs)+1]
+}
+
+// dropOldest forgets the oldest record. Call with one stored.
+func (s *shard) dropOldest() {
+	pos := s.pos(s.first)
+	r := &s.recs[pos]
+	s.byKey.remove(hash(r.key), pos, s.keyHashAt)
+	if r.indexedByPayment() {
+		s.byPayment.remove(hash(r.paymentID), pos, s.paymentHashAt)
+	}
+	*r = record{} // lets the key and payment ID go.
+	s.first++
 }
 
 // params are the parameters a replay under the same key must repeat.
@@ -53,56 +144,203 @@ type params struct {
 	capture  bool
 }
 
-// record is one operation stored under its idempotency key.
-type record struct {
-	key    string
-	params params
-	result surgepay.ProviderResult
-	auth   *authorization // for an authorization.
+// opKind is a record's operation.
+type opKind uint8
+
+const (
+	opNone opKind = iota // a free position.
+	opAuthorization
+	opCapture
+	opVoid
+	opRefund
+)
+
+var opNames = [...]string{opAuthorization: surgepay.TxAuthorization, opCapture: surgepay.TxCapture,
+	opVoid: surgepay.TxVoid, opRefund: surgepay.TxRefund}
+
+func (o opKind) String() string { return opNames[o] }
+
+func opOf(name string) opKind {
+	for o, n := range opNames {
+		if n == name && n != "" {
+			return opKind(o)
+		}
+	}
+	return opNone
 }
 
-// replay answers a repeated key: the stored result for the same parameters,
-// ErrKeyReused for different ones.
-func (r *record) replay(prm params) (*surgepay.ProviderResult, bool, error) {
-	if r.params != prm {
+// record is one operation stored under its idempotency key and, for an
+// authorization, its money state. It is kept compact, as hundreds of
+// thousands are (docs/simulator.md, Memory): the result and the
+// parameters are rebuilt from these fields (result, params), the
+// reference from the record's number, and what only declines or odd
+// requests need is behind rare.
+type record struct {
+	key       string
+	paymentID string // an authorization's AuthorizeRequest.PaymentID.
+	rare      *rare  // nil for most records.
+	// amount is the request's; for an approved void, the amount it
+	// released (the authorized amount), which its result answers.
+	amount int64
+	// An authorization's money state; 0 in other records. captured > 0
+	// means captured: a capture is of a positive amount.
+	captured int64
+	refunded int64
+	refunds  int64
+	// link is the reference number of another authorization. For a
+	// capture, void or refund (with flagTarget): the one it names. For an
+	// authorization: the previous one of its payment in this shard, 0 for
+	// none; byPayment holds only a payment's newest, the rest follow by
+	// link until one is no longer stored (they leave oldest first).
+	link     uint64
+	currency [3]byte // with flagCurrency.
+	last4    [4]byte // with flagLast4.
+	op       opKind
+	flags    recordFlags
+}
+
+type recordFlags uint8
+
+const (
+	flagApproved        recordFlags = 1 << iota
+	flagSale                        // an authorization with AuthorizeRequest.Capture.
+	flagVoided                      // an authorization that was voided.
+	flagCaptureDeclined             // an authorization on test card 4000000000000259.
+	flagLast4                       // last4 holds the card's last four digits; else the number had fewer.
+	flagCurrency                    // currency holds the request's currency; else rare has it, or it was "".
+	flagTarget                      // link names the authorization; else rare has the reference as sent, or it was "".
+)
+
+// rare is what few records need: a decline's code and message, and
+// parameters that fit no compact field (a currency that is not three
+// bytes, a reference this simulator did not write).
+type rare struct {
+	declineCode, message string
+	currency, ref        string
+}
+
+func (r *record) approved() bool             { return r.flags&flagApproved != 0 }
+func (r *record) indexedByPayment() bool     { return r.op == opAuthorization && r.paymentID != "" }
+func (r *record) hasFlag(f recordFlags) bool { return r.flags&f != 0 }
+
+func (r *record) rareFields() *rare {
+	if r.rare == nil {
+		r.rare = &rare{}
+	}
+	return r.rare
+}
+
+func (r *record) decline(code, msg string) {
+	rf := r.rareFields()
+	rf.declineCode, rf.message = code, msg
+}
+
+// currencyIs reports whether c is the currency of the request.
+func (r *record) currencyIs(c string) bool {
+	switch {
+	case r.hasFlag(flagCurrency):
+		return len(c) == 3 && string(r.currency[:]) == c
+	case r.rare != nil:
+		return r.rare.currency == c
+	}
+	return c == ""
+}
+
+func (r *record) currencyString() string {
+	switch {
+	case r.hasFlag(flagCurrency):
+		return string(r.currency[:])
+	case r.rare != nil:
+		return r.rare.currency
+	}
+	return ""
+}
+
+// newRecord returns the record of an operation under key with parameters
+// prm, its outcome still to set.
+func (p *Provider) newRecord(key string, prm *params) record {
+	r := record{key: key, op: opOf(prm.op), amount: prm.amount}
+	switch {
+	case len(prm.currency) == 3:
+		copy(r.currency[:], prm.currency)
+		r.flags |= flagCurrency
+	case prm.currency != "":
+		r.rareFields().currency = prm.currency
+	}
+	if len(prm.last4) == len(r.last4) { // Last4 is four bytes or none.
+		copy(r.last4[:], prm.last4)
+		r.flags |= flagLast4
+	}
+	if prm.capture {
+		r.flags |= flagSale
+	}
+	if n, ok := p.authNumber(prm.ref); ok {
+		r.link = n
+		r.flags |= flagTarget
+	} else if prm.ref != "" {
+		r.rareFields().ref = prm.ref
+	}
+	return r
+}
+
+// params returns the parameters r was performed with.
+func (p *Provider) params(r *record) params {
+	prm := params{op: r.op.String(), amount: r.amount, currency: r.currencyString(), capture: r.hasFlag(flagSale)}
+	if r.op == opVoid {
+		prm.amount = 0 // a void names no amount; its record keeps the one released.
+	}
+	if r.hasFlag(flagLast4) {
+		prm.last4 = string(r.last4[:])
+	}
+	switch {
+	case r.hasFlag(flagTarget):
+		prm.ref = p.ref(opAuthorization, r.link)
+	case r.rare != nil:
+		prm.ref = r.rare.ref
+	}
+	return prm
+}
+
+// result returns the answer to the operation of r, whose reference number
+// is n.
+func (p *Provider) result(r *record, n uint64) surgepay.ProviderResult {
+	res := surgepay.ProviderResult{Approved: r.approved(), Reference: p.ref(r.op, n), Amount: r.amount,
+		Operation: r.op.String(), PaymentID: r.paymentID,
+		Captured: r.op == opAuthorization && r.approved() && r.hasFlag(flagSale)}
+	if r.rare != nil {
+		res.DeclineCode, res.Message = r.rare.declineCode, r.rare.message
+	}
+	return res
+}
+
+// replay answers a repeated key, whose record is at pos in s: the stored
+// result for the same parameters, ErrKeyReused for different ones.
+func (p *Provider) replay(s *shard, pos uint32, prm params) (*surgepay.ProviderResult, bool, error) {
+	r := &s.recs[pos]
+	if p.params(r) != prm {
 		return nil, false, notPerformed(prm.op, ErrKeyReused)
 	}
-	res := r.result
+	res := p.result(r, s.refNumber(pos))
 	return &res, false, nil
 }
 
-// authorization is the money state of one authorization. Guarded by the
-// mutex of shards[shard].
-type authorization struct {
-	n               uint64
-	shard           uint64
-	paymentID       string
-	currency        string
-	authorized      int64
-	captured        int64
-	refunded        int64
-	captures        int // 0 or 1.
-	refunds         int
-	voided          bool
-	declined        bool
-	captureDeclined bool // test card 4000000000000259.
-}
-
-// apply records an approved capture, void or refund.
-func (a *authorization) apply(prm params, t *Totals) {
+// apply records an approved capture, void or refund of the authorization
+// r. The request's currency is the authorization's: the money rules
+// checked it.
+func (r *record) apply(prm params, t *Totals) {
 	switch prm.op {
 	case surgepay.TxCapture:
-		a.captured, a.captures = prm.amount, 1
+		r.captured = prm.amount
 		t.Captures++
-		addAmount(&t.AmountCaptured, a.currency, prm.amount)
+		addAmount(&t.AmountCaptured, prm.currency, prm.amount)
 	case surgepay.TxVoid:
-		a.voided = true
+		r.flags |= flagVoided
 		t.Voids++
 	case surgepay.TxRefund:
-		a.refunded += prm.amount
-		a.refunds++
+		r.refunded += prm.amount
+		r.refunds++
 		t.Refunds++
-		addAmount(&t.AmountRefunded, a.currency, prm.amount)
+		addAmount(&t.AmountRefunded, prm.currency, prm.amount)
 	}
 }
 
@@ -122,21 +360,24 @@ type Effects struct {
 	Currency               string `json:"currency,omitempty"`
 }
 
-func (e *Effects) add(a *authorization) {
-	if a.declined {
+// add counts the authorization a.
+func (e *Effects) add(a *record) {
+	if !a.approved() {
 		e.AuthorizationsDeclined++
 		return
 	}
 	e.Authorizations++
-	e.AmountAuthorized += a.authorized
-	e.Captures += a.captures
+	e.AmountAuthorized += a.amount
+	if a.captured > 0 {
+		e.Captures++
+	}
 	e.AmountCaptured += a.captured
-	if a.voided {
+	if a.hasFlag(flagVoided) {
 		e.Voids++
 	}
-	e.Refunds += a.refunds
+	e.Refunds += int(a.refunds)
 	e.AmountRefunded += a.refunded
-	e.Currency = a.currency
+	e.Currency = a.currencyString()
 }
 
 // Totals is what the network did since New or Reset. Eviction does not
@@ -162,12 +403,13 @@ func addAmount(m *map[string]int64, currency string, amount int64) {
 	(*m)[currency] += amount
 }
 
-func (t *Totals) authorized(a *authorization, sale bool) {
+// authorized counts an approved authorization, or with sale an approved sale.
+func (t *Totals) authorized(currency string, amount int64, sale bool) {
 	t.Authorizations++
-	addAmount(&t.AmountAuthorized, a.currency, a.authorized)
+	addAmount(&t.AmountAuthorized, currency, amount)
 	if sale {
 		t.Captures++
-		addAmount(&t.AmountCaptured, a.currency, a.captured)
+		addAmount(&t.AmountCaptured, currency, amount)
 	}
 }
 
@@ -225,67 +467,21 @@ func unlockPair(a, b *shard) {
 	}
 }
 
-// store adds r to s, evicting s's oldest record once s holds its share of
-// RecordsMax. Call with s locked.
-func (p *Provider) store(s *shard, r *record) {
-	s.records[r.key] = r
-	if len(s.fifo) < p.recordsPerShardMax {
-		s.fifo = append(s.fifo, r)
-		return
-	}
-	old := s.fifo[s.head]
-	delete(s.records, old.key)
-	if a := old.auth; a != nil {
-		delete(s.auths, a.n)
-		p.unindexPayment(a)
-	}
-	s.totals.RecordsEvicted++
-	s.fifo[s.head] = r
-	s.head = (s.head + 1) % len(s.fifo)
-}
-
-func (p *Provider) paymentShardOf(id string) *paymentShard {
-	return &p.payments[hash(id)%shardCount]
-}
-
-func (p *Provider) indexPayment(a *authorization) {
-	if a.paymentID == "" {
-		return
-	}
-	ps := p.paymentShardOf(a.paymentID)
-	ps.mu.Lock()
-	ps.m[a.paymentID] = append(ps.m[a.paymentID], a)
-	ps.mu.Unlock()
-}
-
-func (p *Provider) unindexPayment(a *authorization) {
-	if a.paymentID == "" {
-		return
-	}
-	ps := p.paymentShardOf(a.paymentID)
-	ps.mu.Lock()
-	list := slices.DeleteFunc(ps.m[a.paymentID], func(b *authorization) bool { return b == a })
-	if len(list) == 0 {
-		delete(ps.m, a.paymentID)
-	} else {
-		ps.m[a.paymentID] = list
-	}
-	ps.mu.Unlock()
-}
-
 // Effects returns what the network did for paymentID: the approved
 // operations on its authorizations (matched by AuthorizeRequest.PaymentID)
-// that are still stored. Safe for concurrent use.
+// that are still stored. A payment's authorizations may be in any shard
+// (their keys choose it): each is locked in turn. Safe for concurrent use.
 func (p *Provider) Effects(paymentID string) Effects {
-	ps := p.paymentShardOf(paymentID)
-	ps.mu.Lock()
-	auths := slices.Clone(ps.m[paymentID])
-	ps.mu.Unlock()
 	var e Effects
-	for _, a := range auths {
-		s := &p.shards[a.shard]
+	h := hash(paymentID)
+	for i := range p.shards {
+		s := &p.shards[i]
 		s.mu.Lock()
-		e.add(a)
+		if pos, ok := s.findPayment(h, paymentID); ok {
+			for a := &s.recs[pos]; a != nil; a = s.authorization(a.link) {
+				e.add(a)
+			}
+		}
 		s.mu.Unlock()
 	}
 	return e
@@ -300,7 +496,7 @@ func (p *Provider) TotalEffects() Totals {
 		s := &p.shards[i]
 		s.mu.Lock()
 		t.merge(&s.totals)
-		t.Records += int64(len(s.records))
+		t.Records += int64(s.count())
 		s.mu.Unlock()
 	}
 	return t
@@ -315,11 +511,5 @@ func (p *Provider) Reset() {
 		s.mu.Lock()
 		s.clear()
 		s.mu.Unlock()
-	}
-	for i := range p.payments {
-		ps := &p.payments[i]
-		ps.mu.Lock()
-		ps.m = make(map[string][]*authorization)
-		ps.mu.Unlock()
 	}
 }

@@ -1,0 +1,173 @@
+package sim_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/provider/sim"
+)
+
+// recordBytesMax is the heap an approved sale may take in the simulator,
+// its key and payment ID included: what RecordsMaxDefault is sized by
+// (docs/simulator.md, Memory).
+const recordBytesMax = 200
+
+// recordsMeasured is how many records the memory test fills the
+// simulator with: enough that the per-record figure does not depend on a
+// few maps or slices of fixed size.
+const recordsMeasured = 200_000
+
+// heapInUse returns the bytes of live heap objects after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// saleAt is a sale as the engine sends it: a fresh 40-byte key, a 30-byte
+// payment ID, the card number and currency decoded for this request.
+func saleAt(i int) *surgepay.AuthorizeRequest {
+	id := fmt.Sprintf("pay_%026d", i)
+	return &surgepay.AuthorizeRequest{
+		IdempotencyKey: fmt.Sprintf("%s/auth_%04d", id, i%10_000), MerchantID: "mer_1", PaymentID: id,
+		Amount: 1000 + int64(i%5000), Currency: strings.Clone("usd"), Capture: true,
+		Card: surgepay.ProviderCard{Number: surgepay.PAN(strings.Clone(visa)), ExpMonth: 12, ExpYear: 2034},
+	}
+}
+
+// TestRecordBytes measures the heap one stored sale takes once every shard
+// holds its share of RecordsMax, the steady state of a long run, and
+// checks it against recordBytesMax.
+func TestRecordBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills the simulator with 200,000 records")
+	}
+	if len(saleAt(0).IdempotencyKey) != 40 || len(saleAt(0).PaymentID) != 30 {
+		t.Fatalf("key %q and payment ID %q: want 40 and 30 bytes", saleAt(0).IdempotencyKey, saleAt(0).PaymentID)
+	}
+	before := heapInUse()
+	p := sim.New(sim.Config{RecordsMax: recordsMeasured})
+	// Twice the bound, so that every shard is full and has evicted.
+	for i := range 2 * recordsMeasured {
+		res, err := p.Authorize(t.Context(), saleAt(i))
+		if err != nil || !res.Approved {
+			t.Fatalf("sale %d: %+v, %v", i, res, err)
+		}
+	}
+	after := heapInUse()
+	tot := p.TotalEffects()
+	if tot.Records != recordsMeasured {
+		t.Fatalf("records: got %d, want every shard full: %d", tot.Records, recordsMeasured)
+	}
+	perRecord := float64(after-before) / float64(tot.Records)
+	t.Logf("%.0f heap bytes per stored sale (%d records, 40-byte keys, 30-byte payment IDs)", perRecord, tot.Records)
+	if perRecord > recordBytesMax {
+		t.Errorf("%.0f heap bytes per stored sale, want at most %d", perRecord, recordBytesMax)
+	}
+	runtime.KeepAlive(p)
+}
+
+// TestReplayOddParameters replays operations whose parameters do not fit
+// the compact record (a currency that is not three lower-case letters, a
+// card number shorter than four digits, a reference written otherwise than
+// the simulator writes it, one it never wrote): the same parameters get the
+// same answer, and changing any of them is a reused key.
+func TestReplayOddParameters(t *testing.T) {
+	providers(t, sim.DefaultConfig(), func(t *testing.T, p *sim.Provider, c surgepay.Provider) {
+		ctx := t.Context()
+		upper := authReq("upper", visa, 1000, false)
+		upper.Currency = "USD" // valid, and kept as sent: captures must repeat it.
+		auth, err := c.Authorize(ctx, upper)
+		if err != nil || !auth.Approved {
+			t.Fatalf("authorize in USD: %+v, %v", auth, err)
+		}
+		i := strings.LastIndexByte(auth.Reference, '_')
+		padded := auth.Reference[:i+1] + "0" + auth.Reference[i+1:] // the same number, written otherwise.
+		badCurrency := authReq("badcur", visa, 1000, false)
+		badCurrency.Currency = "usdx"
+		calls := []struct {
+			name    string
+			call    func(key string) (*surgepay.ProviderResult, error)
+			changed func(key string) (*surgepay.ProviderResult, error)
+			approve bool
+		}{
+			{"CurrencyNotThreeBytes", func(string) (*surgepay.ProviderResult, error) { return c.Authorize(ctx, badCurrency) },
+				func(string) (*surgepay.ProviderResult, error) {
+					return c.Authorize(ctx, authReq("badcur", visa, 1000, false))
+				}, false},
+			{"ShortCardNumber", func(string) (*surgepay.ProviderResult, error) {
+				return c.Authorize(ctx, authReq("short", "424", 1000, false))
+			}, func(string) (*surgepay.ProviderResult, error) {
+				return c.Authorize(ctx, authReq("short", "4242", 1000, false))
+			}, false},
+			{"CaptureWrongCase", func(key string) (*surgepay.ProviderResult, error) {
+				return c.Capture(ctx, &surgepay.CaptureRequest{IdempotencyKey: key, AuthorizationRef: auth.Reference, Amount: 500, Currency: "usd"})
+			}, func(key string) (*surgepay.ProviderResult, error) {
+				return c.Capture(ctx, &surgepay.CaptureRequest{IdempotencyKey: key, AuthorizationRef: auth.Reference, Amount: 500, Currency: "USD"})
+			}, false},
+			{"CapturePaddedReference", func(key string) (*surgepay.ProviderResult, error) {
+				return c.Capture(ctx, &surgepay.CaptureRequest{IdempotencyKey: key, AuthorizationRef: padded, Amount: 500, Currency: "USD"})
+			}, func(key string) (*surgepay.ProviderResult, error) {
+				return c.Capture(ctx, &surgepay.CaptureRequest{IdempotencyKey: key, AuthorizationRef: auth.Reference, Amount: 500, Currency: "USD"})
+			}, true},
+			{"RefundNoCurrency", func(key string) (*surgepay.ProviderResult, error) {
+				return c.Refund(ctx, &surgepay.RefundRequest{IdempotencyKey: key, AuthorizationRef: auth.Reference, Amount: 100})
+			}, func(key string) (*surgepay.ProviderResult, error) {
+				return c.Refund(ctx, &surgepay.RefundRequest{IdempotencyKey: key, AuthorizationRef: auth.Reference, Amount: 100, Currency: "USD"})
+			}, false},
+			{"VoidUnknownReference", func(key string) (*surgepay.ProviderResult, error) {
+				return c.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: key, AuthorizationRef: "auth_nope"})
+			}, func(key string) (*surgepay.ProviderResult, error) {
+				return c.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: key, AuthorizationRef: auth.Reference})
+			}, false},
+		}
+		for _, tc := range calls {
+			t.Run(tc.name, func(t *testing.T) {
+				first, err := tc.call(tc.name)
+				if err != nil || first.Approved != tc.approve {
+					t.Fatalf("first call: %+v, %v; want approved %v", first, err, tc.approve)
+				}
+				again, err := tc.call(tc.name)
+				if err != nil {
+					t.Fatalf("replay: %v", err)
+				}
+				if diff := cmp.Diff(first, again); diff != "" {
+					t.Errorf("replay answered otherwise (-first +replay):\n%s", diff)
+				}
+				_, err = tc.changed(tc.name)
+				wantProviderError(t, "changed parameters", err, surgepay.NotPerformed, sim.ErrKeyReused)
+			})
+		}
+		// The padded reference captured the authorization, once.
+		if e := p.Effects("pay_upper"); e.Captures != 1 || e.AmountCaptured != 500 || e.Currency != "USD" {
+			t.Fatalf("effects: got %+v, want one capture of 500 USD", e)
+		}
+	})
+}
+
+// TestEffectsOfOnePaymentUnderEviction authorizes one payment ID many
+// times under different keys while records are evicted: its effects count
+// exactly the authorizations still stored.
+func TestEffectsOfOnePaymentUnderEviction(t *testing.T) {
+	p := sim.New(sim.Config{RecordsMax: 64 * 4})
+	ctx := t.Context()
+	for i := range 3000 {
+		req := authReq(fmt.Sprint("k", i), visa, 10, true)
+		req.PaymentID = "pay_same"
+		if _, err := p.Authorize(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if i%101 != 0 {
+			continue
+		}
+		e, tot := p.Effects("pay_same"), p.TotalEffects()
+		if int64(e.Authorizations) != tot.Records || int64(e.Captures) != tot.Records || e.AmountCaptured != 10*tot.Records {
+			t.Fatalf("after %d: effects %+v, want the %d stored sales", i+1, e, tot.Records)
+		}
+	}
+}
