@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 )
 
 // RecordsMaxDefault is the default Config.RecordsMax. A sale takes about
@@ -15,6 +16,15 @@ const RecordsMaxDefault = 5_000_000
 
 // RecordsMaxLimit is the largest Config.RecordsMax accepted.
 const RecordsMaxLimit = 100_000_000
+
+// Bounds of Config.Retention. The default is how long Stripe keeps an
+// idempotency key; the minimum keeps a record longer than any call and
+// its reconciliation take, the maximum a month.
+const (
+	RetentionDefault = 24 * time.Hour
+	RetentionMin     = time.Minute
+	RetentionMax     = 720 * time.Hour
+)
 
 // Config is the simulator's behaviour. All fields except Seed and
 // RecordsMax can change at run time with (*Provider).SetConfig or
@@ -65,20 +75,48 @@ type Config struct {
 	// RecordsMaxDefault. Fixed at New: SetConfig rejects a different
 	// non-zero value.
 	RecordsMax int `json:"records_max"`
+
+	// Retention is how long an operation is stored: older ones expire,
+	// to the second, and are forgotten like evicted ones (counted in
+	// Totals.RecordsExpired). Whichever of RecordsMax and Retention comes
+	// first applies. 0 means RetentionDefault; otherwise RetentionMin to
+	// RetentionMax. Fixed at New like RecordsMax.
+	Retention Duration `json:"retention"`
+}
+
+// Duration is a time.Duration that JSON (/v1/config) and flags write as
+// text, "24h0m0s", rather than as nanoseconds.
+type Duration time.Duration
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText writes d as time.Duration.String does.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads a duration in Go's syntax: "24h", "90m".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like 24h or 90m", b)
+	}
+	*d = Duration(v)
+	return nil
 }
 
 // DefaultConfig returns a simulator that answers at once, never faults at
-// random, and keeps up to RecordsMaxDefault operations.
+// random, and keeps up to RecordsMaxDefault operations for RetentionDefault.
 func DefaultConfig() Config {
 	return Config{
 		Latency:        Latency{Kind: LatencyFixed},
 		TimeoutLatency: Latency{Kind: LatencyFixed},
 		RecordsMax:     RecordsMaxDefault,
+		Retention:      Duration(RetentionDefault),
 	}
 }
 
 // Validate checks the latencies, that each rate is in [0, 1] and that the
-// rates sum to at most 1, and that RecordsMax is in [0, RecordsMaxLimit].
+// rates sum to at most 1, that RecordsMax is in [0, RecordsMaxLimit], and
+// that Retention is 0 or in [RetentionMin, RetentionMax].
 func (c *Config) Validate() error {
 	if err := c.Latency.Validate(); err != nil {
 		return fmt.Errorf("latency: %w", err)
@@ -105,6 +143,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RecordsMax < 0 || c.RecordsMax > RecordsMaxLimit {
 		return fmt.Errorf("records_max %d must be between 0 (default %d) and %d", c.RecordsMax, RecordsMaxDefault, RecordsMaxLimit)
+	}
+	if r := time.Duration(c.Retention); r != 0 && (r < RetentionMin || r > RetentionMax) {
+		return fmt.Errorf("retention %s must be between %s and %s (0: %s)", r, RetentionMin, RetentionMax, RetentionDefault)
 	}
 	return nil
 }

@@ -30,9 +30,10 @@
 //
 // Limits: state is in memory and lost on restart (references carry a
 // per-process tag, so a restarted simulator declines old ones as unknown).
-// At most Config.RecordsMax operations are kept; beyond that the oldest are
-// evicted and their keys forgotten, so a replay of an evicted key performs
-// again. The simulator never checks card expiry dates or CVCs against
+// At most Config.RecordsMax operations are kept, each for at most
+// Config.Retention; beyond either the oldest are forgotten (evicted or
+// expired), so a replay of a forgotten key performs again and a capture,
+// void or refund of a forgotten authorization is declined as unknown. The simulator never checks card expiry dates or CVCs against
 // anything: only the test numbers decide. docs/simulator.md is the
 // operator's guide.
 package sim

@@ -210,8 +210,11 @@ func TestHandlerAdmin(t *testing.T) {
 	c := newClient(t, url, nil)
 	ctx := t.Context()
 	cfg, err := c.Config(ctx)
-	if err != nil || cfg.Seed != 9 || cfg.RecordsMax != sim.RecordsMaxDefault {
+	if err != nil || cfg.Seed != 9 || cfg.RecordsMax != sim.RecordsMaxDefault || cfg.Retention != sim.Duration(sim.RetentionDefault) {
 		t.Fatalf("config: got %+v, %v", cfg, err)
+	}
+	if code, body := do(t, "GET", url+"/v1/config", ""); code != 200 || !strings.Contains(body, `"retention":"24h0m0s"`) {
+		t.Fatalf("GET config: got %d %s, want the retention as text", code, body)
 	}
 	lat, _ := sim.ParseLatency("lognormal:mean=20ms,p99=200ms")
 	cfg.Latency = lat
@@ -228,7 +231,8 @@ func TestHandlerAdmin(t *testing.T) {
 		!strings.Contains(body, `"timeout_rate":0.5`) || !strings.Contains(body, `"latency":"uniform:1ms-2ms"`) || !strings.Contains(body, `"seed":9`) {
 		t.Fatalf("PUT config: got %d %s", code, body)
 	}
-	for _, body := range []string{`{"latency":"soon"}`, `{"seed":10}`, `{"decline_rate":2}`, `{"nope":1}`} {
+	for _, body := range []string{`{"latency":"soon"}`, `{"seed":10}`, `{"decline_rate":2}`, `{"nope":1}`,
+		`{"retention":"1h"}`, `{"retention":"soon"}`} {
 		if code, resp := do(t, "PUT", url+"/v1/config", body); code != 400 || !strings.Contains(resp, "config: ") {
 			t.Errorf("PUT config %s: got %d %s, want 400", body, code, resp)
 		}

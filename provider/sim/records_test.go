@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/surgepay/surgepay"
@@ -170,4 +172,88 @@ func TestEffectsOfOnePaymentUnderEviction(t *testing.T) {
 			t.Fatalf("after %d: effects %+v, want the %d stored sales", i+1, e, tot.Records)
 		}
 	}
+}
+
+// fakeClock is a clock that tests move forward by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock(p *sim.Provider) *fakeClock {
+	c := &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	p.SetClock(c.now)
+	return c
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestExpiry stores a sale and an authorization, and checks that within
+// the retention they replay and can be captured, and that past it they
+// are forgotten as evicted records are: Lookup finds nothing, a capture is
+// declined as an unknown authorization, Effects drops them, and
+// RecordsExpired counts them.
+func TestExpiry(t *testing.T) {
+	cfg := sim.DefaultConfig()
+	cfg.Retention = sim.Duration(time.Hour)
+	providers(t, cfg, func(t *testing.T, p *sim.Provider, c surgepay.Provider) {
+		clock := newFakeClock(p)
+		ctx := t.Context()
+		sale, err := c.Authorize(ctx, authReq("sale", visa, 1000, true))
+		if err != nil || !sale.Approved {
+			t.Fatalf("sale: %+v, %v", sale, err)
+		}
+		hold, err := c.Authorize(ctx, authReq("hold", visa, 800, false))
+		if err != nil || !hold.Approved {
+			t.Fatalf("authorization: %+v, %v", hold, err)
+		}
+
+		clock.advance(time.Hour - time.Second) // within the retention.
+		again, err := c.Authorize(ctx, authReq("sale", visa, 1000, true))
+		if err != nil || !cmp.Equal(sale, again) {
+			t.Fatalf("replay within the retention: got %+v, %v; want %+v", again, err, sale)
+		}
+		if got, err := c.Lookup(ctx, "hold"); err != nil || got.Reference != hold.Reference {
+			t.Fatalf("lookup within the retention: got %+v, %v", got, err)
+		}
+		if e := p.Effects("pay_sale"); e.Authorizations != 1 || e.Captures != 1 {
+			t.Fatalf("effects within the retention: got %+v, want the sale", e)
+		}
+
+		clock.advance(2 * time.Second) // an hour and a second after they were stored.
+		for _, key := range []string{"sale", "hold"} {
+			_, err := c.Lookup(ctx, key)
+			wantProviderError(t, "lookup of "+key+" past the retention", err, surgepay.NotPerformed, sim.ErrNoSuchOperation)
+		}
+		capture, err := c.Capture(ctx, &surgepay.CaptureRequest{IdempotencyKey: "hold/capture",
+			AuthorizationRef: hold.Reference, Amount: 800, Currency: "usd"})
+		if err != nil || capture.Approved || capture.DeclineCode != sim.DeclineInvalidRequest || capture.Message != "no such authorization" {
+			t.Fatalf("capture of an expired authorization: got %+v, %v; want declined as unknown", capture, err)
+		}
+		if e := p.Effects("pay_sale"); e != (sim.Effects{}) {
+			t.Fatalf("effects past the retention: got %+v, want none", e)
+		}
+		tot := p.TotalEffects()
+		if tot.RecordsExpired != 2 || tot.Records != 1 || tot.RecordsEvicted != 0 || tot.Authorizations != 2 || tot.Captures != 1 {
+			t.Fatalf("totals: got %+v; want 2 expired, the declined capture stored, the effects kept", tot)
+		}
+		// The key is forgotten: the sale is performed again.
+		fresh, err := c.Authorize(ctx, authReq("sale", visa, 1000, true))
+		if err != nil || !fresh.Approved || fresh.Reference == sale.Reference {
+			t.Fatalf("sale under an expired key: got %+v, %v; want a new sale", fresh, err)
+		}
+		if got, err := c.Lookup(ctx, "sale"); err != nil || got.Reference != fresh.Reference {
+			t.Fatalf("lookup of the new sale: got %+v, %v", got, err)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -50,6 +51,10 @@ type Provider struct {
 
 	// sleep waits d or until ctx is done. Tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
+	// now is the clock records are stamped by, in seconds since epoch (see
+	// clock). Tests replace it.
+	now   func() time.Time
+	epoch time.Time
 
 	events *events // dispute webhooks (AmountDisputed)
 }
@@ -112,8 +117,9 @@ func amountFault(amount int64) fault {
 	return faultNone
 }
 
-// New returns a simulator with cfg. Zero Seed and RecordsMax take their
-// defaults. New panics if cfg.Validate fails: validate operator input first.
+// New returns a simulator with cfg. Zero Seed, RecordsMax and Retention
+// take their defaults. New panics if cfg.Validate fails: validate operator
+// input first.
 func New(cfg Config) *Provider {
 	if err := cfg.Validate(); err != nil {
 		panic("sim.New: invalid config: " + err.Error())
@@ -121,34 +127,40 @@ func New(cfg Config) *Provider {
 	if cfg.RecordsMax == 0 {
 		cfg.RecordsMax = RecordsMaxDefault
 	}
+	if cfg.Retention == 0 {
+		cfg.Retention = Duration(RetentionDefault)
+	}
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64() | 1
 	}
 	p := &Provider{
 		instance: fmt.Sprintf("%08x", rand.Uint32()),
 		sleep:    sleepContext,
+		now:      time.Now,
 		events:   newEvents(),
 	}
+	p.epoch = p.now()
 	p.authPrefix = refPrefixAuthorization + p.instance + "_"
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.index = uint64(i)
 		s.rng = rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
 		s.max = max(1, cfg.RecordsMax/shardCount)
+		s.retention = int64(time.Duration(cfg.Retention) / time.Second)
 		s.clear()
 	}
 	p.state.Store(newState(cfg))
 	return p
 }
 
-// Config returns the configuration in use, with the effective Seed and
-// RecordsMax.
+// Config returns the configuration in use, with the effective Seed,
+// RecordsMax and Retention.
 func (p *Provider) Config() Config { return p.state.Load().cfg }
 
 // SetConfig replaces the configuration at run time; calls already sleeping
-// keep the latency they drew. A zero Seed or RecordsMax keeps the current
-// value; a different non-zero one is an error, as is anything Validate
-// rejects. Safe for concurrent use with calls.
+// keep the latency they drew. A zero Seed, RecordsMax or Retention keeps
+// the current value; a different non-zero one is an error, as is anything
+// Validate rejects. Safe for concurrent use with calls.
 func (p *Provider) SetConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -166,8 +178,24 @@ func (p *Provider) SetConfig(cfg Config) error {
 	case cfg.RecordsMax != cur.RecordsMax:
 		return fmt.Errorf("records_max is fixed when the simulator starts (%d); restart it to change it", cur.RecordsMax)
 	}
+	switch {
+	case cfg.Retention == 0:
+		cfg.Retention = cur.Retention
+	case cfg.Retention != cur.Retention:
+		return fmt.Errorf("retention is fixed when the simulator starts (%s); restart it to change it", cur.Retention)
+	}
 	p.state.Store(newState(cfg))
 	return nil
+}
+
+// clock returns the seconds since New, what records are stamped with:
+// four bytes a record, enough for 136 years.
+func (p *Provider) clock() uint32 {
+	d := p.now().Sub(p.epoch)
+	if d < 0 {
+		return 0
+	}
+	return uint32(min(d/time.Second, math.MaxUint32))
 }
 
 func sleepContext(ctx context.Context, d time.Duration) error {
@@ -262,8 +290,9 @@ func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest
 		return nil, err
 	}
 	prm := params{op: op, amount: req.Amount, currency: req.Currency, last4: req.Card.Number.Last4(), capture: req.Capture}
+	now := p.clock()
 	s.mu.Lock()
-	res, fresh, err := p.authorizeLocked(s, req, prm, f)
+	res, fresh, err := p.authorizeLocked(s, req, prm, f, now)
 	s.mu.Unlock()
 	if fresh && err == nil && res.Approved && req.Capture && req.Amount == AmountDisputed {
 		p.fileDispute(req.MerchantID, req.PaymentID, res.Reference, req.Amount)
@@ -271,8 +300,8 @@ func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest
 	return after(op, res, fresh, f, err)
 }
 
-func (p *Provider) authorizeLocked(s *shard, req *surgepay.AuthorizeRequest, prm params, f fault) (*surgepay.ProviderResult, bool, error) {
-	if pos, ok := s.find(req.IdempotencyKey); ok {
+func (p *Provider) authorizeLocked(s *shard, req *surgepay.AuthorizeRequest, prm params, f fault, now uint32) (*surgepay.ProviderResult, bool, error) {
+	if pos, ok := s.find(req.IdempotencyKey, now); ok {
 		return p.replay(s, pos, prm)
 	}
 	r := p.newRecord(req.IdempotencyKey, &prm)
@@ -292,7 +321,7 @@ func (p *Provider) authorizeLocked(s *shard, req *surgepay.AuthorizeRequest, prm
 		}
 		s.totals.authorized(req.Currency, req.Amount, req.Capture)
 	}
-	res := p.result(&r, s.store(&r))
+	res := p.result(&r, s.store(&r, now))
 	return &res, true, nil
 }
 
@@ -359,19 +388,20 @@ func (p *Provider) refOp(ctx context.Context, op, key, ref, currency string, amo
 	if !known {
 		as = ks
 	}
+	now := p.clock()
 	lockPair(ks, as)
-	res, fresh, err := p.refOpLocked(ks, as, n, known, key, prm, f)
+	res, fresh, err := p.refOpLocked(ks, as, n, known, key, prm, f, now)
 	unlockPair(ks, as)
 	return after(op, res, fresh, f, err)
 }
 
-func (p *Provider) refOpLocked(ks, as *shard, n uint64, known bool, key string, prm params, f fault) (*surgepay.ProviderResult, bool, error) {
-	if pos, ok := ks.find(key); ok {
+func (p *Provider) refOpLocked(ks, as *shard, n uint64, known bool, key string, prm params, f fault, now uint32) (*surgepay.ProviderResult, bool, error) {
+	if pos, ok := ks.find(key, now); ok {
 		return p.replay(ks, pos, prm)
 	}
 	var a *record // valid until ks.store below.
 	if known {
-		a = as.authorization(n)
+		a = as.authorization(n, now)
 	}
 	r := p.newRecord(key, &prm)
 	if code, msg := decideRefOp(a, prm, f); code != "" {
@@ -384,7 +414,7 @@ func (p *Provider) refOpLocked(ks, as *shard, n uint64, known bool, key string, 
 		}
 		a.apply(prm, &as.totals)
 	}
-	res := p.result(&r, ks.store(&r))
+	res := p.result(&r, ks.store(&r, now))
 	return &res, true, nil
 }
 
@@ -438,8 +468,9 @@ func (p *Provider) Lookup(ctx context.Context, key string) (*surgepay.ProviderRe
 	if err != nil {
 		return nil, err
 	}
+	now := p.clock()
 	s.mu.Lock()
-	pos, ok := s.find(key)
+	pos, ok := s.find(key, now)
 	var res surgepay.ProviderResult
 	if ok {
 		res = p.result(&s.recs[pos], s.refNumber(pos))

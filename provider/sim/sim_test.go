@@ -395,6 +395,10 @@ func TestSetConfig(t *testing.T) {
 		{"OKSameSeed", sim.Config{Seed: 7, RecordsMax: sim.RecordsMaxDefault}, true},
 		{"ErrSeedChange", sim.Config{Seed: 8}, false},
 		{"ErrRecordsMaxChange", sim.Config{RecordsMax: 10}, false},
+		{"OKSameRetention", sim.Config{Retention: sim.Duration(sim.RetentionDefault)}, true},
+		{"ErrRetentionChange", sim.Config{Retention: sim.Duration(time.Hour)}, false},
+		{"ErrRetentionUnderMin", sim.Config{Retention: sim.Duration(sim.RetentionMin - time.Second)}, false},
+		{"ErrRetentionOverMax", sim.Config{Retention: sim.Duration(sim.RetentionMax + time.Second)}, false},
 		{"ErrRateNegative", sim.Config{DeclineRate: -0.1}, false},
 		{"ErrRateSum", sim.Config{DeclineRate: 0.6, TimeoutRate: 0.6}, false},
 		{"ErrLatency", sim.Config{Latency: sim.Latency{Kind: sim.LatencyUniform, Min: 2, Max: 1}}, false},
@@ -407,8 +411,8 @@ func TestSetConfig(t *testing.T) {
 			}
 		})
 	}
-	if got := p.Config(); got.Seed != 7 || got.RecordsMax != sim.RecordsMaxDefault {
-		t.Fatalf("config: got seed %d records_max %d, want 7 and the default", got.Seed, got.RecordsMax)
+	if got := p.Config(); got.Seed != 7 || got.RecordsMax != sim.RecordsMaxDefault || got.Retention != sim.Duration(sim.RetentionDefault) {
+		t.Fatalf("config: got seed %d records_max %d retention %s, want 7 and the defaults", got.Seed, got.RecordsMax, got.Retention)
 	}
 }
 

@@ -18,14 +18,23 @@ const shardCount = 64
 // A shard numbers its records 1, 2, ... in the order it stores them and
 // keeps them in a ring of max records: record q sits at
 // recs[(q-base) mod max], and first..seq are stored. The oldest leave
-// first. An operation's reference carries its record's number (see
+// first, evicted by the count bound or expired by age: stamps never
+// decrease along the ring, so the oldest record is also the first to
+// expire. An operation's reference carries its record's number (see
 // refNumber), so an authorization is found from its reference with no
 // index of its own.
+//
+// A record older than retention is gone at once for every call: finding
+// it checks its age. Its memory is released from the head of the ring a
+// few records at a time, by each store (releaseStepMax) and by
+// TotalEffects; until then RecordsMax still bounds it.
 type shard struct {
 	mu        sync.Mutex
 	index     uint64
 	rng       *rand.Rand
 	max       int    // records kept at most: this shard's share of RecordsMax.
+	retention int64  // Config.Retention in seconds.
+	stamped   uint32 // the newest record's stamp (Provider.clock).
 	base      uint64 // number of the record at recs[0].
 	first     uint64 // oldest stored record; seq+1 when none is.
 	seq       uint64 // newest record. Never reset, so references are never reused.
@@ -61,32 +70,71 @@ func (s *shard) refNumber(pos uint32) uint64 {
 func (s *shard) keyHashAt(pos uint32) uint64     { return hash(s.recs[pos].key) }
 func (s *shard) paymentHashAt(pos uint32) uint64 { return hash(s.recs[pos].paymentID) }
 
-// find returns the position of the record stored under key.
-func (s *shard) find(key string) (uint32, bool) {
-	return s.byKey.find(hash(key), func(pos uint32) bool { return s.recs[pos].key == key })
+// Bounds on releasing expired records, so that no call holds a shard's
+// lock for long after an idle period.
+const (
+	// releaseStepMax is how many a store releases at most: more than the
+	// one it adds, so releasing keeps up with any rate of stores.
+	releaseStepMax = 16
+	// releaseBatchMax is how many TotalEffects releases per hold of a
+	// shard's lock.
+	releaseBatchMax = 1024
+)
+
+// expired reports whether r is older than the retention at now.
+func (s *shard) expired(r *record, now uint32) bool {
+	return int64(now)-int64(r.stored) > s.retention
 }
 
-// authorization returns the stored authorization whose reference carries
-// n (its shard is s), or nil.
-func (s *shard) authorization(n uint64) *record {
+// releaseExpired forgets up to n expired records, oldest first, and
+// returns how many it forgot.
+func (s *shard) releaseExpired(now uint32, n int) int {
+	i := 0
+	for ; i < n && s.count() > 0 && s.expired(&s.recs[s.pos(s.first)], now); i++ {
+		s.dropOldest()
+		s.totals.RecordsExpired++
+	}
+	return i
+}
+
+// find returns the position of the live record stored under key. An
+// expired one leaves the key index at once, so the key is free for a new
+// record; the ring releases it in its turn.
+func (s *shard) find(key string, now uint32) (uint32, bool) {
+	h := hash(key)
+	pos, ok := s.byKey.find(h, func(pos uint32) bool { return s.recs[pos].key == key })
+	if ok && s.expired(&s.recs[pos], now) {
+		s.byKey.remove(h, pos, s.keyHashAt)
+		return 0, false
+	}
+	return pos, ok
+}
+
+// authorization returns the live authorization whose reference carries n
+// (its shard is s), or nil.
+func (s *shard) authorization(n uint64, now uint32) *record {
 	q := n / shardCount
 	if q < s.first || q > s.seq {
 		return nil
 	}
-	if r := &s.recs[s.pos(q)]; r.op == opAuthorization {
+	if r := &s.recs[s.pos(q)]; r.op == opAuthorization && !s.expired(r, now) {
 		return r
 	}
 	return nil
 }
 
-// store adds r as the newest record, evicting the oldest once the shard
-// holds max, and returns its reference number. Pointers into recs are
-// invalid afterwards: recs may have grown.
-func (s *shard) store(r *record) uint64 {
+// store adds r as the newest record, stamped now or, if the clock went
+// back, as the newest before it. It first releases expired records, then
+// evicts the oldest if the shard still holds max. It returns r's reference
+// number. Pointers into recs are invalid afterwards: recs may have grown.
+func (s *shard) store(r *record, now uint32) uint64 {
+	s.releaseExpired(now, releaseStepMax)
 	if s.count() == s.max {
 		s.dropOldest()
 		s.totals.RecordsEvicted++
 	}
+	s.stamped = max(s.stamped, now)
+	r.stored = s.stamped
 	s.seq++
 	pos := s.pos(s.seq)
 	if int(pos) == len(s.recs) {
@@ -193,6 +241,7 @@ type record struct {
 	// none; byPayment holds only a payment's newest, the rest follow by
 	// link until one is no longer stored (they leave oldest first).
 	link     uint64
+	stored   uint32  // stamp: seconds since New (Provider.clock).
 	currency [3]byte // with flagCurrency.
 	last4    [4]byte // with flagLast4.
 	op       opKind
@@ -380,8 +429,8 @@ func (e *Effects) add(a *record) {
 	e.Currency = a.currencyString()
 }
 
-// Totals is what the network did since New or Reset. Eviction does not
-// change it. Amounts are by currency.
+// Totals is what the network did since New or Reset. Eviction and expiry
+// do not change it. Amounts are by currency.
 type Totals struct {
 	Authorizations         int64            `json:"authorizations"`
 	AuthorizationsDeclined int64            `json:"authorizations_declined"`
@@ -394,6 +443,7 @@ type Totals struct {
 	AmountRefunded         map[string]int64 `json:"amount_refunded"`
 	Records                int64            `json:"records"`         // operations stored now.
 	RecordsEvicted         int64            `json:"records_evicted"` // operations evicted by RecordsMax.
+	RecordsExpired         int64            `json:"records_expired"` // operations expired by Retention.
 }
 
 func addAmount(m *map[string]int64, currency string, amount int64) {
@@ -421,6 +471,7 @@ func (t *Totals) merge(o *Totals) {
 	t.Refunds += o.Refunds
 	t.Declines += o.Declines
 	t.RecordsEvicted += o.RecordsEvicted
+	t.RecordsExpired += o.RecordsExpired
 	for c, v := range o.AmountAuthorized {
 		addAmount(&t.AmountAuthorized, c, v)
 	}
@@ -474,11 +525,12 @@ func unlockPair(a, b *shard) {
 func (p *Provider) Effects(paymentID string) Effects {
 	var e Effects
 	h := hash(paymentID)
+	now := p.clock()
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
 		if pos, ok := s.findPayment(h, paymentID); ok {
-			for a := &s.recs[pos]; a != nil; a = s.authorization(a.link) {
+			for a := s.authorization(s.refNumber(pos), now); a != nil; a = s.authorization(a.link, now) {
 				e.add(a)
 			}
 		}
@@ -488,13 +540,20 @@ func (p *Provider) Effects(paymentID string) Effects {
 }
 
 // TotalEffects returns what the network did since New or the last Reset.
-// Shards are read one after another, so under concurrent calls the sum is
-// not a single instant. Safe for concurrent use.
+// It first releases every expired record, so Records counts live ones and
+// RecordsExpired every one expired. Shards are read one after another, so
+// under concurrent calls the sum is not a single instant. Safe for
+// concurrent use.
 func (p *Provider) TotalEffects() Totals {
 	var t Totals
+	now := p.clock()
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
+		for s.releaseExpired(now, releaseBatchMax) == releaseBatchMax {
+			s.mu.Unlock() // let calls in between long releases.
+			s.mu.Lock()
+		}
 		t.merge(&s.totals)
 		t.Records += int64(s.count())
 		s.mu.Unlock()

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestTable inserts and removes positions at random and checks that the
@@ -50,5 +52,37 @@ func TestTable(t *testing.T) {
 	}
 	if tb.used != used {
 		t.Fatalf("removing absent positions: used %d, want %d", tb.used, used)
+	}
+}
+
+// TestReleaseBoundedPerStore checks that a store releases at most
+// releaseStepMax expired records, so no call pays for a long idle period,
+// and that stores release them all in a few steps.
+func TestReleaseBoundedPerStore(t *testing.T) {
+	p := New(Config{Retention: Duration(time.Minute)})
+	s := &p.shards[0]
+	store := func(key string, now uint32) {
+		r := record{key: key, op: opCapture}
+		s.store(&r, now)
+	}
+	for i := range 100 {
+		store(fmt.Sprint("old", i), 0)
+	}
+	late := uint32(61) // 61 s later: every old record is expired.
+	store("new0", late)
+	if got := s.count(); got != 100-releaseStepMax+1 {
+		t.Fatalf("after one store: %d records, want %d: at most %d released", got, 100-releaseStepMax+1, releaseStepMax)
+	}
+	for i := 1; i <= 100/releaseStepMax; i++ {
+		store(fmt.Sprint("new", i), late)
+	}
+	if got, want := s.count(), 100/releaseStepMax+1; got != want || s.totals.RecordsExpired != 100 {
+		t.Fatalf("after %d stores: %d records and %d expired, want %d and 100", want, got, s.totals.RecordsExpired, want)
+	}
+	if _, ok := s.find("old99", late); ok {
+		t.Fatal("an expired key is found")
+	}
+	if _, ok := s.find("new0", late); !ok {
+		t.Fatal("a live key is not found")
 	}
 }
