@@ -9,10 +9,20 @@ import (
 	"time"
 )
 
-// RecordsMaxDefault is the default Config.RecordsMax. A sale takes about
-// 200 bytes with its 40-byte key and payment ID (TestRecordBytes), other
-// operations less: about 1 GB at this bound.
-const RecordsMaxDefault = 5_000_000
+// RecordsMaxDefault is the default Config.RecordsMax, sized for the
+// simulator inside `surgepay serve`, which must stay within 256 MB during
+// an event: a sale takes about 200 bytes with its key and payment ID
+// (TestRecordBytes), other operations less, so about 40 MB at this bound.
+// At 5,000 sales/s it keeps the last 40 s of operations, 8 reconcile
+// intervals of serve (docs/simulator.md, Memory).
+const RecordsMaxDefault = 200_000
+
+// MainRecordsMaxDefault is the default --records-max of `surgepay
+// simulator` (Main): about 1 GB of its own process. It serves load tests
+// in which `surgepay settle` captures authorizations long after serve made
+// them (settle lags behind the API when capped with --max-rate), so it
+// keeps about 8 minutes at 5,000 sales and their captures a second.
+const MainRecordsMaxDefault = 5_000_000
 
 // RecordsMaxLimit is the largest Config.RecordsMax accepted.
 const RecordsMaxLimit = 100_000_000

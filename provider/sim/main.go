@@ -56,7 +56,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Outage, "outage", false, "start in an outage: every call fails, not performed")
 	fs.BoolVar(&cfg.UnknownDropsConnection, "unknown-drops-connection", false, "answer unknown outcomes by closing the connection instead of status 504")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "random seed for faults and latencies; 0 picks one")
-	fs.IntVar(&cfg.RecordsMax, "records-max", RecordsMaxDefault, "operations kept for idempotency and lookup; the oldest are evicted beyond it")
+	fs.IntVar(&cfg.RecordsMax, "records-max", MainRecordsMaxDefault, "operations kept for idempotency and lookup; the oldest are evicted beyond it")
 	if code, ok := c.Parse(args, stdout, stderr); !ok {
 		return code
 	}
