@@ -264,6 +264,15 @@ type ProviderConfig struct {
 	DeclineRate float64 `toml:"decline_rate"`
 	TimeoutRate float64 `toml:"timeout_rate"`
 	UnknownRate float64 `toml:"unknown_rate"`
+	// RecordsMax and RecordsRetention bound the operations the in-process
+	// simulator keeps for idempotency, lookups and later captures, by
+	// count and by age, whichever comes first (docs/simulator.md, Memory):
+	// the count must cover the longest stay of a payment in processing at
+	// the event's rate. Defaults sim.RecordsMaxDefault (200,000, about 40
+	// MB) and 24h; sim.RecordsMaxMin to sim.RecordsMaxLimit, and
+	// sim.RetentionMin to sim.RetentionMax.
+	RecordsMax       int      `toml:"records_max"`
+	RecordsRetention Duration `toml:"records_retention"`
 	// Timeout bounds one provider call. Default 30s.
 	Timeout Duration `toml:"timeout"`
 }
@@ -298,8 +307,9 @@ func DefaultConfig() Config {
 		SQLite: SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4,
 			FlushInterval: Duration{time.Millisecond}, CheckpointInterval: Duration{10 * time.Millisecond},
 			MmapMiB: sqlite.MmapSizeDefault >> 20},
-		Postgres:  PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
-		Provider:  ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second}},
+		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
+		Provider: ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second},
+			RecordsMax: sim.RecordsMaxDefault, RecordsRetention: Duration{sim.RetentionDefault}},
 		Cache:     cache.DefaultConfig(),
 		Telemetry: telemetry.DefaultConfig(),
 		Merchants: map[string]surgepay.MerchantSettings{"default": surgepay.DefaultMerchantSettings()},
@@ -475,13 +485,18 @@ func (c *Config) applyEnv(env func(string) string) error {
 		c.Debug = b
 	}
 	for k, p := range map[string]*int{"SURGEPAY_INFLIGHT_MAX": &c.InflightMax,
-		"SURGEPAY_QUEUE_DEPTH_MAX": &c.SQLite.QueueDepthMax} {
+		"SURGEPAY_QUEUE_DEPTH_MAX": &c.SQLite.QueueDepthMax, "SURGEPAY_SIM_RECORDS_MAX": &c.Provider.RecordsMax} {
 		if v := env(k); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil {
 				return fmt.Errorf("%s: %q is not an integer", k, v)
 			}
 			*p = n
+		}
+	}
+	if v := env("SURGEPAY_SIM_RECORDS_RETENTION"); v != "" {
+		if err := c.Provider.RecordsRetention.UnmarshalText([]byte(v)); err != nil {
+			return fmt.Errorf("SURGEPAY_SIM_RECORDS_RETENTION: %w", err)
 		}
 	}
 	return nil
@@ -648,6 +663,12 @@ func (c *Config) Validate() error {
 		if v < 0 || v > 1 {
 			bad(name, "%v must be between 0 and 1", v)
 		}
+	}
+	if n := c.Provider.RecordsMax; n < sim.RecordsMaxMin || n > sim.RecordsMaxLimit {
+		bad("provider.records_max", "%d must be %d to %d", n, sim.RecordsMaxMin, sim.RecordsMaxLimit)
+	}
+	if d := c.Provider.RecordsRetention.Duration; d < sim.RetentionMin || d > sim.RetentionMax {
+		bad("provider.records_retention", "%s must be between %s and %s", d, sim.RetentionMin, sim.RetentionMax)
 	}
 	return errors.Join(errs...)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/stage/jetstream"
 )
 
@@ -105,6 +106,8 @@ kind = "sim-http"
 url = "http://sim:8181"
 decline_rate = 0.25
 timeout = "5s"
+records_max = 1000
+records_retention = "1m"
 
 [cache.entities.payment_methods]
 scope = "process"
@@ -121,6 +124,7 @@ ttl = "1m"
 	want.SQLite.BatchSizeMax, want.SQLite.FlushInterval = 64, Duration{2 * time.Millisecond}
 	want.Postgres.DSN, want.Postgres.Schema, want.Postgres.PoolConnsMax, want.Postgres.Writers = "postgres://u:p@db:5432/pay", "pay", 32, 8
 	want.Provider.Kind, want.Provider.URL, want.Provider.DeclineRate, want.Provider.Timeout = "sim-http", "http://sim:8181", 0.25, Duration{5 * time.Second}
+	want.Provider.RecordsMax, want.Provider.RecordsRetention = 1000, Duration{time.Minute}
 	// A field the entity's section leaves out gets the cache's default, as
 	// cache.New would give it, so that /config shows the value in use.
 	want.Cache.Entities["payment_methods"] = cache.EntityConfig{Scope: cache.ScopeProcess, TTL: time.Minute,
@@ -164,6 +168,7 @@ queue_depth_max = 20
 		"SURGEPAY_PROVIDER": "sim-http", "SURGEPAY_PROVIDER_URL": "https://sim.example",
 		"SURGEPAY_SIM_LATENCY": "fixed:5ms", "SURGEPAY_DEBUG": "true",
 		"SURGEPAY_INFLIGHT_MAX": "77", "SURGEPAY_QUEUE_DEPTH_MAX": "88",
+		"SURGEPAY_SIM_RECORDS_MAX": "5000", "SURGEPAY_SIM_RECORDS_RETENTION": "2h",
 	}
 	got, err := LoadConfig(path, envOf(env))
 	if err != nil {
@@ -175,6 +180,7 @@ queue_depth_max = 20
 	want.LogFormat, want.LogLevel, want.TaxTable, want.Debug = "text", "warn", "/t.csv", true
 	want.Provider.Kind, want.Provider.URL, want.Provider.Latency = "sim-http", "https://sim.example", "fixed:5ms"
 	want.InflightMax, want.SQLite.QueueDepthMax = 77, 88
+	want.Provider.RecordsMax, want.Provider.RecordsRetention = 5000, Duration{2 * time.Hour}
 	want.fillPaths() // Paths derive from the environment's data_dir.
 	if diff := cmp.Diff(want, got, ignorePath); diff != "" {
 		t.Errorf("LoadConfig(file, env) (-want +got):\n%s", diff)
@@ -193,6 +199,8 @@ queue_depth_max = 20
 		{"ErrDebugNotBool", "SURGEPAY_DEBUG", "maybe"},
 		{"ErrInflightMaxNotInt", "SURGEPAY_INFLIGHT_MAX", "lots"},
 		{"ErrQueueDepthMaxNotInt", "SURGEPAY_QUEUE_DEPTH_MAX", "1e3"},
+		{"ErrSimRecordsMaxNotInt", "SURGEPAY_SIM_RECORDS_MAX", "many"},
+		{"ErrSimRecordsRetentionNotDuration", "SURGEPAY_SIM_RECORDS_RETENTION", "a day"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LoadConfig("", envOf(map[string]string{tc.key: tc.value}))
@@ -267,6 +275,12 @@ func TestValidate(t *testing.T) {
 		{"ErrDeclineRateNegative", func(c *Config) { c.Provider.DeclineRate = -0.1 }, "config provider.decline_rate"},
 		{"ErrTimeoutRateAboveOne", func(c *Config) { c.Provider.TimeoutRate = 1.5 }, "config provider.timeout_rate"},
 		{"ErrUnknownRateAboveOne", func(c *Config) { c.Provider.UnknownRate = 2 }, "config provider.unknown_rate"},
+		{"ErrRecordsMaxUnderMin", func(c *Config) { c.Provider.RecordsMax = sim.RecordsMaxMin - 1 }, "config provider.records_max"},
+		{"ErrRecordsMaxOverLimit", func(c *Config) { c.Provider.RecordsMax = sim.RecordsMaxLimit + 1 }, "config provider.records_max"},
+		{"ErrRecordsRetentionUnderMin", func(c *Config) { c.Provider.RecordsRetention = Duration{sim.RetentionMin - time.Second} },
+			"config provider.records_retention"},
+		{"ErrRecordsRetentionOverMax", func(c *Config) { c.Provider.RecordsRetention = Duration{sim.RetentionMax + time.Second} },
+			"config provider.records_retention"},
 		{"ErrMerchantInflightNegative", func(c *Config) { c.MerchantInflightMax = -1 }, "config merchant_inflight_max"},
 		{"ErrMerchantInflightOverInflight", func(c *Config) { c.MerchantInflightMax = c.InflightMax + 1 }, "config merchant_inflight_max"},
 		{"ErrReadHeaderTimeoutShort", func(c *Config) { c.ReadHeaderTimeout = Duration{time.Millisecond} }, "config read_header_timeout"},
@@ -304,6 +318,12 @@ func TestValidate(t *testing.T) {
 			func(c *Config) { c.LogLevel = "WARN" },
 			func(c *Config) { c.Listen = ":8080" },
 			func(c *Config) { c.Provider.DeclineRate, c.Provider.UnknownRate = 1, 0 },
+			func(c *Config) {
+				c.Provider.RecordsMax, c.Provider.RecordsRetention = sim.RecordsMaxMin, Duration{sim.RetentionMin}
+			},
+			func(c *Config) {
+				c.Provider.RecordsMax, c.Provider.RecordsRetention = sim.RecordsMaxLimit, Duration{sim.RetentionMax}
+			},
 		} {
 			c := defaultsFilled()
 			edit(&c)
@@ -318,7 +338,8 @@ func TestValidate(t *testing.T) {
 		for _, tc := range cases {
 			if tc.name == "ErrProviderURLNotHTTP" || tc.name == "ErrListenEmpty" || tc.name == "ErrInflightMaxHuge" ||
 				tc.name == "ErrMerchantInflightOverInflight" ||
-				tc.name == "ErrStorageUnknown" || tc.name == "ErrProviderKind" {
+				tc.name == "ErrStorageUnknown" || tc.name == "ErrProviderKind" ||
+				tc.name == "ErrRecordsMaxOverLimit" || tc.name == "ErrRecordsRetentionOverMax" {
 				continue // They set fields that other cases already break.
 			}
 			tc.edit(&c)
@@ -467,6 +488,21 @@ func tomlOf(t *testing.T, c Config) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestOpenProviderSimRecords: provider.records_max and records_retention
+// reach the in-process simulator.
+func TestOpenProviderSimRecords(t *testing.T) {
+	c := defaultsFilled()
+	c.Provider.RecordsMax, c.Provider.RecordsRetention = 5000, Duration{2 * time.Hour}
+	prov, err := openProvider(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := prov.(*sim.Provider).Config()
+	if got.RecordsMax != 5000 || got.Retention != sim.Duration(2*time.Hour) {
+		t.Fatalf("simulator config: records_max %d, retention %s; want 5000 and 2h", got.RecordsMax, got.Retention)
+	}
 }
 
 const exampleConfig = "../../etc/surgepay.toml"

@@ -364,6 +364,7 @@ func openProvider(cfg Config) (surgepay.Provider, error) {
 		return nil, fmt.Errorf("config provider.latency: %w", err)
 	}
 	sc.Latency, sc.DeclineRate, sc.TimeoutRate, sc.UnknownRate = lat, pc.DeclineRate, pc.TimeoutRate, pc.UnknownRate
+	sc.RecordsMax, sc.Retention = pc.RecordsMax, sim.Duration(pc.RecordsRetention.Duration)
 	if err := sc.Validate(); err != nil {
 		return nil, fmt.Errorf("config provider: %w", err)
 	}

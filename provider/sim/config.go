@@ -24,6 +24,12 @@ const RecordsMaxDefault = 200_000
 // keeps about 8 minutes at 5,000 sales and their captures a second.
 const MainRecordsMaxDefault = 5_000_000
 
+// RecordsMaxMin is the smallest records bound an operator may set
+// (serve's provider.records_max, --records-max): fewer would keep under a
+// second of operations at a modest rate, less than a call and its
+// reconciliation take. Config itself accepts any bound, for tests.
+const RecordsMaxMin = 1_000
+
 // RecordsMaxLimit is the largest Config.RecordsMax accepted.
 const RecordsMaxLimit = 100_000_000
 

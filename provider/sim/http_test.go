@@ -285,7 +285,8 @@ func TestMainServesUntilCancelled(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- sim.Main(ctx, []string{"--listen", "127.0.0.1:0", "--latency", "fixed:1m", "--seed", "5"}, &stdout, &stderr)
+		done <- sim.Main(ctx, []string{"--listen", "127.0.0.1:0", "--latency", "fixed:1m", "--seed", "5",
+			"--records-max", "2000", "--retention", "2h"}, &stdout, &stderr)
 	}()
 	var base string
 	for deadline := time.Now().Add(5 * time.Second); base == ""; {
@@ -300,6 +301,10 @@ func TestMainServesUntilCancelled(t *testing.T) {
 	}
 	if code, _ := do(t, "GET", base+"/healthz", ""); code != 200 {
 		t.Fatalf("healthz: got %d", code)
+	}
+	if code, body := do(t, "GET", base+"/v1/config", ""); code != 200 ||
+		!strings.Contains(body, `"records_max":2000`) || !strings.Contains(body, `"retention":"2h0m0s"`) {
+		t.Fatalf("config: got %d %s, want the flags' records_max and retention", code, body)
 	}
 	c := newClient(t, base, nil)
 	callErr := make(chan error, 1)
@@ -331,6 +336,11 @@ func TestMainUsage(t *testing.T) {
 		{"--decline-rate", "0.6", "--timeout-rate", "0.6"},
 		{"--nope"},
 		{"extra"},
+		{"--records-max", "999"},
+		{"--records-max", "100000001"},
+		{"--retention", "59s"},
+		{"--retention", "721h"},
+		{"--retention", "a day"},
 	} {
 		var stdout, stderr syncBuffer
 		if code := sim.Main(t.Context(), args, &stdout, &stderr); code != sim.ExitUsage {

@@ -56,9 +56,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Outage, "outage", false, "start in an outage: every call fails, not performed")
 	fs.BoolVar(&cfg.UnknownDropsConnection, "unknown-drops-connection", false, "answer unknown outcomes by closing the connection instead of status 504")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "random seed for faults and latencies; 0 picks one")
-	fs.IntVar(&cfg.RecordsMax, "records-max", MainRecordsMaxDefault, "operations kept for idempotency and lookup; the oldest are evicted beyond it")
+	fs.IntVar(&cfg.RecordsMax, "records-max", MainRecordsMaxDefault,
+		fmt.Sprintf("operations kept for idempotency and lookup, %d to %d; the oldest are evicted beyond it", RecordsMaxMin, RecordsMaxLimit))
+	fs.TextVar(&cfg.Retention, "retention", cfg.Retention,
+		fmt.Sprintf("how long an operation is kept, %s to %s; older ones are forgotten", RetentionMin, RetentionMax))
 	if code, ok := c.Parse(args, stdout, stderr); !ok {
 		return code
+	}
+	if cfg.RecordsMax < RecordsMaxMin {
+		return c.Fail(stderr, "--records-max %d must be %d to %d", cfg.RecordsMax, RecordsMaxMin, RecordsMaxLimit)
 	}
 	if err := cfg.Validate(); err != nil {
 		return c.Fail(stderr, "%v", err)
