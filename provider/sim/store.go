@@ -255,7 +255,7 @@ const (
 	flagSale                        // an authorization with AuthorizeRequest.Capture.
 	flagVoided                      // an authorization that was voided.
 	flagCaptureDeclined             // an authorization on test card 4000000000000259.
-	flagLast4                       // last4 holds the card's last four digits; else the number had fewer.
+	flagLast4                       // last4 holds the card number's last four bytes; else it had fewer.
 	flagCurrency                    // currency holds the request's currency; else rare has it, or it was "".
 	flagTarget                      // link names the authorization; else rare has the reference as sent, or it was "".
 )
@@ -284,7 +284,7 @@ func (r *record) decline(code, msg string) {
 	rf.declineCode, rf.message = code, msg
 }
 
-// currencyIs reports whether c is the currency of the request.
+// currencyIs reports whether c is the currency r's request carried.
 func (r *record) currencyIs(c string) bool {
 	switch {
 	case r.hasFlag(flagCurrency):
