@@ -455,13 +455,18 @@ func TestEviction(t *testing.T) {
 	p := sim.New(sim.Config{RecordsMax: 64 * 2}) // two records per shard.
 	ctx := t.Context()
 	const n = 2000
+	var first *surgepay.ProviderResult
 	for i := range n {
-		if _, err := p.Authorize(ctx, authReq(fmt.Sprint("k", i), visa, 1000, false)); err != nil {
+		res, err := p.Authorize(ctx, authReq(fmt.Sprint("k", i), visa, 1000, false))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 {
+			first = res
 		}
 	}
 	tot := p.TotalEffects()
-	if tot.Records > 128 || tot.Records+tot.RecordsEvicted != n || tot.Authorizations != n {
+	if tot.Records > 128 || tot.Records+tot.RecordsEvicted != n || tot.Authorizations != n || tot.RecordsExpired != 0 {
 		t.Fatalf("totals: got records %d evicted %d authorizations %d; want ≤128, %d in all, %d",
 			tot.Records, tot.RecordsEvicted, tot.Authorizations, n, n)
 	}
@@ -470,6 +475,11 @@ func TestEviction(t *testing.T) {
 	wantProviderError(t, "lookup of an evicted key", err, surgepay.NotPerformed, sim.ErrNoSuchOperation)
 	if e := p.Effects("pay_k0"); e != (sim.Effects{}) {
 		t.Fatalf("effects of an evicted authorization: got %+v, want none", e)
+	}
+	// It can no longer be captured: the network answers as for an unknown authorization.
+	res, err := p.Capture(ctx, &surgepay.CaptureRequest{IdempotencyKey: "k0/capture", AuthorizationRef: first.Reference, Amount: 1000, Currency: "usd"})
+	if err != nil || res.Approved || res.DeclineCode != sim.DeclineInvalidRequest || res.Message != "no such authorization" {
+		t.Fatalf("capture of an evicted authorization: got %+v, %v; want declined as unknown", res, err)
 	}
 	if _, err := p.Lookup(ctx, fmt.Sprint("k", n-1)); err != nil {
 		t.Fatalf("lookup of the newest key: %v", err)
