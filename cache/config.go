@@ -54,6 +54,7 @@ var RetiredEntities = map[string]string{
 const (
 	FallbackTimeoutMax = 100 * time.Millisecond
 	EntriesMaxLimit    = 10_000_000
+	BytesMaxLimit      = 64 << 30
 	TTLMax             = 400 * 24 * time.Hour
 	NamespaceBytesMax  = 64
 	ConnsPerNodeMax    = 256
@@ -163,6 +164,14 @@ type EntityConfig struct {
 	// scope, and the memory layer of shared scopes). Redis is bounded by
 	// its own maxmemory. Default per entity.
 	EntriesMax int `toml:"entries_max"`
+	// BytesMax bounds the heap bytes that those entries take: each counts
+	// its key, its value as the entity's size function estimates it (see
+	// WithSize) and EntryOverheadBytes, and at least BytesMax/EntriesMax,
+	// so that both bounds hold whatever the values' sizes. An entity whose
+	// values vary in size (idempotency: whole response bodies) is bounded
+	// by this one; the others by EntriesMax. Default per entity (see
+	// DefaultConfig), at most BytesMaxLimit.
+	BytesMax int64 `toml:"bytes_max"`
 	// NegativeTTL, when positive, caches a not-found answer of the loader
 	// for this long. Default 0: not-found answers are not cached.
 	NegativeTTL time.Duration `toml:"negative_ttl"`
@@ -205,20 +214,38 @@ func DefaultConfig() Config {
 	}
 }
 
+// The memory bounds of the entities by default. The heap one entry takes
+// (docs/cache.md; BenchmarkCacheEntryBytes in engine) is about 490 bytes
+// for an API key, 440 for a customer (more with metadata), 610 for a card
+// and 1,180 for a sale's stored answer (725 bytes of JSON). So
+// EntriesMaxDefault bounds the first three (100,000 take 44 to 61 MB,
+// when that many exist), and BytesMaxDefault only catches outsized values
+// (a customer's metadata). The idempotency entity caches whole answers,
+// one per sale: 100,000 of them take 118 MB of issue 14's 256 MB budget,
+// so IdempotencyBytesMaxDefault bounds it, at about 14,000 answers (the
+// last seconds of a surge at 5,000 sales/s): enough for a client's
+// retries; a later replay reads its answer from the store, one indexed
+// SELECT, which a new key costs anyway.
+const (
+	EntriesMaxDefault          = 100_000
+	BytesMaxDefault            = 64 << 20
+	IdempotencyBytesMaxDefault = 16 << 20
+)
+
 func defaultEntities() map[string]EntityConfig {
-	p := func(ttl time.Duration, entries int) EntityConfig {
-		return EntityConfig{Scope: ScopeProcess, TTL: ttl, EntriesMax: entries}
+	p := func(ttl time.Duration, entries int, bytes int64) EntityConfig {
+		return EntityConfig{Scope: ScopeProcess, TTL: ttl, EntriesMax: entries, BytesMax: bytes}
 	}
 	return map[string]EntityConfig{
-		APIKeys:        p(5*time.Minute, 100_000),
-		Customers:      p(5*time.Minute, 100_000),
-		PaymentMethods: p(5*time.Minute, 100_000),
-		Idempotency:    p(24*time.Hour, 100_000),
+		APIKeys:        p(5*time.Minute, EntriesMaxDefault, BytesMaxDefault),
+		Customers:      p(5*time.Minute, EntriesMaxDefault, BytesMaxDefault),
+		PaymentMethods: p(5*time.Minute, EntriesMaxDefault, BytesMaxDefault),
+		Idempotency:    p(24*time.Hour, EntriesMaxDefault, IdempotencyBytesMaxDefault),
 		// Retired (see RetiredEntities): kept at the values the sample
 		// config writes, so that it still loads as the defaults.
-		"merchants": p(5*time.Minute, 10_000),
-		"settings":  p(time.Minute, 1_000),
-		"tax":       p(time.Hour, 10_000),
+		"merchants": p(5*time.Minute, 10_000, 0),
+		"settings":  p(time.Minute, 1_000, 0),
+		"tax":       p(time.Hour, 10_000, 0),
 	}
 }
 
@@ -234,7 +261,7 @@ func (c Config) retiredSet() []string {
 		}
 		def := d[name]
 		if (e.Scope != "" && e.Scope != def.Scope) || (e.TTL != 0 && e.TTL != def.TTL) ||
-			(e.EntriesMax != 0 && e.EntriesMax != def.EntriesMax) || e.NegativeTTL != 0 {
+			(e.EntriesMax != 0 && e.EntriesMax != def.EntriesMax) || e.BytesMax != 0 || e.NegativeTTL != 0 {
 			out = append(out, name)
 		}
 	}
@@ -288,6 +315,9 @@ func (e EntityConfig) WithDefaults(d EntityConfig) EntityConfig {
 	}
 	if e.EntriesMax == 0 {
 		e.EntriesMax = d.EntriesMax
+	}
+	if e.BytesMax == 0 {
+		e.BytesMax = d.BytesMax
 	}
 	return e
 }
@@ -412,6 +442,9 @@ func (c Config) validateEntity(name string, e EntityConfig) error {
 	}
 	if e.EntriesMax < 0 || e.EntriesMax > EntriesMaxLimit {
 		return fmt.Errorf("%s.entries_max: %d must be between 0 (default) and %d", p, e.EntriesMax, EntriesMaxLimit)
+	}
+	if e.BytesMax < 0 || e.BytesMax > BytesMaxLimit {
+		return fmt.Errorf("%s.bytes_max: %d must be between 0 (default) and %d", p, e.BytesMax, int64(BytesMaxLimit))
 	}
 	if e.NegativeTTL < 0 || e.NegativeTTL > e.TTL {
 		return fmt.Errorf("%s.negative_ttl: %s must be between 0 (off) and the entity's ttl %s", p, e.NegativeTTL, e.TTL)

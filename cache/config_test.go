@@ -21,8 +21,8 @@ func TestDefaultConfigIsValidAndProcessOnly(t *testing.T) {
 	}
 	for _, name := range cache.EntityNames {
 		e, ok := cfg.Entities[name]
-		if !ok || e.Scope != cache.ScopeProcess || e.TTL <= 0 || e.EntriesMax <= 0 || e.NegativeTTL != 0 {
-			t.Errorf("default %s = %+v, want process scope, a TTL, EntriesMax, no negative entries", name, e)
+		if !ok || e.Scope != cache.ScopeProcess || e.TTL <= 0 || e.EntriesMax <= 0 || e.BytesMax <= 0 || e.NegativeTTL != 0 {
+			t.Errorf("default %s = %+v, want process scope, a TTL, EntriesMax, BytesMax, no negative entries", name, e)
 		}
 	}
 	if cfg.Namespace != "surgepay:v1:" || cfg.FallbackTimeout != 50*time.Millisecond {
@@ -55,6 +55,16 @@ func TestValidate(t *testing.T) {
 			e.EntriesMax = cache.EntriesMaxLimit + 1
 			c.Entities[cache.PaymentMethods] = e
 		}, "cache.entities.payment_methods.entries_max"},
+		{"ErrBytesMaxNegative", func(c *cache.Config) {
+			e := c.Entities[cache.Idempotency]
+			e.BytesMax = -1
+			c.Entities[cache.Idempotency] = e
+		}, "cache.entities.idempotency.bytes_max"},
+		{"ErrBytesMaxOverLimit", func(c *cache.Config) {
+			e := c.Entities[cache.Customers]
+			e.BytesMax = cache.BytesMaxLimit + 1
+			c.Entities[cache.Customers] = e
+		}, "cache.entities.customers.bytes_max"},
 		{"ErrNegativeTTLAboveTTL", func(c *cache.Config) {
 			e := c.Entities[cache.APIKeys]
 			e.NegativeTTL = e.TTL + time.Second
@@ -91,7 +101,7 @@ func setScope(c *cache.Config, name string, s cache.Scope) {
 }
 
 // TestConfigTOML decodes the [cache] section over the defaults: an entity
-// given only a scope keeps its default TTL and EntriesMax.
+// given only a scope keeps its default TTL, EntriesMax and BytesMax.
 func TestConfigTOML(t *testing.T) {
 	const file = `
 namespace = "shop:v2:"
@@ -123,7 +133,8 @@ negative_ttl = "30s"
 	}
 	defer c.Close()
 	got := c.Config().Entities[cache.APIKeys]
-	want := cache.EntityConfig{Scope: cache.ScopeGlobal, TTL: 5 * time.Minute, EntriesMax: 100_000, NegativeTTL: 30 * time.Second}
+	want := cache.EntityConfig{Scope: cache.ScopeGlobal, TTL: 5 * time.Minute, EntriesMax: 100_000, BytesMax: 64 << 20,
+		NegativeTTL: 30 * time.Second}
 	if got != want {
 		t.Errorf("api_keys = %+v, want %+v", got, want)
 	}

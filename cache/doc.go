@@ -4,8 +4,8 @@
 // request reads a merchant: see RetiredEntities). Each entity is configured in one place (Config,
 // the [cache] section of the config file) with a scope:
 //
-//   - process: in this process's memory (otter), bounded by EntriesMax,
-//     expiring after TTL. Concurrent misses of one key share one load.
+//   - process: in this process's memory (otter), bounded by EntriesMax
+//     and BytesMax, expiring after TTL. Concurrent misses of one key share one load.
 //   - server: in the Redis shared by the processes of one host (a unix
 //     socket), plus a memory layer in each process.
 //   - global: in the Redis shared by all hosts (standalone, Sentinel or
@@ -56,7 +56,8 @@
 //     that comes back with its old data (persistence, a promoted replica)
 //     may serve it until the queue has drained; a dropped invalidation
 //     (queue full) leaves the old value until TTL.
-//   - Process memory is bounded by EntriesMax per entity; Redis only by
+//   - Process memory is bounded by EntriesMax and BytesMax per entity
+//     (BytesMax counts what WithSize says of each value); Redis only by
 //     its own maxmemory policy (use allkeys-lru or volatile-lru: every key
 //     the cache writes has a TTL).
 //   - Values held in process memory are shared: callers must not modify

@@ -129,6 +129,48 @@ func TestProcessEntriesMaxBoundsMemory(t *testing.T) {
 	}
 }
 
+// TestProcessBytesMaxBoundsMemory: values of 1 KiB, 10 times what
+// bytes_max holds, leave at most bytes_max counted (each value's size,
+// its key and EntryOverheadBytes) and the table about full; values too
+// small for bytes_max to bind are bounded by entries_max.
+func TestProcessBytesMaxBoundsMemory(t *testing.T) {
+	const valueBytes, n = 1024, 1000
+	for _, tc := range []struct {
+		name                 string
+		entriesMax           int
+		bytesMax             int64
+		value                []byte
+		entriesMin, entryMax int
+	}{
+		// 100 KiB hold 87 entries of 1,024 + EntryOverheadBytes (140)
+		// + 1 to 3 bytes of key.
+		{"BytesBind", 10_000, 100 << 10, make([]byte, valueBytes), 80, 87},
+		// 1 MB would hold 6,000 of these; entries_max is 50.
+		{"EntriesBind", 50, 1_000_000, nil, 50, 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCache(t, withEntity(cache.Customers, cache.EntityConfig{Scope: cache.ScopeProcess, TTL: time.Hour,
+				EntriesMax: tc.entriesMax, BytesMax: tc.bytesMax}))
+			tab := cache.Entity(c, cache.Customers, nil, cache.WithSize(func(v []byte) int { return len(v) }))
+			for i := range n {
+				if err := tab.Set(context.Background(), fmt.Sprint(i), tc.value); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := stat(t, c, cache.Customers)
+			if s.Bytes > uint64(tc.bytesMax) {
+				t.Errorf("Bytes = %d, want at most bytes_max %d", s.Bytes, tc.bytesMax)
+			}
+			if s.Entries < tc.entriesMin || s.Entries > tc.entryMax {
+				t.Errorf("Entries = %d, want %d to %d", s.Entries, tc.entriesMin, tc.entryMax)
+			}
+			eventually(t, 5*time.Second, "every entry not kept counted as an eviction", func() bool {
+				return stat(t, c, cache.Customers).Evictions == uint64(n-s.Entries)
+			})
+		})
+	}
+}
+
 func TestProcessInvalidate(t *testing.T) {
 	c := newCache(t, cache.DefaultConfig())
 	tab := cache.Entity[string](c, cache.PaymentMethods, nil)

@@ -3,10 +3,16 @@ package cache
 import "sync/atomic"
 
 // Stat is a snapshot of one entity's counters, for a metrics collector.
-// Every counter only grows.
+// Every counter only grows; Entries and Bytes are gauges.
 type Stat struct {
 	Entity string
 	Scope  Scope
+	// Entries and Bytes are what process memory holds now: the entries,
+	// and what they count against EntityConfig.BytesMax (see WithSize).
+	// Both 0 without process memory (scope off, or a shared scope with
+	// client_side_ttl 0).
+	Entries int
+	Bytes   uint64
 	// Hits counts Gets answered without their loader: from process memory,
 	// or from Redis in a shared scope (a negative entry counts too).
 	Hits uint64
@@ -18,7 +24,7 @@ type Stat struct {
 	Loads      uint64
 	LoadErrors uint64
 	// Evictions counts entries dropped from process memory to respect
-	// EntriesMax.
+	// EntriesMax and BytesMax.
 	Evictions uint64
 	// Invalidations counts entries dropped because they changed: by
 	// Invalidate or Set here, or by a message from Redis that another

@@ -161,10 +161,10 @@ func New(cfg Config) (*Engine, error) {
 		e.cfg.Cache = c
 	}
 	e.cache = cfg.Cache
-	e.apiKeys = cache.Entity[*surgepay.APIKey](e.cache, cache.APIKeys, nil)
-	e.methods = cache.Entity[*surgepay.PaymentMethod](e.cache, cache.PaymentMethods, nil)
-	e.customers = cache.Entity[*surgepay.Customer](e.cache, cache.Customers, nil)
-	e.idem = cache.Entity[*surgepay.IdempotencyRecord](e.cache, cache.Idempotency, nil)
+	e.apiKeys = cache.Entity(e.cache, cache.APIKeys, nil, cache.WithSize(apiKeyBytes))
+	e.methods = cache.Entity(e.cache, cache.PaymentMethods, nil, cache.WithSize(paymentMethodBytes))
+	e.customers = cache.Entity(e.cache, cache.Customers, nil, cache.WithSize(customerBytes))
+	e.idem = cache.Entity(e.cache, cache.Idempotency, nil, cache.WithSize(idempotencyBytes))
 	return e, nil
 }
 

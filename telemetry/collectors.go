@@ -25,6 +25,10 @@ type CacheStat struct {
 	Loads         uint64 // loads from the store after a miss
 	Evictions     uint64 // entries removed for size or age
 	Fallbacks     uint64 // lookups served by a lower scope because this one failed
+	// Entries and Bytes are what this process's memory holds now: the
+	// entries and their estimated heap bytes (cache.entities.*.bytes_max).
+	Entries int
+	Bytes   uint64
 }
 
 // StageStat is a snapshot of the staged-capture backlog, as the API
@@ -52,10 +56,12 @@ func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, name), help, labels, nil)
 }
 
-// cacheCollector turns a func() []CacheStat into counters per entity and scope.
+// cacheCollector turns a func() []CacheStat into counters and gauges per
+// entity and scope.
 type cacheCollector struct {
 	stats                                     func() []CacheStat
 	hits, misses, loads, evictions, fallbacks *prometheus.Desc
+	entries, bytes                            *prometheus.Desc
 }
 
 func newCacheCollector(stats func() []CacheStat) *cacheCollector {
@@ -66,11 +72,14 @@ func newCacheCollector(stats func() []CacheStat) *cacheCollector {
 		loads:     desc("cache", "loads_total", "Loads from the store after a cache miss.", l...),
 		evictions: desc("cache", "evictions_total", "Cache entries removed for size or age.", l...),
 		fallbacks: desc("cache", "fallbacks_total", "Lookups served by a lower scope because this scope failed.", l...),
+		entries:   desc("cache", "entries", "Entries held in this process's memory.", l...),
+		bytes: desc("cache", "bytes", "Estimated heap bytes of the entries held in this process's memory "+
+			"(bounded by cache.entities.*.bytes_max).", l...),
 	}
 }
 
 func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.hits, c.misses, c.loads, c.evictions, c.fallbacks} {
+	for _, d := range []*prometheus.Desc{c.hits, c.misses, c.loads, c.evictions, c.fallbacks, c.entries, c.bytes} {
 		ch <- d
 	}
 }
@@ -83,6 +92,8 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		}{{c.hits, s.Hits}, {c.misses, s.Misses}, {c.loads, s.Loads}, {c.evictions, s.Evictions}, {c.fallbacks, s.Fallbacks}} {
 			ch <- prometheus.MustNewConstMetric(v.d, prometheus.CounterValue, float64(v.n), s.Entity, s.Scope)
 		}
+		ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(s.Entries), s.Entity, s.Scope)
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.Bytes), s.Entity, s.Scope)
 	}
 }
 

@@ -105,3 +105,36 @@ func TestGroupCommitStallGauge(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheMemoryGauges: what each cache entity holds in memory, entries
+// and bytes, is on /metrics as gauges beside its counters.
+func TestCacheMemoryGauges(t *testing.T) {
+	tel, err := telemetry.New(telemetry.DefaultConfig(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	err = tel.RegisterCache(func() []telemetry.CacheStat {
+		return []telemetry.CacheStat{{Entity: "idempotency", Scope: "process", Hits: 5, Entries: 12, Bytes: 14_160}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(tel.MetricsHandler())
+	defer srv.Close()
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, want := range []string{
+		`surgepay_cache_hits_total{entity="idempotency",scope="process"} 5`,
+		"# TYPE surgepay_cache_entries gauge", `surgepay_cache_entries{entity="idempotency",scope="process"} 12`,
+		"# TYPE surgepay_cache_bytes gauge", `surgepay_cache_bytes{entity="idempotency",scope="process"} 14160`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

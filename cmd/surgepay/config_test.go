@@ -126,9 +126,11 @@ ttl = "1m"
 	want.Provider.Kind, want.Provider.URL, want.Provider.DeclineRate, want.Provider.Timeout = "sim-http", "http://sim:8181", 0.25, Duration{5 * time.Second}
 	want.Provider.RecordsMax, want.Provider.RecordsRetention = 1000, Duration{time.Minute}
 	// A field the entity's section leaves out gets the cache's default, as
-	// cache.New would give it, so that /config shows the value in use.
+	// cache.New would give it, so that /config shows the value in use: a
+	// section written before bytes_max existed gets its default.
+	def := cache.DefaultConfig().Entities["payment_methods"]
 	want.Cache.Entities["payment_methods"] = cache.EntityConfig{Scope: cache.ScopeProcess, TTL: time.Minute,
-		EntriesMax: cache.DefaultConfig().Entities["payment_methods"].EntriesMax}
+		EntriesMax: def.EntriesMax, BytesMax: def.BytesMax}
 	want.fillPaths()
 	if diff := cmp.Diff(want, got, ignorePath); diff != "" {
 		t.Errorf("LoadConfig(file) (-want +got):\n%s", diff)

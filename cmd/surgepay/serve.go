@@ -377,7 +377,7 @@ func cacheStats(c *cache.Cache) []telemetry.CacheStat {
 	out := make([]telemetry.CacheStat, len(st))
 	for i, s := range st {
 		out[i] = telemetry.CacheStat{Entity: s.Entity, Scope: string(s.Scope), Hits: s.Hits, Misses: s.Misses,
-			Loads: s.Loads, Evictions: s.Evictions, Fallbacks: s.Fallbacks}
+			Loads: s.Loads, Evictions: s.Evictions, Fallbacks: s.Fallbacks, Entries: s.Entries, Bytes: s.Bytes}
 	}
 	return out
 }
