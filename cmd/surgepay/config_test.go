@@ -226,6 +226,8 @@ func TestLoadConfigFileRefused(t *testing.T) {
 		{"ErrSyntax", "listen = \n", []string{"config "}},
 		{"ErrValidation", "storage = \"mysql\"\n", []string{"config storage", "mysql"}},
 		{"ErrGCPercent", "gc_percent = -1\n", []string{"gc_percent", "50 to 1000"}},
+		{"ErrMemoryLimitMiB", "memory_limit_mib = 8\n", []string{"config memory_limit_mib: 8 must be 0 (off) or 16 to 1048576"}},
+		{"ErrMemoryLimitMiBNotInt", "memory_limit_mib = \"192MiB\"\n", []string{"memory_limit_mib"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "bad.toml", tc.text)
@@ -296,6 +298,9 @@ func TestValidate(t *testing.T) {
 		{"ErrRateLimitsTimeout", func(c *Config) { c.RateLimits.Timeout = Duration{time.Second} }, "config rate_limits.timeout"},
 		{"ErrEndpointInflightOverWorkers", func(c *Config) { c.Webhooks.EndpointInflightMax = c.Webhooks.Workers + 1 },
 			"config webhooks.endpoint_inflight_max"},
+		{"ErrMemoryLimitBelowMin", func(c *Config) { c.MemoryLimitMiB = memoryLimitMiBMin - 1 }, "config memory_limit_mib"},
+		{"ErrMemoryLimitNegative", func(c *Config) { c.MemoryLimitMiB = -1 }, "config memory_limit_mib"},
+		{"ErrMemoryLimitAboveMax", func(c *Config) { c.MemoryLimitMiB = memoryLimitMiBMax + 1 }, "config memory_limit_mib"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -326,6 +331,9 @@ func TestValidate(t *testing.T) {
 			func(c *Config) {
 				c.Provider.RecordsMax, c.Provider.RecordsRetention = sim.RecordsMaxLimit, Duration{sim.RetentionMax}
 			},
+			func(c *Config) { c.MemoryLimitMiB = 0 }, // off
+			func(c *Config) { c.MemoryLimitMiB = memoryLimitMiBMin },
+			func(c *Config) { c.MemoryLimitMiB = memoryLimitMiBMax },
 		} {
 			c := defaultsFilled()
 			edit(&c)
@@ -339,7 +347,8 @@ func TestValidate(t *testing.T) {
 		var fields []string
 		for _, tc := range cases {
 			if tc.name == "ErrProviderURLNotHTTP" || tc.name == "ErrListenEmpty" || tc.name == "ErrInflightMaxHuge" ||
-				tc.name == "ErrMerchantInflightOverInflight" ||
+				tc.name == "ErrMerchantInflightOverInflight" || tc.name == "ErrMemoryLimitNegative" ||
+				tc.name == "ErrMemoryLimitAboveMax" ||
 				tc.name == "ErrStorageUnknown" || tc.name == "ErrProviderKind" ||
 				tc.name == "ErrRecordsMaxOverLimit" || tc.name == "ErrRecordsRetentionOverMax" {
 				continue // They set fields that other cases already break.

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -460,9 +459,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	log := newLogger(cfg, stderr)
-	if os.Getenv("GOGC") == "" { // the environment wins, as for any Go program
-		debug.SetGCPercent(cfg.GCPercent)
-	}
+	defer applyMemorySettings(cfg, envOS, log)()
 	if err := serve(ctx, cfg, log, stdout); err != nil {
 		log.Error("serve", "err", err.Error())
 		// The log line is for machines; this one is for the operator.

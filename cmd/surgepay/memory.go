@@ -1,0 +1,45 @@
+package main
+
+import (
+	"log/slog"
+	"math"
+	"runtime/debug"
+)
+
+// applyMemorySettings sets the garbage collector's target (gc_percent)
+// and the soft memory limit (memory_limit_mib) of serve, except those the
+// environment sets: the Go runtime reads GOGC and GOMEMLIMIT at start,
+// and they win, as for any Go program. It logs what is in force and
+// returns a function that puts back the previous settings, for serve run
+// inside a test process.
+func applyMemorySettings(cfg Config, env func(string) string, log *slog.Logger) (restore func()) {
+	gogc, limit := any(cfg.GCPercent), any(cfg.MemoryLimitMiB)
+	var undo []func()
+	if v := env("GOGC"); v != "" {
+		gogc = "GOGC=" + v
+	} else {
+		prev := debug.SetGCPercent(cfg.GCPercent)
+		undo = append(undo, func() { debug.SetGCPercent(prev) })
+	}
+	if v := env("GOMEMLIMIT"); v != "" {
+		limit = "GOMEMLIMIT=" + v
+	} else {
+		prev := debug.SetMemoryLimit(memoryLimitBytes(cfg.MemoryLimitMiB))
+		undo = append(undo, func() { debug.SetMemoryLimit(prev) })
+	}
+	log.Info("garbage collector", "gc_percent", gogc, "memory_limit_mib", limit)
+	return func() {
+		for _, f := range undo {
+			f()
+		}
+	}
+}
+
+// memoryLimitBytes turns memory_limit_mib into debug.SetMemoryLimit's
+// argument, where no limit is math.MaxInt64 rather than 0.
+func memoryLimitBytes(mib int) int64 {
+	if mib == 0 {
+		return math.MaxInt64
+	}
+	return int64(mib) << 20
+}
