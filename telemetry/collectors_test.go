@@ -138,3 +138,26 @@ func TestCacheMemoryGauges(t *testing.T) {
 		}
 	}
 }
+
+// TestIdempotencyPurgedCounter: the records the purge deletes add up on
+// /metrics.
+func TestIdempotencyPurgedCounter(t *testing.T) {
+	tel, err := telemetry.New(telemetry.DefaultConfig(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	tel.ObserveIdempotencyPurged(1000)
+	tel.ObserveIdempotencyPurged(7)
+	srv := httptest.NewServer(tel.MetricsHandler())
+	defer srv.Close()
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if want := "\nsurgepay_idempotency_purged_total 1007\n"; !strings.Contains(string(b), want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
+}

@@ -45,6 +45,7 @@ type metrics struct {
 	shed            *prometheus.CounterVec // reason
 	rateLimited     rateLimitedCounter     // merchant
 	rateFallbacks   prometheus.Counter
+	idemPurged      prometheus.Counter
 	payments        *prometheus.CounterVec // operation, outcome, decline_code, path
 	providerSeconds *prometheus.HistogramVec
 	providerCalls   *prometheus.CounterVec // op, outcome
@@ -82,6 +83,8 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		rateFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http",
 			Name: "rate_limit_fallbacks_total", Help: "Rate-limited requests decided by this node's own bucket because the shared " +
 				"count in Redis did not answer in time (rate_limits.timeout) or was being skipped after failures."}),
+		idemPurged: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "idempotency_purged_total",
+			Help: "Idempotency records deleted by this node's purge for being older than idempotency_retention."}),
 		payments: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "payments_total",
 			Help: "Payment operations answered, by operation (authorize, capture, void, refund), resulting payment status, decline code and path (standard, streamlined)."},
 			[]string{"operation", "outcome", "decline_code", "path"}),
@@ -113,7 +116,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		spansRedacted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "telemetry",
 			Name: "spans_redacted_total", Help: "Exported spans in which a card-number-like digit run was redacted: should stay 0."}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.errors, m.inflight, m.shed, m.rateLimited.vec, m.rateFallbacks, m.payments,
+	for _, c := range []prometheus.Collector{m.requests, m.requestSeconds, m.errors, m.inflight, m.shed, m.rateLimited.vec, m.rateFallbacks, m.idemPurged, m.payments,
 		m.providerSeconds, m.providerCalls, m.sqlStatements, m.sqlPerRequest, m.storeSeconds, m.batchSize,
 		m.commitSeconds, m.spansDropped, m.spansExported, m.spanExportFails, m.spansRedacted} {
 		f(c)
@@ -248,6 +251,14 @@ func (t *Telemetry) ObserveRateLimited(merchantID string) {
 func (t *Telemetry) ObserveRateLimitFallback() {
 	if t.MetricsEnabled() {
 		t.m.rateFallbacks.Inc()
+	}
+}
+
+// ObserveIdempotencyPurged counts n idempotency records deleted for
+// being older than the retention. Safe for concurrent use.
+func (t *Telemetry) ObserveIdempotencyPurged(n int) {
+	if t.MetricsEnabled() {
+		t.m.idemPurged.Add(float64(n))
 	}
 }
 

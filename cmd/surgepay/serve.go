@@ -597,7 +597,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	go func() { defer wg.Done(); a.eng.RunKeyUseFlusher(bg, engine.KeyUseFlushIntervalDefault) }()
 	go func() { defer wg.Done(); watchConfig(bg, a, &current, hup, log) }()
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
-	go func() { defer wg.Done(); purgeLoop(bg, a.eng, log) }()
+	go func() { defer wg.Done(); newPurger(a.eng, a.tel, log).run(bg, purgeInterval) }()
 	a.startWebhooks(bg, &wg)
 	fmt.Fprintf(out, "surgepay listening on %s://%s (storage %s)\n", scheme(tlsAPI != nil), ln.Addr(), cfg.Storage)
 	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind, "tls", tlsAPI != nil)
@@ -627,26 +627,6 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 // read_header_timeout + body_read_timeout is longer: the 30 s it always
 // was, before the body got its own deadline.
 const readTimeoutMin = 30 * time.Second
-
-// purgeBatchMax bounds one purge of expired idempotency records.
-const purgeBatchMax = 10_000
-
-func purgeLoop(ctx context.Context, eng *engine.Engine, log *slog.Logger) {
-	t := time.NewTicker(10 * time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if n, err := eng.PurgeIdempotency(ctx, purgeBatchMax); err != nil {
-				log.Warn("purge idempotency records", "err", err)
-			} else if n > 0 {
-				log.Info("purged idempotency records", "count", n)
-			}
-		}
-	}
-}
 
 // commandConfig loads and validates the configuration of a command whose
 // flags are parsed, and makes its data folder. A code of 0 or more is the
