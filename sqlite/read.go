@@ -20,7 +20,7 @@ type readStmts struct {
 	merchant, merchants, apiKey, apiKeys         *sql.Stmt
 	customer, paymentMethod, payment, processing *sql.Stmt
 	paymentByRef                                 *sql.Stmt
-	events, idempotency                          *sql.Stmt
+	events, idempotency, idempotencyRow          *sql.Stmt
 	staged, stagedBacklog                        *sql.Stmt
 }
 
@@ -40,7 +40,9 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 		// The GLOB term is the partial index's own (0007_processor_tokens).
 		{&r.paymentByRef, "SELECT " + paymentCols + " FROM payments WHERE authorization_ref = ? AND authorization_ref GLOB '*:*' LIMIT 1"},
 		{&r.events, "SELECT " + eventCols + " FROM payment_events WHERE merchant_id = ? AND payment_id = ? ORDER BY seq"},
-		{&r.idempotency, "SELECT " + idempotencyCols + " FROM idempotency WHERE merchant_id = ? AND key = ?"},
+		{&r.idempotency, "SELECT " + qualified("i", idempotencyCols) + " FROM idempotency_index x JOIN idempotency i ON i.rowid = x.row " +
+			"WHERE x.hash = ? AND i.merchant_id = ? AND i.key = ?"},
+		{&r.idempotencyRow, "SELECT " + idempotencyCols + " FROM idempotency WHERE rowid = ?"},
 		{&r.staged, "SELECT " + stagedCols + " FROM staged_captures WHERE id > ? ORDER BY id LIMIT ?"},
 		// The oldest is the first in ID order, one probe of the key.
 		{&r.stagedBacklog, "SELECT count(*), (SELECT created FROM staged_captures ORDER BY id LIMIT 1) FROM staged_captures"},
@@ -57,7 +59,7 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 func (r *readStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{r.merchant, r.merchants, r.apiKey, r.apiKeys, r.customer,
-		r.paymentMethod, r.payment, r.processing, r.events, r.idempotency, r.staged, r.stagedBacklog} {
+		r.paymentMethod, r.payment, r.processing, r.events, r.idempotency, r.idempotencyRow, r.staged, r.stagedBacklog} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -183,8 +185,34 @@ func (db *DB) FindPaymentByRef(ctx context.Context, ref string) (*surgepay.Payme
 }
 
 // FindIdempotency returns ENOTFOUND if the merchant has no record for key.
+// The newest records are found through the writer's memory table, the
+// others through idempotency_index (idemindex.go): one SELECT either way.
+// A record leaves the memory table only once its entry in
+// idempotency_index is committed, and the memory table is read first, so
+// a record is always found in one or the other.
 func (db *DB) FindIdempotency(ctx context.Context, merchantID, key string) (*surgepay.IdempotencyRecord, error) {
-	return findOne(ctx, db.readSt.idempotency, scanIdempotency, "idempotency_key", "idempotency key", merchantID, key)
+	h := idemHash(merchantID, key)
+	for _, row := range db.writer.idem.candidates(h) {
+		rec, err := findOne(ctx, db.readSt.idempotencyRow, scanIdempotency, "idempotency_key", "idempotency key", row)
+		var se *surgepay.Error
+		switch {
+		case errors.As(err, &se) && se.Code == surgepay.ENOTFOUND: // purged
+		case err != nil:
+			return nil, err
+		case rec.MerchantID == merchantID && rec.Key == key:
+			return rec, nil
+		}
+	}
+	return findOne(ctx, db.readSt.idempotency, scanIdempotency, "idempotency_key", "idempotency key", h, merchantID, key)
+}
+
+// qualified returns cols ("a, b") with each column prefixed by table.
+func qualified(table, cols string) string {
+	names := strings.Split(cols, ", ")
+	for i, n := range names {
+		names[i] = table + "." + n
+	}
+	return strings.Join(names, ", ")
 }
 
 // ListEvents returns a payment's events in the order they were written;
@@ -285,12 +313,12 @@ func (db *DB) ListPaymentMethods(ctx context.Context, merchantID, customerID str
 
 // ListPayments lists the merchant's payments that pass f, newest first.
 func (db *DB) ListPayments(ctx context.Context, merchantID string, f surgepay.PaymentFilter) ([]*surgepay.Payment, bool, error) {
+	if f.CustomerID != "" {
+		return db.listPaymentsOfCustomer(ctx, merchantID, f)
+	}
 	q := newListQuery(paymentCols, "payments", merchantID)
 	if f.Status != "" {
 		q.where("status = ?", string(f.Status))
-	}
-	if f.CustomerID != "" {
-		q.where("customer_id = ?", f.CustomerID)
 	}
 	if !f.CreatedGTE.IsZero() {
 		q.where("created >= ?", f.CreatedGTE.UnixNano())

@@ -86,13 +86,14 @@ func scanStaged(r scanner) (*surgepay.StagedRecord, error) {
 	return &rec, nil
 }
 
-// saleCols are the columns of the view sales (migration 0003): the
-// idempotency record, the payment and the staged record.
-const saleCols = "idem_merchant_id, idem_key, idem_request_hash, idem_status_code, idem_body, idem_created, " +
+// saleCols are the columns of the view sales (migration 0010): the
+// idempotency record (with its rowid and hash), the payment and the staged
+// record.
+const saleCols = "idem_rowid, idem_hash, idem_merchant_id, idem_key, idem_request_hash, idem_status_code, idem_body, idem_created, " +
 	paymentCols + ", staged_id, staged_merchant_id, staged_payment_id, staged_sealed, staged_created"
 
 // saleColsN is the number of columns in saleCols.
-const saleColsN = 6 + 24 + 5
+const saleColsN = 8 + 24 + 5
 
 // saleConflict is the message the trigger of sales raises when the
 // idempotency key exists.
@@ -132,9 +133,14 @@ func (w *writer) insertSale(ctx context.Context, wr *surgepay.Write) error {
 	}
 	args := make([]any, 0, saleColsN)
 	if r := wr.Idempotency; r != nil {
+		hash, row, err := w.claimIdempotency(ctx, r)
+		if err != nil {
+			return err
+		}
+		args = append(args, row, hash)
 		args = append(args, idempotencyArgs(r)...)
 	} else {
-		args = append(args, nil, nil, nil, nil, nil, nil) // idem_key NULL: no record
+		args = append(args, nil, nil, nil, nil, nil, nil, nil, nil) // idem_key NULL: no record
 	}
 	args = append(args, payment...)
 	if r := wr.Staged; r != nil {
@@ -151,6 +157,7 @@ func (w *writer) insertSale(ctx context.Context, wr *surgepay.Write) error {
 	if err != nil {
 		return fmt.Errorf("insert sale %s: %w", p.ID, err)
 	}
+	w.cust.tx++
 	return nil
 }
 

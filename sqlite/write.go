@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,11 +52,18 @@ type writer struct {
 	customerVersion                                           *sql.Stmt
 	insPaymentMethod, delPaymentMethod                        *sql.Stmt
 	insPayment, updPayment, paymentVersion                    *sql.Stmt
-	purgeIdempotency                                          *sql.Stmt
 	insSale, insStaged, delStaged                             *sql.Stmt
 	insEvents                                                 [eventStmtsCached + 1]*sql.Stmt // by rows; [0] unused
 	webhook                                                   webhookStmts
 	analytics                                                 analyticsStmts
+
+	// idem is the memory part of the index of idempotency keys, and
+	// idemSt its statements (idemindex.go).
+	idem   *idemIndex
+	idemSt idemStmts
+	// cust and custSt merge payments into payments_by_customer (custindex.go).
+	cust   custMerge
+	custSt custStmts
 }
 
 // setCols returns "a = ?, b = ?" for the columns of cols after the first skip.
@@ -84,7 +92,11 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.savepoint, "SAVEPOINT w"},
 		{&w.release, "RELEASE w"},
 		{&w.rollbackTo, "ROLLBACK TO w"},
-		{&w.insIdempotency, insertSQL("idempotency", idempotencyCols) + " ON CONFLICT DO NOTHING"},
+		// A record whose key idempotency_index holds is not inserted; the
+		// newer keys were checked by claimIdempotency.
+		{&w.insIdempotency, "INSERT INTO idempotency (rowid, " + idempotencyCols + ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 " +
+			"WHERE NOT EXISTS (SELECT 1 FROM idempotency_index x JOIN idempotency i ON i.rowid = x.row " +
+			"WHERE x.hash = ?8 AND i.merchant_id = ?2 AND i.key = ?3)"},
 		{&w.insMerchant, insertSQL("merchants", merchantCols)},
 		{&w.insAPIKey, insertSQL("api_keys", apiKeyCols)},
 		{&w.revokeAPIKey, "UPDATE api_keys SET revoked = 1 WHERE id = ?"},
@@ -102,7 +114,6 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.insPayment, insertSQL("payments", paymentCols)},
 		{&w.updPayment, "UPDATE payments SET " + setCols(paymentCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
 		{&w.paymentVersion, "SELECT version FROM payments WHERE merchant_id = ? AND id = ?"},
-		{&w.purgeIdempotency, "DELETE FROM idempotency WHERE (merchant_id, key) IN (SELECT merchant_id, key FROM idempotency WHERE created < ? LIMIT ?)"},
 		{&w.insSale, "INSERT INTO sales (" + saleCols + ") VALUES " + placeholders(saleColsN)},
 		{&w.insStaged, insertSQL("staged_captures", stagedCols)},
 		// One statement for any number of IDs: a JSON array bound as one parameter.
@@ -122,6 +133,12 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		*s.dst = st
 	}
 	if err := w.webhook.prepare(ctx, conn); err != nil {
+		return err
+	}
+	if err := w.idemSt.prepare(ctx, conn); err != nil {
+		return err
+	}
+	if err := w.custSt.prepare(ctx, conn); err != nil {
 		return err
 	}
 	return w.analytics.prepare(ctx, conn)
@@ -145,7 +162,7 @@ func (w *writer) close() error {
 	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
 		w.insIdempotency, w.insMerchant, w.insAPIKey, w.revokeAPIKey, w.merchantStatus, w.expireAPIKey, w.useAPIKey, w.insAudit, w.insCustomer, w.updCustomer, w.delCustomer,
 		w.delCustomerMethods, w.customerVersion, w.insPaymentMethod, w.delPaymentMethod, w.insPayment,
-		w.updPayment, w.paymentVersion, w.purgeIdempotency, w.insSale, w.insStaged, w.delStaged} {
+		w.updPayment, w.paymentVersion, w.insSale, w.insStaged, w.delStaged} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -155,7 +172,7 @@ func (w *writer) close() error {
 			errs = append(errs, st.Close())
 		}
 	}
-	errs = append(errs, w.webhook.close(), w.analytics.close())
+	errs = append(errs, w.webhook.close(), w.analytics.close(), w.idemSt.close(), w.custSt.close())
 	return errors.Join(errs...)
 }
 
@@ -227,6 +244,7 @@ func (db *DB) submit(ctx context.Context, o *op) error {
 // only then are errors reported. A batch that could not take the write
 // lock (SQLITE_BUSY after BusyTimeout) fails as a whole.
 func (db *DB) commitBatch(items []*groupcommit.Item[*op]) error {
+	sortBatch(items)
 	err := db.commitTx(items)
 	if err == nil || len(items) == 1 || isBusy(err) {
 		// Busy: the write lock stayed taken for lockWait; trying each
@@ -239,6 +257,25 @@ func (db *DB) commitBatch(items []*groupcommit.Item[*op]) error {
 		}
 	}
 	return nil
+}
+
+// sortBatch orders a batch's new payments by ID. IDs increase (NewID), so
+// the payments, their keys and staged records are then appended at the
+// ends of their B-trees, where a full leaf is split by starting a new one;
+// in arrival order a split rebalanced three leaves and their parent. The
+// Writes of one batch were concurrent: any order is one they could have
+// arrived in. Writes without a new payment keep their place, before.
+func sortBatch(items []*groupcommit.Item[*op]) {
+	slices.SortStableFunc(items, func(a, b *groupcommit.Item[*op]) int {
+		return strings.Compare(newPaymentID(a.Value), newPaymentID(b.Value))
+	})
+}
+
+func newPaymentID(o *op) string {
+	if o.w == nil || o.w.PaymentInsert == nil {
+		return ""
+	}
+	return o.w.PaymentInsert.ID
 }
 
 // commitTx commits items in one transaction. A guard failure is the item's
@@ -255,21 +292,41 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 	if err := w.beginWrite(wait); err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
+	rollback := func() {
+		_ = w.control(w.rollback) // fails if SQLite has rolled back already
+		w.idem.rolledBack()
+		w.cust.rolledBack()
+	}
+	if err := w.absorb(); err != nil {
+		rollback()
+		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
+	}
 	for _, it := range items {
 		if err := w.applyItem(it); err != nil {
-			_ = w.control(w.rollback) // fails if SQLite has rolled back already
+			rollback()
 			return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 		}
 	}
 	// The batch's analytics counters: one statement, in its transaction.
 	if err := w.applyAnalytics(items); err != nil {
-		_ = w.control(w.rollback)
+		rollback()
+		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
+	}
+	// A chunk of the deferred indexes' tails (idemindex.go, custindex.go).
+	if err := w.mergeStep(); err != nil {
+		rollback()
+		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
+	}
+	if err := w.mergeCustomers(); err != nil {
+		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
 	if err := w.control(w.commit); err != nil {
-		_ = w.control(w.rollback)
+		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: commit: %w", len(items), err)
 	}
+	w.idem.committed()
+	w.cust.committed()
 	return nil
 }
 
@@ -347,11 +404,13 @@ func needsSavepoint(wr *surgepay.Write) bool {
 func (w *writer) applyItem(it *groupcommit.Item[*op]) error {
 	it.Err = nil
 	o := it.Value
+	mark := len(w.idem.pending)
 	if o.w != nil && !needsSavepoint(o.w) {
 		err := w.applyWrite(it.Ctx, o.w)
 		var guard *surgepay.Error
 		if errors.As(err, &guard) {
 			it.Err = guard // the guard's statement changed nothing
+			w.idem.itemFailed(mark)
 			return nil
 		}
 		return err
@@ -374,6 +433,7 @@ func (w *writer) applyItem(it *groupcommit.Item[*op]) error {
 			return fmt.Errorf("rollback to savepoint: %w", err)
 		}
 		it.Err = guard
+		w.idem.itemFailed(mark)
 	} else if err != nil {
 		return err
 	}
@@ -417,7 +477,12 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
 		return w.insertWebhook(ctx, wr.Webhook)
 	}
 	if r := wr.Idempotency; r != nil {
-		n, err := exec(ctx, surgepay.StmtInsert, w.insIdempotency, idempotencyArgs(r)...)
+		hash, row, err := w.claimIdempotency(ctx, r)
+		if err != nil {
+			return err
+		}
+		args := append(append([]any{row}, idempotencyArgs(r)...), hash)
+		n, err := exec(ctx, surgepay.StmtInsert, w.insIdempotency, args...)
 		if err != nil {
 			return fmt.Errorf("insert idempotency record: %w", err)
 		}
@@ -550,6 +615,7 @@ func (w *writer) applyPayment(ctx context.Context, wr *surgepay.Write) error {
 		if err != nil {
 			return fmt.Errorf("insert payment %s: %w", p.ID, err)
 		}
+		w.cust.tx++
 	}
 	if p := wr.PaymentUpdate; p != nil {
 		args, err := paymentArgs(p)
@@ -608,12 +674,4 @@ func (w *writer) insertEvents(ctx context.Context, events []*surgepay.Event) err
 		return fmt.Errorf("insert %d events of payment %s: %w", len(events), events[0].PaymentID, err)
 	}
 	return nil
-}
-
-func (w *writer) purge(ctx context.Context, o *op) (int, error) {
-	n, err := exec(ctx, surgepay.StmtDelete, w.purgeIdempotency, o.purgeBefore.UnixNano(), o.purgeLimit)
-	if err != nil {
-		return 0, fmt.Errorf("delete idempotency records before %v: %w", o.purgeBefore, err)
-	}
-	return int(n), nil
 }

@@ -129,6 +129,13 @@ func applyCounting(t *testing.T, s surgepay.Store, cases []applyCase) {
 		}
 		if tc.reason != "" {
 			wantErr(t, err, surgepay.ECONFLICT, tc.reason)
+			// A refusal is held to the total: a store may refuse a
+			// taken key by the refused INSERT, or by a read of its own
+			// index instead (SQLite, for the keys it holds in memory).
+			if c.Total() != tc.want.total {
+				t.Errorf("Apply(%s): %d statements, want %d", tc.name, c.Total(), tc.want.total)
+			}
+			continue
 		}
 		wantStatements(t, "Apply("+tc.name+")", c, tc.want)
 	}

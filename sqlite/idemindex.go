@@ -1,0 +1,498 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/surgepay/surgepay"
+)
+
+// The deferred index of idempotency keys (migration 0010).
+//
+// A sale with an Idempotency-Key appends its record to the table
+// idempotency under a rowid the writer assigns. Which row holds a key is
+// found through idempotency_index (hash of merchant and key → rowid) for
+// every row up to deferred_indexes.indexed_upto, and through
+// idemIndex, in memory, for the rows after it. The memory table is merged
+// into idempotency_index in hash order, a chunk per group commit, once it
+// holds IdempotencyTableMax entries: a chunk of sorted keys lands on
+// neighbouring leaves, where the per-sale inserts of a unique index landed
+// each on a random leaf and made every commit write one whole page per
+// sale (twice, with the checkpoint).
+//
+// What survives a crash is the rows; the memory table is rebuilt from them
+// by the next Open (indexRecent), which indexes every row after
+// indexed_upto before the writer starts. Only the process that holds the
+// DB's writer adds records to its memory table: another process writing
+// idempotency records to the same file at the same time would not see the
+// newest of them (no surgepay command but serve writes any).
+
+// IdempotencyTableMaxDefault is the default Config.IdempotencyTableMax:
+// 262,144 entries, about 10 MiB in memory, twice over while one table is
+// merged and the next fills. Merging N entries into an index of L leaves
+// writes about L·(1-e^(-N/L)) pages: at 9 M records (64,000 leaves) and
+// this N, about one page per 4 sales.
+const IdempotencyTableMaxDefault = 1 << 18
+
+// idemFlushChunk is the fewest entries a commit merges into
+// idempotency_index while a frozen table waits; a commit merges at least
+// twice the records it adds, so the merge outpaces any load.
+const idemFlushChunk = 128
+
+// idemFlushRows is the rows of one multi-row INSERT of a merge.
+const idemFlushRows = 64
+
+// indexRecentRows is how many rows one transaction of indexRecent reads:
+// short transactions, so that a process opening the file while another
+// writes does not hold the write lock long.
+const indexRecentRows = 4096
+
+// idemHash is the key of idempotency_index for merchantID's key: the first
+// 8 bytes of SHA-256 over merchantID, a zero byte and key, as a signed
+// integer (SQLite's). A strong hash, so that no client can choose keys that
+// collide; collisions are handled anyway (lookups compare the key).
+func idemHash(merchantID, key string) int64 {
+	b := make([]byte, 0, 64)
+	b = append(b, merchantID...)
+	b = append(b, 0)
+	b = append(b, key...)
+	sum := sha256.Sum256(b)
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
+
+// idemTable maps hashes to rowids.
+type idemTable struct {
+	rows map[int64]int64
+	more map[int64][]int64 // further rowids of a hash in rows (a collision)
+}
+
+func newIdemTable() *idemTable { return &idemTable{rows: make(map[int64]int64)} }
+
+func (t *idemTable) add(h, row int64) {
+	if _, ok := t.rows[h]; !ok {
+		t.rows[h] = row
+		return
+	}
+	if t.more == nil {
+		t.more = make(map[int64][]int64)
+	}
+	t.more[h] = append(t.more[h], row)
+}
+
+func (t *idemTable) appendRows(dst []int64, h int64) []int64 {
+	if row, ok := t.rows[h]; ok {
+		dst = append(dst, row)
+		dst = append(dst, t.more[h]...)
+	}
+	return dst
+}
+
+func (t *idemTable) len() int {
+	n := len(t.rows)
+	for _, m := range t.more {
+		n += len(m)
+	}
+	return n
+}
+
+// entries returns t's entries in idempotency_index's order.
+func (t *idemTable) entries() []idemEntry {
+	es := make([]idemEntry, 0, t.len())
+	for h, row := range t.rows {
+		es = append(es, idemEntry{h, row})
+		for _, r := range t.more[h] {
+			es = append(es, idemEntry{h, r})
+		}
+	}
+	slices.SortFunc(es, func(a, b idemEntry) int {
+		return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.row, b.row))
+	})
+	return es
+}
+
+type idemEntry struct{ hash, row int64 }
+
+type idemPending struct {
+	hash, row       int64
+	merchantID, key string
+}
+
+// idemIndex is the memory part of the index. Readers take mu to read the
+// tables; the writer goroutine owns everything else and is the only one
+// that changes the tables (under mu).
+type idemIndex struct {
+	mu     sync.RWMutex
+	active *idemTable // committed rows after indexed_upto, not frozen
+	frozen *idemTable // rows being merged into idempotency_index; nil if none
+
+	tableMax int   // entries in active that freeze it
+	next     int64 // rowid of the next record
+
+	pending []idemPending // records of the open transaction
+
+	sorted    chan []idemEntry // frozen's entries, sorted off the writer
+	merge     []idemEntry      // frozen's entries once sorted
+	merged    int              // entries of merge committed
+	txMerged  int              // entries of merge written in the open transaction
+	txDone    bool             // the open transaction ends the merge
+	frozenMax int64            // the highest rowid in frozen
+
+	// Rows up to purgedUpto are purged: their entries are not merged.
+	// txPurgedUpto is the open transaction's.
+	purgedUpto, txPurgedUpto int64
+}
+
+func newIdemIndex(tableMax int) *idemIndex {
+	return &idemIndex{active: newIdemTable(), tableMax: tableMax, sorted: make(chan []idemEntry, 1)}
+}
+
+// candidates returns the rowids the memory tables hold for h.
+func (x *idemIndex) candidates(h int64) []int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	rows := x.active.appendRows(nil, h)
+	if x.frozen != nil {
+		rows = x.frozen.appendRows(rows, h)
+	}
+	return rows
+}
+
+// size returns the entries in memory (both tables).
+func (x *idemIndex) size() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	n := x.active.len()
+	if x.frozen != nil {
+		n += x.frozen.len()
+	}
+	return n
+}
+
+// idemStmts are the writer's statements of the deferred index.
+type idemStmts struct {
+	row, last, after, mergeMany, mergeOne, state, purgeScan, purgeEntry, purgeRows *sql.Stmt
+}
+
+func (s *idemStmts) prepare(ctx context.Context, conn *sql.Conn) error {
+	for _, p := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&s.row, "SELECT merchant_id, key FROM idempotency WHERE rowid = ?"},
+		{&s.last, "SELECT coalesce(max(rowid), 0) FROM idempotency"},
+		{&s.after, "SELECT rowid, merchant_id, key FROM idempotency WHERE rowid > ? ORDER BY rowid"},
+		{&s.mergeMany, "INSERT OR IGNORE INTO idempotency_index (hash, row) VALUES " + rowsOf(idemFlushRows, 2)},
+		{&s.mergeOne, "INSERT OR IGNORE INTO idempotency_index (hash, row) VALUES (?, ?)"},
+		{&s.state, "UPDATE deferred_indexes SET indexed_upto = max(indexed_upto, ?) WHERE name = 'idempotency'"},
+		{&s.purgeScan, "SELECT rowid, merchant_id, key, created FROM idempotency ORDER BY rowid LIMIT ?"},
+		{&s.purgeEntry, "DELETE FROM idempotency_index WHERE hash = ? AND row = ?"},
+		{&s.purgeRows, "DELETE FROM idempotency WHERE rowid <= ?"},
+	} {
+		st, err := conn.PrepareContext(ctx, p.query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", p.query, err)
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
+func (s *idemStmts) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.row, s.last, s.after, s.mergeMany, s.mergeOne, s.state, s.purgeScan, s.purgeEntry, s.purgeRows} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// rowsOf returns n groups of cols placeholders: "(?, ?), (?, ?)".
+func rowsOf(n, cols int) string {
+	row := placeholders(cols)
+	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}
+
+// claimIdempotency checks that r's key is not stored for its merchant in
+// the rows the memory tables or the open transaction hold (the rows in
+// idempotency_index are checked by the INSERT itself), and reserves the
+// record's rowid. It returns the hash and the rowid.
+func (w *writer) claimIdempotency(ctx context.Context, r *surgepay.IdempotencyRecord) (int64, int64, error) {
+	x := w.idem
+	h := idemHash(r.MerchantID, r.Key)
+	for _, p := range x.pending {
+		if p.hash == h && p.merchantID == r.MerchantID && p.key == r.Key {
+			return 0, 0, errIdempotencyExists()
+		}
+	}
+	// The writer goroutine is the only one that changes the tables: it
+	// reads them without the lock.
+	rows := x.active.appendRows(nil, h)
+	if x.frozen != nil {
+		rows = x.frozen.appendRows(rows, h)
+	}
+	for _, row := range rows {
+		var merchantID, key string
+		surgepay.CountStatement(ctx, surgepay.StmtSelect)
+		err := w.idemSt.row.QueryRowContext(context.Background(), row).Scan(&merchantID, &key)
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // purged
+		case err != nil:
+			return 0, 0, fmt.Errorf("read idempotency record %d: %w", row, err)
+		case merchantID == r.MerchantID && key == r.Key:
+			return 0, 0, errIdempotencyExists()
+		}
+	}
+	row := x.next
+	x.next++
+	x.pending = append(x.pending, idemPending{hash: h, row: row, merchantID: r.MerchantID, key: r.Key})
+	return h, row, nil
+}
+
+// absorb adds to the active table the records another process appended
+// since this writer's last transaction, and moves the next rowid past
+// them: one probe of the table's last rowid per transaction. (No surgepay
+// command but serve writes idempotency records; two serve processes on
+// one file would both stay right.) Call at the start of a transaction.
+func (w *writer) absorb() error {
+	x := w.idem
+	var last int64
+	if err := w.idemSt.last.QueryRowContext(context.Background()).Scan(&last); err != nil {
+		return fmt.Errorf("read the last idempotency record: %w", err)
+	}
+	if last < x.next {
+		return nil
+	}
+	rows, err := w.idemSt.after.QueryContext(context.Background(), x.next-1)
+	if err != nil {
+		return fmt.Errorf("read idempotency records after %d: %w", x.next-1, err)
+	}
+	defer rows.Close()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for rows.Next() {
+		var row int64
+		var merchantID, key string
+		if err := rows.Scan(&row, &merchantID, &key); err != nil {
+			return fmt.Errorf("read idempotency records after %d: %w", x.next-1, err)
+		}
+		x.active.add(idemHash(merchantID, key), row)
+		x.next = max(x.next, row+1)
+	}
+	return rows.Err()
+}
+
+// mergeStep merges the next chunk of the frozen table into
+// idempotency_index inside the open transaction, and ends the merge (the
+// state row) once every entry is written.
+func (w *writer) mergeStep() error {
+	x := w.idem
+	if x.merge == nil {
+		select {
+		case es := <-x.sorted:
+			x.merge = es
+		default:
+			return nil // nothing frozen, or still sorting
+		}
+	}
+	start := x.merged + x.txMerged
+	n := max(idemFlushChunk, 2*len(x.pending))
+	end := min(len(x.merge), start+n)
+	chunk := x.merge[start:end]
+	args := make([]any, 0, 2*idemFlushRows)
+	flush := func(st *sql.Stmt) error {
+		_, err := st.ExecContext(context.Background(), args...)
+		args = args[:0]
+		return err
+	}
+	purged := max(x.purgedUpto, x.txPurgedUpto)
+	for _, e := range chunk {
+		if e.row <= purged {
+			continue // purged before it was merged
+		}
+		args = append(args, e.hash, e.row)
+		if len(args) == cap(args) {
+			if err := flush(w.idemSt.mergeMany); err != nil {
+				return fmt.Errorf("merge idempotency index: %w", err)
+			}
+		}
+	}
+	for i := 0; i < len(args); i += 2 {
+		if _, err := w.idemSt.mergeOne.ExecContext(context.Background(), args[i], args[i+1]); err != nil {
+			return fmt.Errorf("merge idempotency index: %w", err)
+		}
+	}
+	x.txMerged += len(chunk)
+	if end == len(x.merge) {
+		if _, err := w.idemSt.state.ExecContext(context.Background(), x.frozenMax); err != nil {
+			return fmt.Errorf("merge idempotency index: state: %w", err)
+		}
+		x.txDone = true
+	}
+	return nil
+}
+
+// itemFailed forgets the records an item reserved since mark: its guard
+// failed and its changes were rolled back.
+func (x *idemIndex) itemFailed(mark int) { x.pending = x.pending[:mark] }
+
+// rolledBack forgets the open transaction's records and merge progress.
+func (x *idemIndex) rolledBack() {
+	x.pending = x.pending[:0]
+	x.txMerged, x.txDone, x.txPurgedUpto = 0, false, 0
+}
+
+// committed moves the transaction's records into the active table, ends a
+// finished merge, and freezes the active table once it is full.
+func (x *idemIndex) committed() {
+	x.purgedUpto = max(x.purgedUpto, x.txPurgedUpto)
+	if len(x.pending) == 0 && x.txMerged == 0 && !x.txDone {
+		x.txPurgedUpto = 0
+		return
+	}
+	x.mu.Lock()
+	for _, p := range x.pending {
+		x.active.add(p.hash, p.row)
+	}
+	x.merged += x.txMerged
+	if x.txDone {
+		x.frozen, x.merge, x.merged = nil, nil, 0
+	}
+	freeze := x.frozen == nil && x.active.len() >= x.tableMax
+	if freeze {
+		x.frozen, x.active = x.active, newIdemTable()
+		x.frozenMax = x.next - 1
+	}
+	x.mu.Unlock()
+	x.pending = x.pending[:0]
+	x.txMerged, x.txDone, x.txPurgedUpto = 0, false, 0
+	if freeze {
+		// Sorting a full table takes tens of milliseconds: not on the
+		// writer. The frozen table is read-only from here on.
+		go func(t *idemTable) { x.sorted <- t.entries() }(x.frozen)
+	}
+}
+
+// indexRecent indexes, in idempotency_index, every row after indexed_upto:
+// the memory table a stopped process held. It runs at Open, before the
+// writer starts, in short transactions, and sets the next rowid.
+func (db *DB) indexRecent(ctx context.Context) error {
+	w := &db.writer
+	conn := db.wconn
+	var upto, maxRow int64
+	if err := conn.QueryRowContext(ctx, "SELECT indexed_upto, (SELECT coalesce(max(rowid), 0) FROM idempotency) FROM deferred_indexes WHERE name = 'idempotency'").
+		Scan(&upto, &maxRow); err != nil {
+		return fmt.Errorf("read idempotency index state: %w", err)
+	}
+	w.idem.next = max(upto, maxRow) + 1
+	for upto < maxRow {
+		if err := w.beginWrite(w.lockWait); err != nil {
+			return fmt.Errorf("index idempotency records: begin: %w", err)
+		}
+		last, err := db.indexRows(ctx, upto)
+		if err == nil {
+			_, err = w.idemSt.state.ExecContext(ctx, last)
+		}
+		if err == nil {
+			err = w.control(w.commit)
+		}
+		if err != nil {
+			_ = w.control(w.rollback)
+			return fmt.Errorf("index idempotency records after %d: %w", upto, err)
+		}
+		if last == upto {
+			break
+		}
+		upto = last
+	}
+	return nil
+}
+
+// indexRows indexes up to indexRecentRows rows after upto and returns the
+// last rowid it read (upto if none).
+func (db *DB) indexRows(ctx context.Context, upto int64) (int64, error) {
+	rows, err := db.wconn.QueryContext(ctx, "SELECT rowid, merchant_id, key FROM idempotency WHERE rowid > ? ORDER BY rowid LIMIT ?",
+		upto, indexRecentRows)
+	if err != nil {
+		return upto, err
+	}
+	var es []idemEntry
+	last := upto
+	for rows.Next() {
+		var row int64
+		var merchantID, key string
+		if err := rows.Scan(&row, &merchantID, &key); err != nil {
+			rows.Close()
+			return upto, err
+		}
+		es = append(es, idemEntry{idemHash(merchantID, key), row})
+		last = row
+	}
+	if err := rows.Close(); err != nil {
+		return upto, err
+	}
+	slices.SortFunc(es, func(a, b idemEntry) int {
+		return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.row, b.row))
+	})
+	for _, e := range es {
+		if _, err := db.writer.idemSt.mergeOne.ExecContext(ctx, e.hash, e.row); err != nil {
+			return upto, err
+		}
+	}
+	return last, nil
+}
+
+// purge deletes up to o.purgeLimit of the oldest records created before
+// o.purgeBefore, with their index entries. Records are in rowid order of
+// creation (within the few milliseconds a request takes): the purge stops
+// at the first one not yet expired.
+func (w *writer) purge(ctx context.Context, o *op) (int, error) {
+	surgepay.CountStatement(ctx, surgepay.StmtSelect)
+	rows, err := w.idemSt.purgeScan.QueryContext(context.Background(), o.purgeLimit)
+	if err != nil {
+		return 0, fmt.Errorf("purge idempotency records: %w", err)
+	}
+	cutoff := o.purgeBefore.UnixNano()
+	var es []idemEntry
+	for rows.Next() {
+		var row, created int64
+		var merchantID, key string
+		if err := rows.Scan(&row, &merchantID, &key, &created); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("purge idempotency records: %w", err)
+		}
+		if created >= cutoff {
+			break
+		}
+		es = append(es, idemEntry{idemHash(merchantID, key), row})
+	}
+	if err := rows.Close(); err != nil {
+		return 0, fmt.Errorf("purge idempotency records: %w", err)
+	}
+	if len(es) == 0 {
+		return 0, nil
+	}
+	last := es[len(es)-1].row
+	slices.SortFunc(es, func(a, b idemEntry) int { return cmp.Compare(a.hash, b.hash) })
+	for _, e := range es {
+		if _, err := exec(ctx, surgepay.StmtDelete, w.idemSt.purgeEntry, e.hash, e.row); err != nil {
+			return 0, fmt.Errorf("purge idempotency index: %w", err)
+		}
+	}
+	n, err := exec(ctx, surgepay.StmtDelete, w.idemSt.purgeRows, last)
+	if err != nil {
+		return 0, fmt.Errorf("purge idempotency records: %w", err)
+	}
+	// Rows still in the memory tables are skipped when merged; a lookup
+	// that finds their rowid finds no row.
+	w.idem.txPurgedUpto = max(w.idem.txPurgedUpto, last)
+	return int(n), nil
+}

@@ -1,0 +1,221 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/sqlite"
+)
+
+// rawCount returns a count(*) query's answer on a separate read-only
+// connection to the file at path.
+func rawCount(t *testing.T, path, query string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"?_pragma=query_only(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(t.Context(), query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// wantRecord fails t unless key is stored for merchantID with body.
+func wantRecord(t *testing.T, db *sqlite.DB, merchantID, key string) {
+	t.Helper()
+	rec, err := db.FindIdempotency(t.Context(), merchantID, key)
+	if err != nil {
+		t.Fatalf("FindIdempotency(%s): %v", key, err)
+	}
+	if rec.Key != key || rec.MerchantID != merchantID {
+		t.Fatalf("FindIdempotency(%s) = record of %s/%s", key, rec.MerchantID, rec.Key)
+	}
+}
+
+// wantTaken fails t unless a sale with key is refused as a taken key.
+func wantTaken(t *testing.T, db *sqlite.DB, merchantID, key string) {
+	t.Helper()
+	w, p := purchase(merchantID)
+	w.Idempotency.Key = key
+	err := db.Apply(t.Context(), w)
+	if surgepay.ErrorReason(err) != "idempotency_key_exists" {
+		t.Fatalf("Apply(sale reusing %s) = %v, want idempotency_key_exists", key, err)
+	}
+	if _, err := db.FindPayment(t.Context(), merchantID, p.ID); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+		t.Fatalf("refused sale %s: FindPayment = %v, want not found", p.ID, err)
+	}
+}
+
+// TestIdempotencyIndexDeferred writes many more keys than the memory table
+// holds, so that tables freeze and merge into idempotency_index while
+// sales go on; every key stays found and taken through each stage: in the
+// open batch, in memory, merged, and after a reopen that lost the memory.
+func TestIdempotencyIndexDeferred(t *testing.T) {
+	const tableMax, sales = 16, 600
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMerchant(t, db)
+	other := newMerchant(t, db)
+	var keys []string
+	for i := 0; i < sales; i += 20 {
+		var ws []*surgepay.Write
+		for range 20 {
+			w, _ := purchase(m.ID)
+			ws = append(ws, w)
+			keys = append(keys, w.Idempotency.Key)
+		}
+		// The same key twice in one batch: one is refused.
+		dup, _ := purchase(m.ID)
+		dup.Idempotency.Key = ws[0].Idempotency.Key
+		ws = append(ws, dup)
+		errs := applyAll(t, db, ws)
+		refused := 0
+		for j, err := range errs {
+			switch {
+			case err == nil:
+			case surgepay.ErrorReason(err) == "idempotency_key_exists" && (j == 0 || j == len(ws)-1):
+				refused++
+			default:
+				t.Fatalf("Apply %d: %v", j, err)
+			}
+		}
+		if refused != 1 {
+			t.Fatalf("batch at %d: %d of two sales with one key refused, want 1", i, refused)
+		}
+		// Every key so far: found, and taken, wherever it is now.
+		for _, k := range keys[max(0, len(keys)-40):] {
+			wantRecord(t, db, m.ID, k)
+		}
+		wantTaken(t, db, m.ID, keys[0])
+		wantTaken(t, db, m.ID, keys[len(keys)/2])
+		wantTaken(t, db, m.ID, keys[len(keys)-1])
+	}
+	// The same key is free for another merchant.
+	w, _ := purchase(other.ID)
+	w.Idempotency.Key = keys[0]
+	if err := db.Apply(t.Context(), w); err != nil {
+		t.Fatalf("Apply(another merchant's sale with a taken key): %v", err)
+	}
+	indexed := rawCount(t, path, "SELECT count(*) FROM idempotency_index")
+	if indexed < sales-2*tableMax-20 {
+		t.Fatalf("idempotency_index holds %d entries after %d sales with a memory table of %d: the merge fell behind", indexed, sales, tableMax)
+	}
+	for _, k := range keys {
+		wantRecord(t, db, m.ID, k)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Reopened: the memory table is gone; Open indexes what it held.
+	db = open(t, sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
+	rows := rawCount(t, path, "SELECT count(*) FROM idempotency")
+	if got := rawCount(t, path, "SELECT count(*) FROM idempotency_index"); got != rows {
+		t.Fatalf("after reopen idempotency_index holds %d entries for %d records", got, rows)
+	}
+	for _, k := range keys {
+		wantRecord(t, db, m.ID, k)
+	}
+	wantTaken(t, db, m.ID, keys[0])
+	wantTaken(t, db, m.ID, keys[len(keys)-1])
+	wantTaken(t, db, other.ID, keys[0])
+	w, _ = purchase(m.ID)
+	if err := db.Apply(t.Context(), w); err != nil {
+		t.Fatalf("Apply(a new sale after reopen): %v", err)
+	}
+	wantRecord(t, db, m.ID, w.Idempotency.Key)
+}
+
+// TestIdempotencyPurgeDeferredIndex purges expired records wherever their
+// key is (merged or in memory): they are gone with their index entries, the
+// newer ones stay, and a purged key is free again.
+func TestIdempotencyPurgeDeferredIndex(t *testing.T) {
+	const tableMax = 8
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db := open(t, sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
+	m := newMerchant(t, db)
+	old := time.Now().Add(-48 * time.Hour)
+	var oldKeys, newKeys []string
+	for i := range 60 {
+		w, _ := purchase(m.ID)
+		if i < 40 {
+			w.Idempotency.Created = old.Add(time.Duration(i) * time.Millisecond)
+			oldKeys = append(oldKeys, w.Idempotency.Key)
+		} else {
+			newKeys = append(newKeys, w.Idempotency.Key)
+		}
+		if err := db.Apply(t.Context(), w); err != nil {
+			t.Fatalf("Apply %d: %v", i, err)
+		}
+	}
+	purged := 0
+	for range 10 {
+		n, err := db.DeleteIdempotencyBefore(t.Context(), time.Now().Add(-24*time.Hour), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 7 {
+			t.Fatalf("DeleteIdempotencyBefore(limit 7) deleted %d", n)
+		}
+		purged += n
+	}
+	if purged != len(oldKeys) {
+		t.Fatalf("purged %d records, want the %d expired", purged, len(oldKeys))
+	}
+	for _, k := range oldKeys {
+		if _, err := db.FindIdempotency(t.Context(), m.ID, k); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+			t.Fatalf("FindIdempotency(purged %s) = %v, want not found", k, err)
+		}
+	}
+	for _, k := range newKeys {
+		wantRecord(t, db, m.ID, k)
+		wantTaken(t, db, m.ID, k)
+	}
+	// More sales merge what is in memory; no entry of a purged record is
+	// merged, or left behind by the purge.
+	for range 40 {
+		w, _ := purchase(m.ID)
+		if err := db.Apply(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dangling := rawCount(t, path, "SELECT count(*) FROM idempotency_index x WHERE NOT EXISTS (SELECT 1 FROM idempotency i WHERE i.rowid = x.row)")
+	if dangling != 0 {
+		t.Fatalf("%d index entries point at purged records", dangling)
+	}
+	w, _ := purchase(m.ID)
+	w.Idempotency.Key = oldKeys[0]
+	if err := db.Apply(t.Context(), w); err != nil {
+		t.Fatalf("Apply(sale reusing a purged key): %v", err)
+	}
+	wantRecord(t, db, m.ID, oldKeys[0])
+}
+
+// TestIdempotencyKeysOfTwoWriters: two DBs on one file (two processes)
+// each see the other's newest keys, which only the other held in memory.
+func TestIdempotencyKeysOfTwoWriters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	a := open(t, sqlite.Config{Path: path, IdempotencyTableMax: 1 << 10})
+	b := open(t, sqlite.Config{Path: path, IdempotencyTableMax: 1 << 10})
+	m := newMerchant(t, a)
+	for i := range 10 {
+		w, _ := purchase(m.ID)
+		w.Idempotency.Key = fmt.Sprintf("key-%d", i)
+		if err := []*sqlite.DB{a, b}[i%2].Apply(t.Context(), w); err != nil {
+			t.Fatalf("Apply %d: %v", i, err)
+		}
+	}
+	for i := range 10 {
+		wantTaken(t, []*sqlite.DB{a, b}[(i+1)%2], m.ID, fmt.Sprintf("key-%d", i))
+	}
+}
