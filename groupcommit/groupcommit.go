@@ -6,7 +6,9 @@
 //
 // Under light load a batch holds one item and adds no latency (FlushInterval
 // defaults to zero): items that arrive while a commit runs form the next
-// batch, so batches grow with load by themselves.
+// batch, so batches grow with load by themselves. A FlushInterval lingers
+// only after a batch of more than one item: a caller alone (one connection,
+// one sale at a time) never waits for the timer.
 package groupcommit
 
 import (
@@ -254,17 +256,20 @@ func (c *Committer[T]) Close() {
 func (c *Committer[T]) run(writer int) {
 	defer c.wg.Done()
 	batch := make([]*Item[T], 0, c.cfg.BatchSizeMax)
+	last := 0 // the previous batch's size
 	for first := range c.queue {
 		batch = append(batch[:0], first)
-		batch = c.fill(batch)
+		batch = c.fill(batch, last > 1)
 		c.flush(writer, batch)
+		last = len(batch)
 	}
 }
 
-// fill adds waiting items to batch, lingering up to FlushInterval.
-func (c *Committer[T]) fill(batch []*Item[T]) []*Item[T] {
+// fill adds waiting items to batch, lingering up to FlushInterval if
+// linger: when the previous batch had company, so more is likely to come.
+func (c *Committer[T]) fill(batch []*Item[T], linger bool) []*Item[T] {
 	var timer <-chan time.Time
-	if c.cfg.FlushInterval > 0 {
+	if linger && c.cfg.FlushInterval > 0 {
 		t := time.NewTimer(c.cfg.FlushInterval)
 		defer t.Stop()
 		timer = t.C

@@ -362,3 +362,75 @@ func TestStallMax(t *testing.T) {
 		t.Errorf("StallMax %v after the window = %v, want 0", StallWindow, got)
 	}
 }
+
+// TestLingerOnlyWithCompany: a caller alone never waits for FlushInterval
+// (here an hour: the test would hang), and after a batch of several the
+// writer lingers for more (a submit that arrives meanwhile joins it).
+func TestLingerOnlyWithCompany(t *testing.T) {
+	var sizes []int
+	var mu sync.Mutex
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	hold := atomic.Bool{}
+	c := New(Config{BatchSizeMax: 64, FlushInterval: time.Hour}, func(items []*Item[int]) error {
+		mu.Lock()
+		sizes = append(sizes, len(items))
+		mu.Unlock()
+		if hold.Load() {
+			entered <- struct{}{}
+			<-release
+		}
+		return nil
+	})
+	defer c.Close()
+	for i := range 20 {
+		if err := c.Submit(t.Context(), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two callers at once: the first commit is held while the second queues,
+	// so the next batch has company... and the one after that lingers.
+	hold.Store(true)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = c.Submit(t.Context(), 100) })
+	<-entered
+	hold.Store(false)
+	for range 2 {
+		wg.Go(func() { _ = c.Submit(t.Context(), 101) })
+	}
+	for c.QueueDepth() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	// The batch of two done, the writer now lingers: a late submit joins
+	// the next batch with another one, not alone.
+	for {
+		mu.Lock()
+		n := len(sizes)
+		mu.Unlock()
+		if n == 22 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wg.Go(func() { _ = c.Submit(t.Context(), 102) })
+	time.Sleep(20 * time.Millisecond) // not a threshold: only lets the submit queue first
+	for c.QueueDepth() > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	wg.Go(func() { _ = c.Submit(t.Context(), 103) })
+	// The linger is an hour; close ends it and commits what waits.
+	time.Sleep(20 * time.Millisecond)
+	c.Close()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for i, s := range sizes[:20] {
+		if s != 1 {
+			t.Fatalf("batch %d of a caller alone had %d items", i, s)
+		}
+	}
+	if got := sizes[len(sizes)-1]; got != 2 {
+		t.Fatalf("batches %v: the last two submits, after a batch with company, should share one batch", sizes)
+	}
+}
