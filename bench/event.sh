@@ -16,7 +16,9 @@
 #
 # Environment: SURGEPAY_BIN (default: build ./cmd/surgepay into the work
 # directory), BENCH_DIR (default /tmp/surgepay-event), BENCH_PORT (18380),
-# BENCH_ADMIN_PORT (19380), BENCH_LOADTEST_FLAGS (more loadtest flags).
+# BENCH_ADMIN_PORT (19380), BENCH_LOADTEST_FLAGS (more loadtest flags),
+# BENCH_SERVE_TOML (more serve configuration, placed before the merchant's
+# table: top-level keys first, then tables such as [sqlite]).
 # Everything listens on 127.0.0.1; the run is bounded by DURATION. Reports:
 # BENCH_DIR/event-RATE-DURATION-PATH.{json,html,txt}. Needs python3.
 set -euo pipefail
@@ -69,6 +71,7 @@ listen = "127.0.0.1:$port"
 admin_listen = "127.0.0.1:$admin"
 data_dir = "$data"
 log_level = "warn"
+${BENCH_SERVE_TOML:-}
 [merchants.default]
 $merchant
 [stage]

@@ -255,6 +255,10 @@ type SQLiteConfig struct {
 	// CheckpointInterval is how often a background connection copies the
 	// WAL into the database file, so that no commit pays for it. Default 10ms.
 	CheckpointInterval Duration `toml:"checkpoint_interval"`
+	// WALPagesMax is the WAL's size in 4 KiB pages at which the writer
+	// checkpoints it itself, should the background checkpoints fall
+	// behind. Default 2000 (8 MiB); 100 to 1000000.
+	WALPagesMax int `toml:"wal_pages_max"`
 	// MmapMiB is how much of the database file (MiB) is read through a
 	// memory map rather than read(2); 0 turns the map off. Default and
 	// most: 2047 (SQLite's ceiling).
@@ -337,7 +341,7 @@ func DefaultConfig() Config {
 		InflightMax: 4096, GCPercent: 200, MemoryLimitMiB: MemoryLimitMiBDefault, ReadHeaderTimeout: Duration{ReadHeaderTimeoutDefault},
 		BodyReadTimeout: Duration{api.BodyReadTimeoutDefault}, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
 		SQLite: SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4,
-			FlushInterval: Duration{time.Millisecond}, CheckpointInterval: Duration{10 * time.Millisecond},
+			FlushInterval: Duration{time.Millisecond}, CheckpointInterval: Duration{10 * time.Millisecond}, WALPagesMax: sqlite.WALPagesMaxDefault,
 			MmapMiB: sqlite.MmapSizeDefault >> 20},
 		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
 		Provider: ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second},
@@ -633,6 +637,9 @@ func (c *Config) Validate() error {
 		if d < 0 || d > time.Second {
 			bad(name, "%s must be between 0 and 1s", d)
 		}
+	}
+	if n := c.SQLite.WALPagesMax; n != 0 && (n < 100 || n > 1_000_000) {
+		bad("sqlite.wal_pages_max", "%d must be 100 to 1000000", n)
 	}
 	if m := c.SQLite.MmapMiB; m < 0 || m > sqlite.MmapSizeDefault>>20 {
 		bad("sqlite.mmap_mib", "%d must be 0 (off) to %d", m, sqlite.MmapSizeDefault>>20)

@@ -305,7 +305,8 @@ func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, lo
 	return sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLite.Path, BatchSizeMax: cfg.SQLite.BatchSizeMax,
 		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
 		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration,
-		MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB), WriteLockRetryMax: lockRetryMax, OnBatch: onBatch})
+		WALPagesMax: cfg.SQLite.WALPagesMax, MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB),
+		WriteLockRetryMax: lockRetryMax, OnBatch: onBatch})
 }
 
 // sqliteMmapSize turns sqlite.mmap_mib into sqlite.Config.MmapSize, where
