@@ -360,6 +360,11 @@ func scanIdempotency(r scanner) (*surgepay.IdempotencyRecord, error) {
 	}
 	copy(rec.RequestHash[:], hash)
 	rec.Created = timeOf(created)
+	body, err := decompressBody(rec.Body)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency %s: %w", rec.Key, err)
+	}
+	rec.Body = body
 	return &rec, nil
 }
 

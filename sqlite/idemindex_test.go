@@ -219,3 +219,44 @@ func TestIdempotencyKeysOfTwoWriters(t *testing.T) {
 		wantTaken(t, []*sqlite.DB{a, b}[(i+1)%2], m.ID, fmt.Sprintf("key-%d", i))
 	}
 }
+
+// TestIdempotencyBodyCompressed: a sale's stored answer is kept compressed
+// (zstd with the answer's shape as dictionary) and read back whole; an
+// answer stored before, as plain JSON, reads as it was.
+func TestIdempotencyBodyCompressed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db := open(t, sqlite.Config{Path: path})
+	m := newMerchant(t, db)
+	body := []byte(`{"id":"pay_01m89ygh23phsbtq93t0h6qpbp","object":"payment","status":"succeeded","amount":12403,` +
+		`"amount_tax":0,"amount_total":12403,"amount_capturable":0,"amount_captured":12403,"amount_refunded":0,` +
+		`"currency":"usd","capture_method":"automatic","customer":"cus_01m89yggvsq92c530x8kpnssp0",` +
+		`"payment_method":"pm_01m89yggvw19v77fpn3ejtzdkv","description":"a sale","metadata":{},"tax":null,` +
+		`"transactions":[],"created":1795630318}`)
+	w, _ := purchase(m.ID)
+	w.Idempotency.Body = body
+	if err := db.Apply(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	if string(w.Idempotency.Body) != string(body) {
+		t.Fatal("Apply changed the caller's record")
+	}
+	rec, err := db.FindIdempotency(t.Context(), m.ID, w.Idempotency.Key)
+	if err != nil || string(rec.Body) != string(body) {
+		t.Fatalf("FindIdempotency = %q, %v; want the body back", rec.Body, err)
+	}
+	if n := rawCount(t, path, "SELECT length(body) FROM idempotency WHERE key = '"+w.Idempotency.Key+"'"); n >= len(body)/2 {
+		t.Fatalf("stored body of %d bytes for %d: want it compressed", n, len(body))
+	}
+	// A plain JSON body, as stored before compression: read as it is.
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.ExecContext(t.Context(), "UPDATE idempotency SET body = ? WHERE key = ?", body, w.Idempotency.Key); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := db.FindIdempotency(t.Context(), m.ID, w.Idempotency.Key); err != nil || string(rec.Body) != string(body) {
+		t.Fatalf("FindIdempotency of a plain body = %q, %v", rec.Body, err)
+	}
+}

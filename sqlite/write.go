@@ -197,6 +197,13 @@ func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
 	if err := surgepay.CheckLifecycle(w); err != nil {
 		return err
 	}
+	if r := w.Idempotency; r != nil {
+		// Compressed here, on the caller's goroutine, not on the writer.
+		cw, rec := *w, *r
+		rec.Body = compressBody(r.Body)
+		cw.Idempotency = &rec
+		w = &cw
+	}
 	return db.submit(ctx, &op{w: w})
 }
 
