@@ -110,7 +110,12 @@ const (
 	ReadConnsMax       = 64
 	BusyTimeoutDefault = 5 * time.Second
 	// CheckpointIntervalDefault is the default Config.CheckpointInterval.
-	CheckpointIntervalDefault = 10 * time.Millisecond
+	// A checkpoint writes each page the WAL holds once, however many
+	// commits rewrote it since the last one: every 10 ms that was nearly
+	// every frame again (4.7 KB per sale at 3,000/s); every 250 ms it is
+	// the new rows and little more (2.9 KB), at the same p99 (issue 14,
+	// bench/RESULTS.md).
+	CheckpointIntervalDefault = 250 * time.Millisecond
 	// MmapSizeDefault is the default Config.MmapSize, and the most the
 	// SQLite of modernc.org/sqlite maps (its SQLITE_MAX_MMAP_SIZE,
 	// 0x7fff0000 bytes): the first 2 GiB of the file. Reading pages
@@ -332,12 +337,14 @@ func (db *DB) Close() error {
 }
 
 // WALPagesMaxDefault is the default Config.WALPagesMax: the WAL size (in
-// 4 KiB pages, about 8 MiB) at which the writer checkpoints by itself. The background checkpointer has
-// copied most frames by then, so the writer's checkpoint is short, and it
-// restarts the WAL: with 80 MiB the WAL never restarted under a steady
-// load, and p99 at 5,000 sales/s rose from 16 ms to 80 ms within seconds;
-// with 8 MiB and a 10 ms background interval it stayed near 25 ms.
-const WALPagesMaxDefault = 2_000
+// 4 KiB pages, 64 MiB) at which the writer checkpoints by itself. The
+// background checkpointer has copied most frames by then, so the writer's
+// checkpoint is short, and it restarts the WAL. Session 1 found that with
+// 80 MiB and a 10 ms interval the WAL never restarted under a steady load
+// and p99 rose within seconds; since issue 14 a commit writes a third of
+// the pages it did, so 64 MiB is about 1,600 commits at 5,000 sales/s,
+// and with a 250 ms interval p99 stayed where 8 MiB had it (bench/RESULTS.md).
+const WALPagesMaxDefault = 16_000
 
 // checkpointLoop copies the WAL into the database every interval with a
 // PASSIVE checkpoint, which never blocks the writer or readers.
