@@ -131,9 +131,6 @@ func (db *DB) listPaymentsOfCustomer(ctx context.Context, merchantID string, f s
 	if !f.CreatedBefore.IsZero() {
 		add("created < ?", f.CreatedBefore.UnixNano())
 	}
-	if f.Page.StartingAfter != "" {
-		add("id < ?", f.Page.StartingAfter)
-	}
 	filter := func(table string) string {
 		var b strings.Builder
 		for _, c := range conds {
@@ -141,17 +138,29 @@ func (db *DB) listPaymentsOfCustomer(ctx context.Context, merchantID string, f s
 		}
 		return b.String()
 	}
+	// The page's cursor: on the index's own key in the first arm, so that
+	// a deep page seeks instead of scanning the newer entries.
+	cursor := func(table string) string {
+		if f.Page.StartingAfter == "" {
+			return ""
+		}
+		return " AND " + table + "id < ?"
+	}
+	var after []any
+	if f.Page.StartingAfter != "" {
+		after = []any{f.Page.StartingAfter}
+	}
 	var q strings.Builder
 	var args []any
 	q.WriteString("SELECT * FROM (SELECT " + qualified("p", paymentCols) +
 		" FROM payments_by_customer c JOIN payments p ON p.merchant_id = c.merchant_id AND p.id = c.id" +
-		" WHERE c.merchant_id = ? AND c.customer_id = ? AND p.customer_id = c.customer_id" + filter("p.") +
+		" WHERE c.merchant_id = ? AND c.customer_id = ?" + cursor("c.") + " AND p.customer_id = c.customer_id" + filter("p.") +
 		" ORDER BY c.id DESC LIMIT ?)")
-	args = append(append(append(args, merchantID, f.CustomerID), condArgs...), limit+1)
+	args = append(append(append(append(args, merchantID, f.CustomerID), after...), condArgs...), limit+1)
 	q.WriteString(" UNION ALL SELECT * FROM (SELECT " + paymentCols + " FROM payments" +
 		" WHERE rowid > (SELECT indexed_upto FROM deferred_indexes WHERE name = 'payments_by_customer')" +
-		" AND merchant_id = ? AND customer_id = ?" + filter("") + " ORDER BY id DESC LIMIT ?)")
-	args = append(append(append(args, merchantID, f.CustomerID), condArgs...), limit+1)
+		" AND merchant_id = ? AND customer_id = ?" + cursor("") + filter("") + " ORDER BY id DESC LIMIT ?)")
+	args = append(append(append(append(args, merchantID, f.CustomerID), after...), condArgs...), limit+1)
 	q.WriteString(" ORDER BY id DESC LIMIT ?")
 	args = append(args, limit+1)
 	defer counted(ctx)()
