@@ -165,17 +165,6 @@ func (x *idemIndex) candidates(h int64) []int64 {
 	return rows
 }
 
-// size returns the entries in memory (both tables).
-func (x *idemIndex) size() int {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	n := x.active.len()
-	if x.frozen != nil {
-		n += x.frozen.len()
-	}
-	return n
-}
-
 // idemStmts are the writer's statements of the deferred index.
 type idemStmts struct {
 	row, last, after, mergeMany, mergeOne, state, purgeScan, purgeEntry, purgeRows *sql.Stmt
