@@ -23,6 +23,11 @@ type AdminConfig struct {
 	// Actor names who calls, for the audit trail (the admin credential's
 	// ID once the admin listener authenticates); nil: "admin_api".
 	Actor func(r *http.Request) string
+	// OnMerchantsChanged, if set, is called after a merchant is made,
+	// disabled or enabled (serve counts them again: the default share
+	// of in-flight requests depends on how many are enabled). It must
+	// not block.
+	OnMerchantsChanged func()
 }
 
 // Admin is the operators' API under AdminPrefix: merchants (create, list,
@@ -233,7 +238,15 @@ func (a *Admin) createMerchant(w http.ResponseWriter, r *http.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
+	a.merchantsChanged()
 	return merchantOf(m), nil
+}
+
+// merchantsChanged tells serve that the merchants changed.
+func (a *Admin) merchantsChanged() {
+	if a.cfg.OnMerchantsChanged != nil {
+		a.cfg.OnMerchantsChanged()
+	}
 }
 
 func (a *Admin) getMerchant(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -253,6 +266,7 @@ func (a *Admin) setMerchant(disabled bool) func(w http.ResponseWriter, r *http.R
 		if err != nil {
 			return nil, notFoundParam(err, "id")
 		}
+		a.merchantsChanged()
 		return merchantOf(m), nil
 	}
 }

@@ -38,8 +38,9 @@ const (
 	// means to pay.
 	BodyReadTimeoutDefault = 10 * time.Second
 	// MerchantInflightShareDefault is the share of InflightMax one
-	// merchant may hold when MerchantInflightMax is 0: a quarter, so that
-	// it takes four merchants flooding at once to fill the server.
+	// merchant may hold when MerchantInflightMax is 0 and more than one
+	// merchant is enabled: a quarter, so that it takes four merchants
+	// flooding at once to fill the server.
 	MerchantInflightShareDefault = 4
 )
 
@@ -94,26 +95,66 @@ func (ts *tenantSlots) release(tenant string) {
 	}
 }
 
-// merchantInflightMax returns the share of one merchant: n if positive,
-// else InflightMax / MerchantInflightShareDefault (at least 1); never
-// more than InflightMax.
-func merchantInflightMax(n, inflightMax int) int {
+// merchantInflightMax returns the share of one merchant: n if positive;
+// else, while exactly one merchant is enabled (merchants, as counted by
+// SetMerchantsEnabled; negative: not counted), all of InflightMax, since a
+// merchant alone on its server has no one to be fair to and a writer stall
+// in its event should queue its requests, not refuse them; else
+// InflightMax / MerchantInflightShareDefault (at least 1). Never more than
+// InflightMax.
+func merchantInflightMax(n, inflightMax, merchants int) int {
 	if n <= 0 {
+		if merchants == 1 {
+			return inflightMax
+		}
 		n = max(1, inflightMax/MerchantInflightShareDefault)
 	}
 	return min(n, inflightMax)
+}
+
+// shares holds what a merchant's share of in-flight requests is made of:
+// the configured merchant_inflight_max and the count of enabled merchants.
+type shares struct {
+	mu        sync.Mutex
+	n         int // Config.MerchantInflightMax, as last set
+	merchants int // enabled merchants; -1 until counted
 }
 
 // SetMerchantInflightMax changes how many requests one merchant may have
 // in flight (Config.MerchantInflightMax; 0: the default share), at once:
 // requests already in flight keep their slots. Safe for concurrent use.
 func (s *Server) SetMerchantInflightMax(n int) {
-	s.tenants.max.Store(int64(merchantInflightMax(n, s.cfg.InflightMax)))
+	s.shares.mu.Lock()
+	defer s.shares.mu.Unlock()
+	s.shares.n = n
+	s.tenants.max.Store(int64(merchantInflightMax(n, s.cfg.InflightMax, s.shares.merchants)))
+}
+
+// SetMerchantsEnabled tells the server how many merchants are enabled:
+// with merchant_inflight_max at 0, one merchant alone may hold all of
+// inflight_max, and each of two or more a quarter. serve counts them at
+// start, after each change through the admin API and once a minute (a
+// merchant made on another node counts here within the minute). Safe for
+// concurrent use.
+func (s *Server) SetMerchantsEnabled(n int) {
+	s.shares.mu.Lock()
+	defer s.shares.mu.Unlock()
+	s.shares.merchants = n
+	s.tenants.max.Store(int64(merchantInflightMax(s.shares.n, s.cfg.InflightMax, n)))
 }
 
 // MerchantInflightMax returns how many requests one merchant may have in
 // flight now.
 func (s *Server) MerchantInflightMax() int { return int(s.tenants.max.Load()) }
+
+// processorWebhooksShare is the share of one processor's webhooks: what a
+// merchant's would be among several merchants. They carry no API key, so
+// they never take the whole of a lone merchant's share.
+func (s *Server) processorWebhooksShare() int {
+	s.shares.mu.Lock()
+	defer s.shares.mu.Unlock()
+	return merchantInflightMax(s.shares.n, s.cfg.InflightMax, -1)
+}
 
 // admit runs next for a request of tenant once the request holds one of
 // the tenant's slots, its body (read within BodyReadTimeout when readMax

@@ -197,6 +197,57 @@ func TestMerchantOwnShare(t *testing.T) {
 	})
 }
 
+// TestLoneMerchantShare: with merchant_inflight_max at 0, a merchant
+// alone (one enabled merchant counted) may hold all of InflightMax with
+// slow bodies, where among several it holds a quarter; the processors'
+// webhooks keep a quarter either way; an explicit share wins over the
+// count; and before any count the quarter applies.
+func TestLoneMerchantShare(t *testing.T) {
+	const inflightMax = 8 // a quarter: 2
+	e, s := newAdmissionEnv(t, api.Config{InflightMax: inflightMax, BodyReadTimeout: time.Minute})
+	if n := s.MerchantInflightMax(); n != inflightMax/4 {
+		t.Fatalf("before a count: share %d, want a quarter (%d)", n, inflightMax/4)
+	}
+	s.SetMerchantsEnabled(1)
+	if n := s.MerchantInflightMax(); n != inflightMax {
+		t.Fatalf("one merchant: share %d, want all of inflight_max (%d)", n, inflightMax)
+	}
+	// A holds six slow bodies, three times the quarter, and is still
+	// served: with the whole of inflight_max, 6 of 8 leave it room.
+	for range 6 {
+		openSlowBody(t, e, e.keyA, "/v1/customers")
+	}
+	eventually(t, "A's seventh request served", func() bool {
+		return e.do(e.keyA, "GET", "/v1/customers", "", "").Status == 200
+	})
+	// The webhooks of a processor keep a quarter.
+	hooks := []*slowBody{openSlowBody(t, e, "", "/v1/processor_webhooks/default"),
+		openSlowBody(t, e, "", "/v1/processor_webhooks/default"), openSlowBody(t, e, "", "/v1/processor_webhooks/default")}
+	select {
+	case r := <-hooks[0].res:
+		mustConcurrencyLimited(t, r)
+	case r := <-hooks[1].res:
+		mustConcurrencyLimited(t, r)
+	case r := <-hooks[2].res:
+		mustConcurrencyLimited(t, r)
+	case <-time.After(time.Minute):
+		t.Fatal("no answer to any of three slow webhooks over a share of 2")
+	}
+	// A second merchant: the quarter again, and A, holding six, is
+	// refused at once.
+	s.SetMerchantsEnabled(2)
+	if n := s.MerchantInflightMax(); n != inflightMax/4 {
+		t.Fatalf("two merchants: share %d, want %d", n, inflightMax/4)
+	}
+	mustConcurrencyLimited(t, e.do(e.keyA, "GET", "/v1/customers", "", ""))
+	// An explicit share wins over the count.
+	s.SetMerchantInflightMax(3)
+	s.SetMerchantsEnabled(1)
+	if n := s.MerchantInflightMax(); n != 3 {
+		t.Fatalf("merchant_inflight_max 3 with one merchant: share %d, want 3", n)
+	}
+}
+
 // TestProcessorWebhooksShare: the processors' webhooks (no API key) share
 // one tenant's slots: slow webhook bodies beyond it get 429 while the
 // merchants are served.

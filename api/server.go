@@ -47,9 +47,12 @@ type Config struct {
 	// MerchantInflightMax bounds the requests one merchant may have in
 	// flight (its body being read included); beyond it its requests get
 	// 429 merchant_concurrency_limit with Retry-After, and the other
-	// merchants' do not notice. The processors' webhooks share one such
-	// share. 0 (the default): InflightMax / MerchantInflightShareDefault,
-	// at least 1; at most InflightMax. SetMerchantInflightMax changes it.
+	// merchants' do not notice. Each processor's webhooks have one such
+	// share. 0 (the default): all of InflightMax while exactly one
+	// merchant is enabled (SetMerchantsEnabled), else InflightMax /
+	// MerchantInflightShareDefault, at least 1 (and that for the
+	// processors' webhooks always); at most InflightMax.
+	// SetMerchantInflightMax changes it.
 	MerchantInflightMax int
 	// BodyReadTimeout bounds reading a request's body, from when the
 	// request is admitted (its headers read and its key checked): a slower
@@ -76,6 +79,7 @@ type Server struct {
 	tel      *telemetry.Telemetry
 	inflight chan struct{}
 	tenants  *tenantSlots
+	shares   shares
 	limits   *limiters
 	mux      *http.ServeMux
 	routes   []string
@@ -101,7 +105,8 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, tel: cfg.Telemetry,
 		inflight: make(chan struct{}, cfg.InflightMax), limits: newLimiters(cfg.Now), mux: http.NewServeMux(),
-		scopes: map[string]string{}, tenants: newTenantSlots(merchantInflightMax(cfg.MerchantInflightMax, cfg.InflightMax))}
+		scopes: map[string]string{}, tenants: newTenantSlots(merchantInflightMax(cfg.MerchantInflightMax, cfg.InflightMax, -1)),
+		shares: shares{n: cfg.MerchantInflightMax, merchants: -1}}
 	s.routesInit()
 	return s
 }
@@ -129,7 +134,7 @@ func (s *Server) routesInit() {
 			s.writeError(w, r, surgepay.NotFound("processor", "processor"))
 			return
 		}
-		s.admit(w, r, processorWebhooksTenant+":"+name, 0, surgepay.ProcessorEventBytesMax, nil, func() { s.processorWebhook(w, r) })
+		s.admit(w, r, processorWebhooksTenant+":"+name, s.processorWebhooksShare(), surgepay.ProcessorEventBytesMax, nil, func() { s.processorWebhook(w, r) })
 	})
 	s.mux.Handle("GET /readyz", s.bounded(func(w http.ResponseWriter, r *http.Request) {
 		if !s.cfg.Ready() {

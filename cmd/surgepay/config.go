@@ -68,8 +68,11 @@ type Config struct {
 	// MerchantInflightMax bounds the requests one merchant may have in
 	// flight on this node, its slow bodies included; beyond it that
 	// merchant alone gets 429 merchant_concurrency_limit with Retry-After
-	// (api.Config.MerchantInflightMax). 0 (the default): a quarter of
-	// inflight_max. At most inflight_max. Reloaded without a restart.
+	// (api.Config.MerchantInflightMax). 0 (the default): all of
+	// inflight_max while one merchant is enabled (an event's merchant
+	// alone), a quarter of it once there are more (counted at start, on
+	// each change through the admin API and once a minute). At most
+	// inflight_max. Reloaded without a restart.
 	MerchantInflightMax int `toml:"merchant_inflight_max"`
 	// ReadHeaderTimeout bounds reading a request's line and headers.
 	// Default 5s; 100ms to 1m.
@@ -596,7 +599,7 @@ func (c *Config) Validate() error {
 		bad("inflight_max", "%d must be 1 to 1000000", c.InflightMax)
 	}
 	if n := c.MerchantInflightMax; n < 0 || n > max(c.InflightMax, 1) {
-		bad("merchant_inflight_max", "%d must be 0 (a quarter of inflight_max) to inflight_max (%d)", n, c.InflightMax)
+		bad("merchant_inflight_max", "%d must be 0 (all of inflight_max for a lone merchant, else a quarter) to inflight_max (%d)", n, c.InflightMax)
 	}
 	if d := c.ReadHeaderTimeout.Duration; d < 100*time.Millisecond || d > time.Minute {
 		bad("read_header_timeout", "%s must be between 100ms and 1m", d)

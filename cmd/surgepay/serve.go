@@ -564,6 +564,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	a.api = api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax,
 		MerchantInflightMax: cfg.MerchantInflightMax, BodyReadTimeout: cfg.BodyReadTimeout.Duration, Telemetry: a.tel,
 		SharedRateLimiter: shared})
+	merchants := newMerchantCounter(a.eng, a.api.SetMerchantsEnabled, log)
+	merchants.count(ctx)
 	srv := &http.Server{
 		Handler: a.api,
 		// The API sets each body's own read deadline (body_read_timeout)
@@ -589,12 +591,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 			isReady := func() bool { return ready.Load() && a.storeReachable(bg) }
 			if err := serveAdminWith(bg, aln, adminConfig{Ready: isReady, Telemetry: a.tel,
 				Config: func() any { return current.Load().adminView() }, Auth: a.adminAuth(), TLS: tlsAdmin,
-				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: adminActor})}, log); err != nil {
+				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: adminActor,
+					OnMerchantsChanged: merchants.changed})}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()
 	}
-	wg.Add(4)
+	wg.Add(5)
+	go func() { defer wg.Done(); merchants.run(bg, merchantCountInterval) }()
 	go func() { defer wg.Done(); a.eng.RunKeyUseFlusher(bg, engine.KeyUseFlushIntervalDefault) }()
 	go func() { defer wg.Done(); watchConfig(bg, a, &current, hup, log) }()
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()

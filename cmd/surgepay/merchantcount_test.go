@@ -1,0 +1,98 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServeLoneMerchantShare: serve counts the enabled merchants. With
+// merchant_inflight_max at its default, the development merchant alone
+// holds twice a quarter of inflight_max in slow bodies and is still
+// served; once a second merchant is made through the admin API it is
+// refused 429 merchant_concurrency_limit (a quarter again), and once that
+// merchant is disabled it is served again.
+func TestServeLoneMerchantShare(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, map[string]string{"SURGEPAY_INFLIGHT_MAX": "8"}) // a quarter: 2
+	s := startServe(t, cfg)
+	raw, err := os.ReadFile(filepath.Join(dir, "dev-api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := strings.TrimSpace(string(raw))
+	for range 4 { // slow bodies: headers, then one byte of 64
+		c, err := net.Dial("tcp", cfg.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "POST /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key+
+			"\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func() (int, string) {
+		req, _ := http.NewRequest("GET", s.url+"/v1/customers", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	until := func(what string, ok func(int, string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			code, body := status()
+			if ok(code, body) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: last answer %d %s", what, code, body)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	served := func(code int, _ string) bool { return code == http.StatusOK }
+	refused := func(code int, body string) bool {
+		return code == http.StatusTooManyRequests && strings.Contains(body, "merchant_concurrency_limit")
+	}
+	until("the lone merchant served while holding 4 slow bodies", served)
+
+	token := readAdminToken(t, dir)
+	admin := func(method, path, body string) string {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+cfg.AdminListen+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated {
+			t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, b)
+		}
+		return string(b)
+	}
+	out := admin("POST", "/admin/v1/merchants", `{"name":"Second shop"}`)
+	i := strings.Index(out, `"mer_`)
+	if i < 0 {
+		t.Fatalf("no merchant ID in %s", out)
+	}
+	mid := out[i+1 : i+1+strings.IndexByte(out[i+1:], '"')]
+	until("a quarter again once a second merchant is made", refused)
+	admin("POST", "/admin/v1/merchants/"+mid+"/disable", `{}`)
+	until("all of inflight_max again once it is disabled", served)
+}
