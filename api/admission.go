@@ -197,6 +197,12 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, sh
 			return
 		}
 	}
+	if readMax > 0 && s.cfg.WritesOverloaded != nil && s.cfg.WritesOverloaded() {
+		s.tel.Shed(telemetry.ShedWritesBehind)
+		s.writeError(w, r, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "overloaded", RetryAfter: 1,
+			Message: "the server's writes are queued beyond its target delay (queue_delay_target); retry shortly"})
+		return
+	}
 	select {
 	case s.inflight <- struct{}{}:
 		defer func() { <-s.inflight }()

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -548,5 +549,101 @@ func TestProcessorWebhooksPerProcessor(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no answer to the other processor's webhook")
+	}
+}
+
+// TestEarlyRefusalKeepsConnection: a request refused before its body was
+// read (here 429 merchant_concurrency_limit) keeps its connection when
+// the body came with the headers: the next request on the same
+// connection is served. A body that does not come is not waited for: the
+// refusal is answered at once and the connection closed.
+func TestEarlyRefusalKeepsConnection(t *testing.T) {
+	e, _ := newAdmissionEnv(t, api.Config{InflightMax: 8, MerchantInflightMax: 1, BodyReadTimeout: time.Minute})
+	u, _ := url.Parse(e.url)
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	send := func(key, body string) *http.Response {
+		t.Helper()
+		req := "POST /v1/customers HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + key +
+			"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	// A is over its share: refused, its whole body drained, the
+	// connection kept.
+	eventually(t, "A refused while its slot is held", func() bool {
+		openSlowBody(t, e, e.keyA, "/v1/customers") // A's one slot, held (unless this request has it)
+		res := send(e.keyA, `{"name":"Ann"}`)
+		if res.StatusCode != http.StatusTooManyRequests {
+			return false
+		}
+		if res.Close {
+			t.Fatal("a 429 whose body had arrived closed its connection")
+		}
+		return true
+	})
+	// The same connection serves B.
+	if res := send(e.keyB, `{"name":"Bea"}`); res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("B on the kept connection: %d close %v, want 200 and kept", res.StatusCode, res.Close)
+	}
+	// A body that stops coming: answered without waiting for the body
+	// (BodyReadTimeout is a minute), and the connection closed.
+	sb := openSlowBody(t, e, e.keyA, "/v1/customers")
+	var r *response
+	select {
+	case r = <-sb.res:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer to a refused slow body")
+	}
+	mustConcurrencyLimited(t, r)
+	_ = sb.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := sb.conn.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the connection of a refused slow body: read %v, want EOF (closed)", err)
+	}
+}
+
+// TestWritesOverloadedShedsWrites: while the store reports a standing
+// write queue (Config.WritesOverloaded), a request with a body is
+// answered 503 overloaded with Retry-After, counted as write_delay, and
+// nothing is performed (no payment, no
+// processor call); reads are served; once the queue is short again the
+// same request succeeds.
+func TestWritesOverloadedShedsWrites(t *testing.T) {
+	var over atomic.Bool
+	tel, err := telemetry.New(telemetry.DefaultConfig(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := newAdmissionEnv(t, api.Config{Telemetry: tel, WritesOverloaded: over.Load})
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	over.Store(true)
+	r := e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1234, "automatic"), "k1")
+	if r.Status != http.StatusServiceUnavailable || r.errField("code") != "overloaded" || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("a sale while the writes stand queued: %d %s, want 503 overloaded with Retry-After 1", r.Status, r.Raw)
+	}
+	if n := shedCount(t, tel, telemetry.ShedWritesBehind); n != 1 {
+		t.Errorf("shed write_delay %v, want 1", n)
+	}
+	list := e.must(200, e.keyA, "GET", "/v1/payments", "")
+	if data, _ := list.JSON["data"].([]any); len(data) != 0 {
+		t.Fatalf("%d payments after a refused sale, want 0", len(data))
+	}
+	over.Store(false)
+	r = e.do(e.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 1234, "automatic"), "k1")
+	if r.Status != http.StatusOK || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the same sale once the queue is short: %d %s, want 200, not a replay", r.Status, r.Raw)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,14 @@ type Config struct {
 	// OnBatch, if set, is called after every commit with the batch size and
 	// the commit time (metrics). It must be cheap and safe for concurrent use.
 	OnBatch func(size int, d time.Duration)
+	// DelayTarget, if positive, is the queueing delay above which the
+	// Committer reports itself overloaded (Overloaded): when every item a
+	// writer took during a whole DelayInterval had waited longer than
+	// DelayTarget (a standing queue, not a burst: CoDel's signal), or a
+	// commit has run longer than DelayInterval with items waiting. 0: never.
+	DelayTarget time.Duration
+	// DelayInterval is the window of DelayTarget. Default 10 x DelayTarget.
+	DelayInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -45,6 +54,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Writers <= 0 {
 		c.Writers = 1
+	}
+	if c.DelayInterval <= 0 {
+		c.DelayInterval = 10 * c.DelayTarget
 	}
 	return c
 }
@@ -61,6 +73,8 @@ type Item[T any] struct {
 	Value T
 	Err   error
 	done  chan struct{}
+	// queued is when the item entered the queue (DelayTarget).
+	queued time.Time
 }
 
 // CommitFunc commits a batch and sets each item's Err. It returns an error
@@ -114,7 +128,16 @@ type Committer[T any] struct {
 		max time.Duration
 	}
 	committing []time.Time
-	now        func() time.Time
+	// delay tracks the queueing delay for Overloaded: the start of the
+	// current window and the least delay of an item taken in it (-1:
+	// none yet). Guarded by statsMu. overUntil (Unix nanoseconds) is the
+	// end of the overloaded state the last whole window set.
+	delay struct {
+		start time.Time
+		min   time.Duration
+	}
+	overUntil atomic.Int64
+	now       func() time.Time
 	// OnBatch is Config.OnBatch.
 	OnBatch func(size int, d time.Duration)
 }
@@ -173,6 +196,9 @@ func (c *Committer[T]) submit(ctx context.Context, v T, wait time.Duration) erro
 	default:
 	}
 	it := &Item[T]{Ctx: ctx, Value: v, done: make(chan struct{})}
+	if c.cfg.DelayTarget > 0 {
+		it.queued = c.now()
+	}
 	if err := c.enqueue(ctx, it, wait); err != nil {
 		return err
 	}
@@ -214,6 +240,61 @@ func (c *Committer[T]) enqueue(ctx context.Context, it *Item[T], wait time.Durat
 	case <-t.C:
 		return ErrQueueFull
 	}
+}
+
+// observeDelay records the queueing delay d of an item taken at now.
+// Once a window of DelayInterval has passed, the committer is overloaded
+// for the next DelayInterval if every item taken in it waited longer
+// than DelayTarget. Called with statsMu held.
+func (c *Committer[T]) observeDelay(now time.Time, d time.Duration) {
+	if c.delay.start.IsZero() {
+		c.delay.start, c.delay.min = now, -1
+	}
+	if e := now.Sub(c.delay.start); e >= 2*c.cfg.DelayInterval {
+		// An idle gap: the window before it says nothing of now.
+		c.overUntil.Store(0)
+		c.delay.start, c.delay.min = now, -1
+	} else if e >= c.cfg.DelayInterval {
+		if c.delay.min > c.cfg.DelayTarget {
+			c.overUntil.Store(now.Add(c.cfg.DelayInterval).UnixNano())
+		} else {
+			c.overUntil.Store(0)
+		}
+		c.delay.start, c.delay.min = now, -1
+	}
+	if c.delay.min < 0 || d < c.delay.min {
+		c.delay.min = d
+	}
+}
+
+// Overloaded reports whether the queue stands (Config.DelayTarget): every
+// item taken during the last whole DelayInterval waited longer than
+// DelayTarget, or a commit has run longer than DelayInterval with items
+// waiting behind it. A caller that has not yet done work it cannot undo
+// (the API, before a processor call) should refuse new writes while it
+// holds, rather than queue them: the queue would only grow, and the
+// memory and latency of everything in it. Always false without a
+// DelayTarget. Cheap: one atomic load while not overloaded and the queue
+// is empty. Safe for concurrent use.
+func (c *Committer[T]) Overloaded() bool {
+	if c.cfg.DelayTarget <= 0 {
+		return false
+	}
+	now := c.now()
+	if now.UnixNano() < c.overUntil.Load() {
+		return true
+	}
+	if len(c.queue) == 0 {
+		return false
+	}
+	c.statsMu.Lock()
+	defer c.statsMu.Unlock()
+	for _, t := range c.committing {
+		if !t.IsZero() && now.Sub(t) > c.cfg.DelayInterval {
+			return true
+		}
+	}
+	return false
 }
 
 // QueueDepth returns the number of items waiting.
@@ -304,6 +385,11 @@ func (c *Committer[T]) flush(writer int, batch []*Item[T]) {
 	c.statsMu.Lock()
 	start := c.now()
 	c.committing[writer] = start
+	if c.cfg.DelayTarget > 0 {
+		// The newest item of the batch waited least: its delay is the
+		// batch's share of the window's minimum.
+		c.observeDelay(start, start.Sub(batch[len(batch)-1].queued))
+	}
 	c.statsMu.Unlock()
 	err := c.commit(batch)
 	end := c.now()

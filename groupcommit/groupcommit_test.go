@@ -434,3 +434,92 @@ func TestLingerOnlyWithCompany(t *testing.T) {
 		t.Fatalf("batches %v: the last two submits, after a batch with company, should share one batch", sizes)
 	}
 }
+
+// TestOverloaded: with a DelayTarget, the committer is overloaded while a
+// commit has run longer than DelayInterval with items waiting, and for a
+// DelayInterval after a whole window in which every item taken had waited
+// longer than DelayTarget; a window with one item taken at once is not;
+// without a DelayTarget never.
+func TestOverloaded(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Unix(1_700_000_000, 0)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	entered := make(chan int)
+	gates := map[int]chan struct{}{1: make(chan struct{}), 3: make(chan struct{}), 4: make(chan struct{})}
+	c := New(Config{DelayTarget: 50 * time.Millisecond}, func(items []*Item[int]) error {
+		for _, it := range items {
+			if g, ok := gates[it.Value]; ok {
+				entered <- it.Value
+				<-g
+			}
+		}
+		return nil
+	})
+	c.now = now
+	defer c.Close()
+	if c.cfg.DelayInterval != 500*time.Millisecond {
+		t.Fatalf("DelayInterval %v, want 10 x DelayTarget", c.cfg.DelayInterval)
+	}
+	done := make(chan error, 8)
+	submit := func(v int) {
+		go func() { done <- c.Submit(context.Background(), v) }()
+		for c.QueueDepth() == 0 && len(entered) == 0 {
+			select {
+			case got := <-entered: // taken at once into a gated commit
+				if got != v {
+					t.Fatalf("entered %d, want %d", got, v)
+				}
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	check := func(when string, want bool) {
+		t.Helper()
+		if got := c.Overloaded(); got != want {
+			t.Errorf("%s: Overloaded %v, want %v", when, got, want)
+		}
+	}
+	wait := func(n int) {
+		t.Helper()
+		for range n {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check("idle", false)
+	submit(1) // taken at once (delay 0), its commit held
+	advance(600 * time.Millisecond)
+	submit(2) // waits behind a commit of 600 ms > 500 ms
+	check("a 600 ms commit with an item waiting", true)
+	close(gates[1])
+	wait(2) // 2 taken at 600 ms, delay 0: the window had a delay of 0
+	check("after the long commit, queue empty", false)
+
+	submit(3) // taken at once at 600 ms, its commit held
+	advance(550 * time.Millisecond)
+	submit(4) // queued at 1150 ms
+	advance(100 * time.Millisecond)
+	close(gates[3])
+	if got := <-entered; got != 4 { // 4 taken at 1250 ms after 100 ms: a new window
+		t.Fatalf("entered %d, want 4", got)
+	}
+	wait(1)
+	check("one item over the target, the window not yet whole", false)
+	advance(550 * time.Millisecond)
+	submit(5) // queued at 1800 ms
+	advance(100 * time.Millisecond)
+	close(gates[4])
+	wait(2) // 5 taken at 1900 ms after 100 ms: the window [1250, 1900) all over 50 ms
+	check("a whole window with every item over the target", true)
+	advance(501 * time.Millisecond)
+	check("a DelayInterval later", false)
+
+	off := New(Config{}, func([]*Item[int]) error { return nil })
+	defer off.Close()
+	if off.Overloaded() {
+		t.Error("Overloaded without a DelayTarget")
+	}
+}

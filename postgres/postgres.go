@@ -72,6 +72,10 @@ type Config struct {
 	// QueueDepthMax is the most Writes waiting to commit; Apply fails fast
 	// with EUNAVAILABLE beyond it. Default 4096 (groupcommit's default).
 	QueueDepthMax int
+	// QueueDelayTarget, if positive, is the queueing delay of a standing
+	// queue at which Overloaded reports true (groupcommit's DelayTarget,
+	// over a window of ten times it). 0: never.
+	QueueDelayTarget time.Duration
 	// FlushInterval is how long a committer lingers for a partial batch to
 	// fill. Default 0: commit what is queued at once.
 	FlushInterval time.Duration
@@ -179,6 +183,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		FlushInterval: cfg.FlushInterval,
 		Writers:       cfg.Writers,
 		OnBatch:       cfg.OnBatch,
+		DelayTarget:   cfg.QueueDelayTarget,
 	}, db.commit)
 	return db, nil
 }
@@ -196,3 +201,7 @@ func (db *DB) CommitStats() groupcommit.Stats { return db.committer.Stats() }
 
 // QueueDepth returns the number of Writes waiting to commit.
 func (db *DB) QueueDepth() int { return db.committer.QueueDepth() }
+
+// Overloaded reports whether the committers' queue stands above
+// Config.QueueDelayTarget (groupcommit.Committer.Overloaded).
+func (db *DB) Overloaded() bool { return db.committer.Overloaded() }

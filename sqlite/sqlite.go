@@ -66,6 +66,10 @@ type Config struct {
 	// QueueDepthMax is the most Writes waiting for the writer; beyond it
 	// Apply returns EUNAVAILABLE at once. Default 4096.
 	QueueDepthMax int
+	// QueueDelayTarget, if positive, is the queueing delay of a standing
+	// queue at which Overloaded reports true (groupcommit's DelayTarget,
+	// over a window of ten times it). 0: never.
+	QueueDelayTarget time.Duration
 	// FlushInterval is how long the writer lingers for a partial batch to
 	// fill. Default 0: commit what is queued at once (batches still grow with
 	// load, from the Writes that arrive during a commit).
@@ -246,6 +250,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		FlushInterval: cfg.FlushInterval,
 		Writers:       1, // SQLite has one writer.
 		OnBatch:       cfg.OnBatch,
+		DelayTarget:   cfg.QueueDelayTarget,
 	}, db.commitBatch)
 	return db, nil
 }
@@ -388,6 +393,10 @@ func (db *DB) CommitStats() groupcommit.Stats { return db.commit.Stats() }
 
 // QueueDepth returns the number of Writes waiting for the writer.
 func (db *DB) QueueDepth() int { return db.commit.QueueDepth() }
+
+// Overloaded reports whether the writer's queue stands above
+// Config.QueueDelayTarget (groupcommit.Committer.Overloaded).
+func (db *DB) Overloaded() bool { return db.commit.Overloaded() }
 
 //go:embed migrations/*.sql
 var migrations embed.FS

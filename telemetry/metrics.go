@@ -30,6 +30,9 @@ var (
 const (
 	ShedOverloaded     = "overloaded"       // inflight_max requests in flight
 	ShedWriteQueueFull = "write_queue_full" // the group-commit queue is full
+	// ShedWritesBehind: the writer's queue stands above
+	// queue_delay_target; a write refused before any work.
+	ShedWritesBehind = "write_delay"
 	// ShedMerchantConcurrency: the merchant has its share of the node's
 	// requests in flight (merchant_inflight_max); a 429.
 	ShedMerchantConcurrency = "merchant_concurrency_limit"
@@ -125,7 +128,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist before their first event, so dashboards and
 	// alerts see zeros rather than nothing.
-	for _, r := range []string{ShedOverloaded, ShedWriteQueueFull, ShedMerchantConcurrency} {
+	for _, r := range []string{ShedOverloaded, ShedWriteQueueFull, ShedWritesBehind, ShedMerchantConcurrency} {
 		m.shed.WithLabelValues(r)
 	}
 	for _, op := range providerOps {

@@ -102,7 +102,7 @@ type Config struct {
 	// at about half the CPU), so leave room above the caches' bounds
 	// (docs/operations.md#memory). The environment variable GOMEMLIMIT,
 	// when set, wins, as GOGC does. 0 turns the limit off. Default
-	// MemoryLimitMiBDefault (384); 0 or memoryLimitMiBMin (16) to
+	// MemoryLimitMiBDefault (1024); 0 or memoryLimitMiBMin (16) to
 	// memoryLimitMiBMax (1 TiB).
 	MemoryLimitMiB int `toml:"memory_limit_mib"`
 	// IdempotencyRetention is how long idempotency keys are kept; at least 24h.
@@ -252,7 +252,12 @@ type SQLiteConfig struct {
 	BatchSizeMax  int      `toml:"batch_size_max"`  // writes per group commit; default 256
 	QueueDepthMax int      `toml:"queue_depth_max"` // writes waiting; beyond: 503. Default 4096
 	FlushInterval Duration `toml:"flush_interval"`  // linger for a fuller batch under load; default 2ms
-	ReadConnsMax  int      `toml:"read_conns_max"`  // default 4
+	// QueueDelayTarget: once every write taken from the queue for ten
+	// times this long had waited longer, new writes are refused 503
+	// overloaded (before any processor call) until the queue is short
+	// again. Default 50ms; 0 turns it off; at most 10s.
+	QueueDelayTarget Duration `toml:"queue_delay_target"`
+	ReadConnsMax     int      `toml:"read_conns_max"` // default 4
 	// CheckpointInterval is how often a background connection copies the
 	// WAL into the database file, so that no commit pays for it. Default 250ms.
 	CheckpointInterval Duration `toml:"checkpoint_interval"`
@@ -278,6 +283,8 @@ type PostgresConfig struct {
 	BatchSizeMax  int      `toml:"batch_size_max"`
 	QueueDepthMax int      `toml:"queue_depth_max"`
 	FlushInterval Duration `toml:"flush_interval"`
+	// QueueDelayTarget: as sqlite.queue_delay_target. Default 50ms.
+	QueueDelayTarget Duration `toml:"queue_delay_target"`
 }
 
 // ProviderConfig selects the card network.
@@ -332,14 +339,31 @@ const ReadHeaderTimeoutDefault = 5 * time.Second
 // server's capacity fell to ~2,600 sales/s and half the requests of a
 // half-hour event were refused (bench/RESULTS.md). A limit must sit well
 // above the live heap (~90 MB at 5,000/s); gc_percent 100 keeps the heap
-// near twice the live one. memoryLimitMiBMin and memoryLimitMiBMax bound
-// the setting: an idle serve takes about 35 MB, so a lower limit would
-// only make the collector run without end.
+// near twice the live one. Session 8 raised it from 384 to 1024: under
+// overload (5,000 sales/s offered to a slower 2-core machine that takes
+// ~3,800) the requests in flight and the clients' connections took the
+// heap to the limit, the collector took the CPU, and the server answered
+// 7,000 sales in a minute where, without the limit, it answered 150,000
+// in 40 s at 750 MiB of RSS; at 5,000/s on the faster machine RSS had
+// reached 375 MiB by minute 26 of the half hour, against the 384 MiB
+// limit. A limit only helps where the alternative is the machine's memory
+// running out, so it sits near what a small VM has.
+// memoryLimitMiBMin and memoryLimitMiBMax bound the setting: an idle
+// serve takes about 35 MB, so a lower limit would only make the collector
+// run without end.
 const (
-	MemoryLimitMiBDefault = 384
+	MemoryLimitMiBDefault = 1024
 	memoryLimitMiBMin     = 16
 	memoryLimitMiBMax     = 1 << 20
 )
+
+// QueueDelayTargetDefault is sqlite.queue_delay_target's and
+// postgres.queue_delay_target's default: a standing queue of 50 ms for
+// half a second sheds new writes. Without it a server offered more than
+// it could take (5,000 sales/s against ~3,000 on a slow 2-core machine)
+// queued thousands of requests behind its writer; their memory drove the
+// collector into most of the CPU, and it answered ~120 sales/s.
+const QueueDelayTargetDefault = 50 * time.Millisecond
 
 // DefaultConfig returns the embedded default: SQLite in ./data, the
 // in-process simulator, 127.0.0.1:8080.
@@ -350,8 +374,9 @@ func DefaultConfig() Config {
 		BodyReadTimeout: Duration{api.BodyReadTimeoutDefault}, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
 		SQLite: SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4,
 			FlushInterval: Duration{2 * time.Millisecond}, CheckpointInterval: Duration{sqlite.CheckpointIntervalDefault}, WALPagesMax: sqlite.WALPagesMaxDefault,
-			MmapMiB: 0},
-		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096},
+			MmapMiB: 0, QueueDelayTarget: Duration{QueueDelayTargetDefault}},
+		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096,
+			QueueDelayTarget: Duration{QueueDelayTargetDefault}},
 		Provider: ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second},
 			RecordsMax: sim.RecordsMaxDefault, RecordsRetention: Duration{sim.RetentionDefault}},
 		Cache:     cache.DefaultConfig(),
@@ -615,6 +640,12 @@ func (c *Config) Validate() error {
 	}
 	if c.IdempotencyRetention.Duration < 24*time.Hour {
 		bad("idempotency_retention", "%s must be at least 24h", c.IdempotencyRetention.Duration)
+	}
+	for name, d := range map[string]time.Duration{"sqlite.queue_delay_target": c.SQLite.QueueDelayTarget.Duration,
+		"postgres.queue_delay_target": c.Postgres.QueueDelayTarget.Duration} {
+		if d < 0 || d > 10*time.Second {
+			bad(name, "%s must be 0 (off) to 10s", d)
+		}
 	}
 	if c.ReconcileInterval.Duration < 100*time.Millisecond {
 		bad("reconcile_interval", "%s must be at least 100ms", c.ReconcileInterval.Duration)

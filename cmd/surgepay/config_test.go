@@ -286,6 +286,8 @@ func TestValidate(t *testing.T) {
 		{"ErrRecordsRetentionOverMax", func(c *Config) { c.Provider.RecordsRetention = Duration{sim.RetentionMax + time.Second} },
 			"config provider.records_retention"},
 		{"ErrMerchantInflightNegative", func(c *Config) { c.MerchantInflightMax = -1 }, "config merchant_inflight_max"},
+		{"ErrQueueDelayTargetNegative", func(c *Config) { c.SQLite.QueueDelayTarget.Duration = -time.Millisecond }, "config sqlite.queue_delay_target"},
+		{"ErrQueueDelayTargetOverTen", func(c *Config) { c.Postgres.QueueDelayTarget.Duration = 11 * time.Second }, "config postgres.queue_delay_target"},
 		{"ErrMerchantInflightOverInflight", func(c *Config) { c.MerchantInflightMax = c.InflightMax + 1 }, "config merchant_inflight_max"},
 		{"ErrReadHeaderTimeoutShort", func(c *Config) { c.ReadHeaderTimeout = Duration{time.Millisecond} }, "config read_header_timeout"},
 		{"ErrBodyReadTimeoutLong", func(c *Config) { c.BodyReadTimeout = Duration{time.Hour} }, "config body_read_timeout"},

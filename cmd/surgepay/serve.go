@@ -178,6 +178,15 @@ func (a *app) storeReachable(ctx context.Context) bool {
 	return err == nil || surgepay.ErrorCode(err) == surgepay.ENOTFOUND
 }
 
+// writesOverloaded returns the store's Overloaded (its writer's queue
+// stands above queue_delay_target), nil for a store without one.
+func writesOverloaded(store any) func() bool {
+	if o, ok := store.(interface{ Overloaded() bool }); ok {
+		return o.Overloaded
+	}
+	return nil
+}
+
 // registerStore reports the store's group commits to telemetry and, for
 // the embedded stage, its staged backlog (openStage reports JetStream's).
 func (a *app) registerStore() error {
@@ -300,13 +309,13 @@ func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, lo
 		return postgres.Open(ctx, postgres.Config{DSN: cfg.Postgres.DSN, Schema: cfg.Postgres.Schema,
 			PoolConnsMax: cfg.Postgres.PoolConnsMax, Writers: cfg.Postgres.Writers, BatchSizeMax: cfg.Postgres.BatchSizeMax,
 			QueueDepthMax: cfg.Postgres.QueueDepthMax, FlushInterval: cfg.Postgres.FlushInterval.Duration,
-			OnBatch: onBatch, Tracer: tracer})
+			QueueDelayTarget: cfg.Postgres.QueueDelayTarget.Duration, OnBatch: onBatch, Tracer: tracer})
 	}
 	return sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLite.Path, BatchSizeMax: cfg.SQLite.BatchSizeMax,
 		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
 		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration,
 		WALPagesMax: cfg.SQLite.WALPagesMax, MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB),
-		WriteLockRetryMax: lockRetryMax, OnBatch: onBatch})
+		QueueDelayTarget: cfg.SQLite.QueueDelayTarget.Duration, WriteLockRetryMax: lockRetryMax, OnBatch: onBatch})
 }
 
 // sqliteMmapSize turns sqlite.mmap_mib into sqlite.Config.MmapSize, where
@@ -563,7 +572,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	defer closeShared()
 	a.api = api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax,
 		MerchantInflightMax: cfg.MerchantInflightMax, BodyReadTimeout: cfg.BodyReadTimeout.Duration, Telemetry: a.tel,
-		SharedRateLimiter: shared})
+		SharedRateLimiter: shared, WritesOverloaded: writesOverloaded(a.store)})
 	merchants := newMerchantCounter(a.eng, a.api.SetMerchantsEnabled, log)
 	merchants.count(ctx)
 	srv := &http.Server{
