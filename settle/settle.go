@@ -117,8 +117,13 @@ const (
 	// stageErrorsMax ends Run after this many consecutive Fetch errors.
 	stageErrorsMax = 10
 	// backlogInterval spaces backlog queries (a COUNT on the embedded
-	// stage) while records flow.
-	backlogInterval = time.Second
+	// stage, a scan of the backlog) while records flow, and more as they
+	// grow slower: after a query that took d the next waits d divided by
+	// backlogCostShare, at most backlogIntervalMax. A backlog of millions
+	// of records takes a tenth of a second to count.
+	backlogInterval    = time.Second
+	backlogIntervalMax = time.Minute
+	backlogCostShare   = 0.02
 	// Audit trail.
 	EventCapture       = "capture"
 	EventCaptureFailed = "capture_failed"
@@ -381,6 +386,7 @@ type runner struct {
 
 	stats       Stats
 	backlogSeen time.Time
+	backlogWait time.Duration // from backlogSeen to the next unforced query
 }
 
 // Run settles staged captures until ctx ends or, with UntilEmpty, the
@@ -531,14 +537,15 @@ func (r *runner) idle(ctx context.Context) (bool, error) {
 
 func (r *runner) refreshBacklog(ctx context.Context, force bool) (int, error) {
 	now := r.cfg.Now()
-	if !force && now.Sub(r.backlogSeen) < backlogInterval {
+	if !force && now.Sub(r.backlogSeen) < r.backlogWait {
 		return r.stats.BacklogDepth, nil
 	}
 	depth, oldest, err := r.cfg.Consumer.Backlog(ctx)
 	if err != nil {
 		return 0, err
 	}
-	r.backlogSeen = now
+	r.backlogSeen = r.cfg.Now()
+	r.backlogWait = min(max(time.Duration(float64(r.backlogSeen.Sub(now))/backlogCostShare), backlogInterval), backlogIntervalMax)
 	r.stats.BacklogDepth, r.stats.OldestAge = depth, 0
 	if depth > 0 && !oldest.IsZero() {
 		r.stats.OldestAge = now.Sub(oldest)

@@ -1137,3 +1137,70 @@ func TestSettleReportsExpiry(t *testing.T) {
 		})
 	}
 }
+
+// slowBacklog is a stage whose Backlog is a slow count: each moves the
+// clock of the run on by cost.
+type slowBacklog struct {
+	*stage.Embedded // keeps its acknowledgement in the result Write
+	clock           *fakeOffset
+	cost            time.Duration
+	calls           atomic.Int64
+}
+
+func (s *slowBacklog) Backlog(ctx context.Context) (int, time.Time, error) {
+	s.calls.Add(1)
+	s.clock.add(s.cost)
+	return s.Embedded.Backlog(ctx)
+}
+
+// fakeOffset is the wall clock moved on by hand.
+type fakeOffset struct{ d atomic.Int64 }
+
+func (f *fakeOffset) add(d time.Duration) { f.d.Add(int64(d)) }
+func (f *fakeOffset) now() time.Time      { return time.Now().Add(time.Duration(f.d.Load())) }
+
+// clockedCaptures moves the clock on by each capture's cost.
+type clockedCaptures struct {
+	surgepay.Provider
+	clock *fakeOffset
+	cost  time.Duration
+}
+
+func (p *clockedCaptures) Capture(ctx context.Context, req *surgepay.CaptureRequest) (*surgepay.ProviderResult, error) {
+	p.clock.add(p.cost)
+	return p.Provider.Capture(ctx, req)
+}
+
+// TestSettleBacklogCountCost: while records flow, settle counts the
+// backlog at most once a second, and after a slow count not again for
+// its cost over the share the counts may take (at most a minute):
+// batches a few seconds apart do not each pay a count of millions of
+// records.
+func TestSettleBacklogCountCost(t *testing.T) {
+	e := newEnv(t)
+	const sales = 20
+	for range sales {
+		e.sale(t, 1000, cardOK)
+	}
+	clock := &fakeOffset{}
+	cons := &slowBacklog{Embedded: e.cons, clock: clock, cost: 2 * time.Second} // the next waits a minute
+	cfg := e.config(&clockedCaptures{Provider: e.sim, clock: clock, cost: 1500 * time.Millisecond})
+	cfg.Consumer, cfg.Now, cfg.BatchSizeMax, cfg.Workers = cons, clock.now, 2, 1
+	var batches atomic.Int64
+	cfg.OnStats = func(s settle.Stats) {
+		if s.LastBatchSize > 0 {
+			batches.Add(1)
+		}
+	}
+	rep := run(t, cfg)
+	if rep.Captured != sales || batches.Load() != sales/2 {
+		t.Fatalf("captured %d in %d batches, want %d in %d", rep.Captured, batches.Load(), sales, sales/2)
+	}
+	// One count after the first batch (3 s of captures after the start),
+	// none after the next nine (27 s, within the minute the 2 s count
+	// earned), one after the empty fetch that ends the run, one for the
+	// report: a count per batch would be 12.
+	if n := cons.calls.Load(); n != 3 {
+		t.Errorf("backlog counted %d times, want 3", n)
+	}
+}

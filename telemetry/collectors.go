@@ -39,9 +39,10 @@ type StageStat struct {
 	OldestAge time.Duration // age of the oldest waiting record; 0 if none
 }
 
-// StageStats returns the current StageStat. It is called at most once a
-// second (results are reused in between) with a context bounded to a
-// second, so it may read the store.
+// StageStats returns the current StageStat. It may read the store (a
+// count over the backlog): it is called at most once a second, less often
+// as it grows slower (see stageStatsCostShare), with a context bounded to
+// stageStatsTimeout; scrapes in between reuse its last result.
 type StageStats func(ctx context.Context) (StageStat, error)
 
 // GroupCommit gives the metrics collector the group-commit writer's totals.
@@ -97,22 +98,40 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// stageCollector reads StageStats at most once a second.
+// stageCollector reads StageStats at most once a second, and less often
+// as the read grows slower: counting a backlog is a scan (SQL count(*)),
+// and the dashboard gathers every second. Over a half-hour event without
+// settlement the embedded stage held 3.5 M records and the count took
+// about a tenth of every second of one core (bench/RESULTS.md, issue 14
+// session 8); after a read that took d the next waits d divided by
+// stageStatsCostShare.
 type stageCollector struct {
 	stats         StageStats
 	depth, oldest *prometheus.Desc
+	now           func() time.Time // time.Now; tests set a clock
 
-	mu   sync.Mutex
-	last StageStat
-	at   time.Time
+	mu     sync.Mutex
+	last   StageStat
+	lastAt time.Time     // when last was read
+	at     time.Time     // when the last read ended, successful or not
+	wait   time.Duration // from at to the next read
 }
 
-// stageStatsInterval is the least time between two reads of StageStats.
-const stageStatsInterval = time.Second
+const (
+	// stageStatsInterval is the least time between two reads of StageStats.
+	stageStatsInterval = time.Second
+	// stageStatsIntervalMax is the most: the gauges are at most this old.
+	stageStatsIntervalMax = time.Minute
+	// stageStatsCostShare is the share of one core the reads may take.
+	stageStatsCostShare = 0.02
+	// stageStatsTimeout bounds one read.
+	stageStatsTimeout = 10 * time.Second
+)
 
 func newStageCollector(stats StageStats) *stageCollector {
-	return &stageCollector{stats: stats,
-		depth:  desc("stage", "backlog_records", "Staged captures waiting for settlement."),
+	return &stageCollector{stats: stats, now: time.Now,
+		depth: desc("stage", "backlog_records", "Staged captures waiting for settlement, as last counted (at most a second old, "+
+			"up to a minute while the backlog holds millions of records)."),
 		oldest: desc("stage", "backlog_oldest_age_seconds", "Age of the oldest staged capture waiting for settlement."),
 	}
 }
@@ -124,15 +143,20 @@ func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	if time.Since(c.at) >= stageStatsInterval {
-		ctx, cancel := context.WithTimeout(context.Background(), stageStatsInterval)
-		if s, err := c.stats(ctx); err == nil {
-			c.last = s
-		}
+	if now := c.now(); c.at.IsZero() || now.Sub(c.at) >= c.wait {
+		ctx, cancel := context.WithTimeout(context.Background(), stageStatsTimeout)
+		s, err := c.stats(ctx)
 		cancel()
-		c.at = time.Now()
+		c.at = c.now()
+		c.wait = min(max(time.Duration(float64(c.at.Sub(now))/stageStatsCostShare), stageStatsInterval), stageStatsIntervalMax)
+		if err == nil {
+			c.last, c.lastAt = s, c.at
+		}
 	}
 	s := c.last
+	if s.OldestAge > 0 { // the oldest record read then has aged since
+		s.OldestAge += c.now().Sub(c.lastAt)
+	}
 	c.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(s.Depth))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestAge.Seconds())

@@ -211,3 +211,62 @@ func TestDashboardProcessors(t *testing.T) {
 		t.Fatalf("p99 %v ms, want it among the 5 s calls (2 of 100)", p99)
 	}
 }
+
+// TestStageCollectorCost: the backlog is read at most once a second, and
+// after a slow read (a count over millions of records) not again for
+// that read's time over stageStatsCostShare, at most a minute; the age of
+// the oldest record advances between reads; a failed read keeps the last
+// figures and is not retried at once.
+func TestStageCollectorCost(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	var reads int
+	cost := time.Duration(0)
+	fail := false
+	c := newStageCollector(func(context.Context) (StageStat, error) {
+		reads++
+		clock = clock.Add(cost) // the read takes cost
+		if fail {
+			return StageStat{}, errors.New("store down")
+		}
+		return StageStat{Depth: 100 * reads, OldestAge: time.Minute}, nil
+	})
+	c.now = func() time.Time { return clock }
+	collect := func() (depth, age float64) {
+		t.Helper()
+		ch := make(chan prometheus.Metric, 2)
+		c.Collect(ch)
+		close(ch)
+		var vals []float64
+		for m := range ch {
+			var d dto.Metric
+			if err := m.Write(&d); err != nil {
+				t.Fatal(err)
+			}
+			vals = append(vals, d.GetGauge().GetValue())
+		}
+		return vals[0], vals[1]
+	}
+	step := func(what string, d time.Duration, wantReads int, wantDepth, wantAge float64) {
+		t.Helper()
+		clock = clock.Add(d)
+		depth, age := collect()
+		if reads != wantReads || depth != wantDepth || age != wantAge {
+			t.Errorf("%s: reads %d depth %v age %v; want %d, %v, %v", what, reads, depth, age, wantReads, wantDepth, wantAge)
+		}
+	}
+	step("first scrape", 0, 1, 100, 60)
+	step("half a second later", 500*time.Millisecond, 1, 100, 60.5)
+	step("a second after", 500*time.Millisecond, 2, 200, 60)
+	cost = 100 * time.Millisecond // the backlog grew: the read took 0.1 s, so the next waits 5 s
+	step("slow read", time.Second, 3, 300, 60)
+	step("4 s after it", 4*time.Second, 3, 300, 64)
+	step("5 s after it", time.Second, 4, 400, 60)
+	cost = 10 * time.Second // 500 s by the share: capped at a minute
+	step("very slow read", 5*time.Second, 5, 500, 60)
+	step("59 s after it", 59*time.Second, 5, 500, 119)
+	cost, fail = 0, true
+	step("a minute after it, failing", time.Second, 6, 500, 120)
+	fail = false
+	step("half a second after the failure", 500*time.Millisecond, 6, 500, 120.5)
+	step("a second after the failure", 500*time.Millisecond, 7, 700, 60)
+}
