@@ -171,6 +171,34 @@ func (t *Telemetry) RegisterStage(stats StageStats) error {
 	return t.reg.Register(newStageCollector(stats))
 }
 
+// Connections reports the API listener's connections (api.ConnLimiter):
+// open now, the bound, and the accepts that waited at the bound.
+type Connections interface {
+	Open() int
+	Max() int
+	Waits() uint64
+}
+
+// RegisterConnections adds the API listener's connection gauges.
+func (t *Telemetry) RegisterConnections(c Connections) error {
+	if !t.MetricsEnabled() {
+		return nil
+	}
+	var errs []error
+	for _, col := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "http", Name: "connections_open",
+			Help: "API connections open (accepted and not closed), TLS or not."}, func() float64 { return float64(c.Open()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "http", Name: "connections_max",
+			Help: "The most API connections open at once (connections_max)."}, func() float64 { return float64(c.Max()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http", Name: "connection_waits_total",
+			Help: "Accepts that began with connections_max connections open and waited for one to close."},
+			func() float64 { return float64(c.Waits()) }),
+	} {
+		errs = append(errs, t.reg.Register(col))
+	}
+	return errors.Join(errs...)
+}
+
 // RegisterGroupCommit adds the group-commit totals and queue depth.
 func (t *Telemetry) RegisterGroupCommit(gc GroupCommit) error {
 	if !t.MetricsEnabled() {

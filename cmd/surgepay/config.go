@@ -65,6 +65,11 @@ type Config struct {
 	LogLevel  string `toml:"log_level"`
 	// InflightMax bounds requests served at once; beyond it: 503 + Retry-After.
 	InflightMax int `toml:"inflight_max"`
+	// ConnectionsMax bounds the API listener's open connections (idle
+	// keep-alive ones included); at the bound it stops accepting until
+	// one closes (api.LimitConnections). 0 (the default): twice
+	// InflightMax. Env SURGEPAY_CONNECTIONS_MAX. Read at start.
+	ConnectionsMax int `toml:"connections_max"`
 	// MerchantInflightMax bounds the requests one merchant may have in
 	// flight on this node, its slow bodies included; beyond it that
 	// merchant alone gets 429 merchant_concurrency_limit with Retry-After
@@ -558,7 +563,7 @@ func (c *Config) applyEnv(env func(string) string) error {
 		}
 		c.Debug = b
 	}
-	for k, p := range map[string]*int{"SURGEPAY_INFLIGHT_MAX": &c.InflightMax,
+	for k, p := range map[string]*int{"SURGEPAY_INFLIGHT_MAX": &c.InflightMax, "SURGEPAY_CONNECTIONS_MAX": &c.ConnectionsMax,
 		"SURGEPAY_QUEUE_DEPTH_MAX": &c.SQLite.QueueDepthMax, "SURGEPAY_SIM_RECORDS_MAX": &c.Provider.RecordsMax} {
 		if v := env(k); v != "" {
 			n, err := strconv.Atoi(v)
@@ -627,6 +632,9 @@ func (c *Config) Validate() error {
 	}
 	if c.InflightMax < 1 || c.InflightMax > 1_000_000 {
 		bad("inflight_max", "%d must be 1 to 1000000", c.InflightMax)
+	}
+	if n := c.ConnectionsMax; n < 0 || n > api.ConnectionsMaxLimit {
+		bad("connections_max", "%d must be 0 (twice inflight_max) to %d", n, api.ConnectionsMaxLimit)
 	}
 	if n := c.MerchantInflightMax; n < 0 || n > max(c.InflightMax, 1) {
 		bad("merchant_inflight_max", "%d must be 0 (all of inflight_max for a lone merchant, else a quarter) to inflight_max (%d)", n, c.InflightMax)
@@ -847,6 +855,14 @@ type configView struct {
 	// configuration agree on them.
 	PendingRestart []string `toml:"pending_restart"`
 	Config
+}
+
+// connectionsMax is the effective connections_max.
+func (c *Config) connectionsMax() int {
+	if c.ConnectionsMax == 0 {
+		return min(2*c.InflightMax, api.ConnectionsMaxLimit)
+	}
+	return c.ConnectionsMax
 }
 
 // adminView returns the effective configuration for GET /config: secrets

@@ -286,6 +286,8 @@ func TestValidate(t *testing.T) {
 		{"ErrRecordsRetentionOverMax", func(c *Config) { c.Provider.RecordsRetention = Duration{sim.RetentionMax + time.Second} },
 			"config provider.records_retention"},
 		{"ErrMerchantInflightNegative", func(c *Config) { c.MerchantInflightMax = -1 }, "config merchant_inflight_max"},
+		{"ErrConnectionsMaxNegative", func(c *Config) { c.ConnectionsMax = -1 }, "config connections_max"},
+		{"ErrConnectionsMaxOverLimit", func(c *Config) { c.ConnectionsMax = api.ConnectionsMaxLimit + 1 }, "config connections_max"},
 		{"ErrQueueDelayTargetNegative", func(c *Config) { c.SQLite.QueueDelayTarget.Duration = -time.Millisecond }, "config sqlite.queue_delay_target"},
 		{"ErrQueueDelayTargetOverTen", func(c *Config) { c.Postgres.QueueDelayTarget.Duration = 11 * time.Second }, "config postgres.queue_delay_target"},
 		{"ErrMerchantInflightOverInflight", func(c *Config) { c.MerchantInflightMax = c.InflightMax + 1 }, "config merchant_inflight_max"},
@@ -350,7 +352,7 @@ func TestValidate(t *testing.T) {
 		for _, tc := range cases {
 			if tc.name == "ErrProviderURLNotHTTP" || tc.name == "ErrListenEmpty" || tc.name == "ErrInflightMaxHuge" ||
 				tc.name == "ErrMerchantInflightOverInflight" || tc.name == "ErrMemoryLimitNegative" ||
-				tc.name == "ErrMemoryLimitAboveMax" ||
+				tc.name == "ErrMemoryLimitAboveMax" || tc.name == "ErrConnectionsMaxOverLimit" ||
 				tc.name == "ErrStorageUnknown" || tc.name == "ErrProviderKind" ||
 				tc.name == "ErrRecordsMaxOverLimit" || tc.name == "ErrRecordsRetentionOverMax" {
 				continue // They set fields that other cases already break.

@@ -96,3 +96,68 @@ func TestServeLoneMerchantShare(t *testing.T) {
 	admin("POST", "/admin/v1/merchants/"+mid+"/disable", `{}`)
 	until("all of inflight_max again once it is disabled", served)
 }
+
+// TestServeConnectionsMax: with connections_max connections open (idle
+// keep-alive ones), the API accepts no more: a new client waits in
+// connect, unanswered, counted in connection_waits_total, and is served
+// once one of the open connections closes.
+func TestServeConnectionsMax(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, map[string]string{"SURGEPAY_CONNECTIONS_MAX": "3"})
+	startServe(t, cfg)
+	raw, err := os.ReadFile(filepath.Join(dir, "dev-api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := strings.TrimSpace(string(raw))
+	request := "GET /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\n\r\n"
+	var idle []net.Conn
+	for range 3 { // answered, then kept open
+		c, err := net.Dial("tcp", cfg.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, request); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if b := make([]byte, 12); !readFull(c, b) || string(b) != "HTTP/1.1 200" {
+			t.Fatalf("an open connection was not served: %q", b)
+		}
+		idle = append(idle, c)
+	}
+	late, err := net.Dial("tcp", cfg.Listen) // the kernel's accept queue takes it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	if _, err := io.WriteString(late, request); err != nil {
+		t.Fatal(err)
+	}
+	late.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := late.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("a fourth connection was answered with 3 open and connections_max 3 (%d, %v)", n, err)
+	}
+	metrics := func() string {
+		_, body := getAuth(t, "http://"+cfg.AdminListen+"/metrics", readAdminToken(t, dir))
+		return body
+	}
+	m := metrics()
+	if o, mx, w := metricValue(t, m, "surgepay_http_connections_open"), metricValue(t, m, "surgepay_http_connections_max"),
+		metricValue(t, m, "surgepay_http_connection_waits_total"); o != 3 || mx != 3 || w < 1 {
+		t.Errorf("connections open %v max %v waits %v; want 3, 3, at least 1", o, mx, w)
+	}
+	idle[0].Close()
+	late.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if b := make([]byte, 12); !readFull(late, b) || string(b) != "HTTP/1.1 200" {
+		t.Fatalf("the waiting connection was not served once one closed: %q", b)
+	}
+}
+
+// readFull fills b from c; false on an error or a short read.
+func readFull(c net.Conn, b []byte) bool {
+	_, err := io.ReadFull(c, b)
+	return err == nil
+}

@@ -575,6 +575,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		SharedRateLimiter: shared, WritesOverloaded: writesOverloaded(a.store)})
 	merchants := newMerchantCounter(a.eng, a.api.SetMerchantsEnabled, log)
 	merchants.count(ctx)
+	conns := api.LimitConnections(ln, cfg.connectionsMax())
+	if err := a.tel.RegisterConnections(conns); err != nil {
+		return fmt.Errorf("connection metrics: %w", err)
+	}
 	srv := &http.Server{
 		Handler: a.api,
 		// The API sets each body's own read deadline (body_read_timeout)
@@ -616,7 +620,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	fmt.Fprintf(out, "surgepay listening on %s://%s (storage %s)\n", scheme(tlsAPI != nil), ln.Addr(), cfg.Storage)
 	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind, "tls", tlsAPI != nil)
 	errc := make(chan error, 1)
-	go func() { errc <- serveAPI(srv, ln) }()
+	go func() { errc <- serveAPI(srv, conns) }()
 	ready.Store(true)
 	select {
 	case err := <-errc:
