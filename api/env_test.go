@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/tax"
 	"github.com/surgepay/surgepay/vault"
 )
@@ -54,6 +56,19 @@ func (s *syncBuffer) String() string {
 }
 
 // forEachBackend runs f against SQLite and, when configured, PostgreSQL.
+// newKeyReads is the statements a request with a new Idempotency-Key
+// spends reading it on store: none on SQLite, whose filter of stored keys
+// answers (sqlite/idemfilter.go); one SELECT on PostgreSQL.
+func newKeyReads(store surgepay.Store) int {
+	if _, ok := store.(*sqlite.DB); ok {
+		return 0
+	}
+	return 1
+}
+
+// sqlBudget is the start of a Surgepay-Sql header: "total=T select=S ".
+func sqlBudget(total, selects int) string { return fmt.Sprintf("total=%d select=%d ", total, selects) }
+
 func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 	for _, b := range testenv.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) { f(t, newEnv(t, b.Open(t))) })

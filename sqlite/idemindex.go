@@ -145,13 +145,16 @@ type idemIndex struct {
 	txDone    bool             // the open transaction ends the merge
 	frozenMax int64            // the highest rowid in frozen
 
+	// filter holds the hash of every stored record (idemfilter.go).
+	filter *idemFilter
+
 	// Rows up to purgedUpto are purged: their entries are not merged.
 	// txPurgedUpto is the open transaction's.
 	purgedUpto, txPurgedUpto int64
 }
 
 func newIdemIndex(tableMax int) *idemIndex {
-	return &idemIndex{active: newIdemTable(), tableMax: tableMax, sorted: make(chan []idemEntry, 1)}
+	return &idemIndex{active: newIdemTable(), tableMax: tableMax, sorted: make(chan []idemEntry, 1), filter: newIdemFilter()}
 }
 
 // candidates returns the rowids the memory tables hold for h.
@@ -265,6 +268,8 @@ func (w *writer) absorb() error {
 		return fmt.Errorf("read idempotency records after %d: %w", x.next-1, err)
 	}
 	defer rows.Close()
+	var hs []int64
+	defer func() { x.filter.add(len(hs), func(i int) int64 { return hs[i] }) }() // after the tables
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for rows.Next() {
@@ -273,7 +278,9 @@ func (w *writer) absorb() error {
 		if err := rows.Scan(&row, &merchantID, &key); err != nil {
 			return fmt.Errorf("read idempotency records after %d: %w", x.next-1, err)
 		}
-		x.active.add(idemHash(merchantID, key), row)
+		h := idemHash(merchantID, key)
+		x.active.add(h, row)
+		hs = append(hs, h)
 		x.next = max(x.next, row+1)
 	}
 	return rows.Err()
@@ -361,6 +368,7 @@ func (x *idemIndex) committed() {
 		x.frozenMax = x.next - 1
 	}
 	x.mu.Unlock()
+	x.filter.add(len(x.pending), func(i int) int64 { return x.pending[i].hash })
 	x.pending = x.pending[:0]
 	x.txMerged, x.txDone, x.txPurgedUpto = 0, false, 0
 	if freeze {

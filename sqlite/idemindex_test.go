@@ -260,3 +260,63 @@ func TestIdempotencyBodyCompressed(t *testing.T) {
 		t.Fatalf("FindIdempotency of a plain body = %q, %v", rec.Body, err)
 	}
 }
+
+// waitFilter fails t unless db's filter of idempotency keys is built
+// (Open builds it).
+func waitFilter(t *testing.T, db *sqlite.DB) {
+	t.Helper()
+	if !db.IdemFilterReady() {
+		t.Fatal("the filter of idempotency keys was not built by Open")
+	}
+}
+
+// TestIdempotencyFilter: once the filter is built, a key never stored is
+// answered not found without a statement, and every stored key is found,
+// in memory or merged, before and after a reopen (which builds the
+// filter from idempotency_index).
+func TestIdempotencyFilter(t *testing.T) {
+	const tableMax = 16
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db := open(t, sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
+	m := newMerchant(t, db)
+	var keys []string
+	add := func(n int) {
+		for range n {
+			w, _ := purchase(m.ID)
+			if err := db.Apply(t.Context(), w); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, w.Idempotency.Key)
+		}
+	}
+	waitFilter(t, db)
+	add(200) // added as they commit; merged into idempotency_index
+	check := func(what string) {
+		t.Helper()
+		for _, k := range keys {
+			wantRecord(t, db, m.ID, k)
+		}
+		skips := db.IdemFilterSkips()
+		var c surgepay.StatementCounter
+		ctx := surgepay.WithStatementCounter(t.Context(), &c)
+		for i := range 50 {
+			if _, err := db.FindIdempotency(ctx, m.ID, fmt.Sprintf("new-%d", i)); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+				t.Fatalf("%s: FindIdempotency(a new key) = %v, want not found", what, err)
+			}
+		}
+		if got := db.IdemFilterSkips() - skips; got != 50 || c.Total() != 0 {
+			t.Errorf("%s: 50 new keys: %d answered by the filter, %d statements; want 50, 0", what, got, c.Total())
+		}
+		// A stored key of another merchant is not this one's.
+		if _, err := db.FindIdempotency(t.Context(), "mer_other", keys[0]); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+			t.Errorf("%s: another merchant's key: %v, want not found", what, err)
+		}
+	}
+	check("built")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
+	waitFilter(t, db)
+	check("reopened")
+}

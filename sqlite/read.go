@@ -189,7 +189,8 @@ func (db *DB) FindPaymentByRef(ctx context.Context, ref string) (*surgepay.Payme
 // others through idempotency_index (idemindex.go): one SELECT either way.
 // A record leaves the memory table only once its entry in
 // idempotency_index is committed, and the memory table is read first, so
-// a record is always found in one or the other.
+// a record is always found in one or the other. A key the filter of
+// stored keys has never seen is not looked for in idempotency_index.
 func (db *DB) FindIdempotency(ctx context.Context, merchantID, key string) (*surgepay.IdempotencyRecord, error) {
 	h := idemHash(merchantID, key)
 	for _, row := range db.writer.idem.candidates(h) {
@@ -202,6 +203,9 @@ func (db *DB) FindIdempotency(ctx context.Context, merchantID, key string) (*sur
 		case rec.MerchantID == merchantID && rec.Key == key:
 			return rec, nil
 		}
+	}
+	if db.writer.idem.filter.absent(h) { // a new key: no SELECT (idemfilter.go)
+		return nil, surgepay.NotFound("idempotency_key", "idempotency key")
 	}
 	return findOne(ctx, db.readSt.idempotency, scanIdempotency, "idempotency_key", "idempotency key", h, merchantID, key)
 }

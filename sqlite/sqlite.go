@@ -212,6 +212,9 @@ type DB struct {
 	ckptStop chan struct{} // closed by Close
 	ckptDone chan struct{}
 
+	filterStop context.CancelFunc // ends runIdemFilter
+	filterDone chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -252,6 +255,13 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		OnBatch:       cfg.OnBatch,
 		DelayTarget:   cfg.QueueDelayTarget,
 	}, db.commitBatch)
+	if err := db.buildIdemFilter(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
+	}
+	fctx, stop := context.WithCancel(context.Background())
+	db.filterStop, db.filterDone = stop, make(chan struct{})
+	go func() { defer close(db.filterDone); db.runIdemFilter(fctx) }()
 	return db, nil
 }
 
@@ -370,6 +380,11 @@ func (db *DB) checkpointLoop(interval time.Duration) {
 }
 
 func (db *DB) closeAll() error {
+	if db.filterStop != nil {
+		db.filterStop()
+		<-db.filterDone
+		db.filterStop = nil
+	}
 	if db.ckptStop != nil {
 		close(db.ckptStop)
 		<-db.ckptDone

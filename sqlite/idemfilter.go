@@ -1,0 +1,237 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The filter of idempotency keys: a Bloom filter over the hashes of every
+// stored idempotency record, so that FindIdempotency answers "not found"
+// for a new key without a SELECT. A sale with a new key is the common
+// case, and its lookup was the largest cost that grew with the database:
+// one probe of idempotency_index through a read connection whose page
+// cache every commit empties, 36 µs per sale at minute 1 and 48 µs at
+// minute 9 of a 3,000/s event (13 % of the server's CPU, bench/RESULTS.md
+// issue 14 session 9).
+//
+// The filter never answers "absent" for a stored key: every hash in
+// idempotency_index is added by a build, which scans it, and every record
+// is added as it enters the memory tables (committed, absorb), before it
+// can leave them for idempotency_index; a build adds the memory tables'
+// hashes, and records that enter during a build go to both filters. A
+// purge does not remove hashes (a Bloom filter cannot): a purged key
+// costs a lookup, as every key did before. "Present" may be wrong
+// (false positives, about 1 % at capacity): then the SELECT decides. The
+// writer's uniqueness check (claimIdempotency, the INSERT) does not use
+// the filter.
+//
+// Open builds the first filter (a scan of idempotency_index: about a
+// second for a few million records). Once more hashes were added than the
+// filter holds at 1 %, a new one is built in the background, sized for
+// twice the records then stored, at most idemFilterKeysMax, and lookups
+// use the old one meanwhile. A full filter of that size is rebuilt at
+// most hourly (purged keys leave it); in between its false positive rate
+// grows and lookups fall back to the SELECT, never to a wrong answer.
+
+const (
+	// idemFilterKeysMin is the fewest keys a filter is sized for (a
+	// filter has a power of two of bits, at least 10 a key): the first
+	// holds 3.3 M keys at 1 % in 4 MiB.
+	idemFilterKeysMin = 1 << 21
+	// idemFilterKeysMax bounds a filter: 27 M keys at 1 % in 32 MiB,
+	// three half-hour events at 5,000 sales/s.
+	idemFilterKeysMax = 1 << 24
+	// idemFilterBitsPerKey and idemFilterProbes give about 1 % false
+	// positives at capacity.
+	idemFilterBitsPerKey = 10
+	idemFilterProbes     = 7
+	// idemFilterScanRows is the hashes one SELECT of a build reads.
+	idemFilterScanRows = 1 << 16
+	// idemFilterRebuildEvery spaces the rebuilds of a full filter of
+	// idemFilterKeysMax: one that fills again at once (as many keys
+	// stored as it holds) is not scanned over and over; meanwhile purged
+	// keys leave, and lookups take the SELECT more often.
+	idemFilterRebuildEvery = time.Hour
+)
+
+// bloom is a Bloom filter of 64-bit hashes, safe for one writer and any
+// readers at once.
+type bloom struct {
+	words    []atomic.Uint64
+	mask     uint64 // bits - 1; bits is a power of two
+	capacity int64  // keys it holds at about 1 % false positives
+	added    atomic.Int64
+}
+
+func newBloom(keys int) *bloom {
+	n := uint64(1) << bits.Len64(uint64(keys*idemFilterBitsPerKey-1))
+	return &bloom{words: make([]atomic.Uint64, n/64), mask: n - 1, capacity: int64(n / idemFilterBitsPerKey)}
+}
+
+// probes calls f with the filter's bit indexes of h (double hashing; h is
+// SHA-256 output, the second hash a mix of it).
+func (b *bloom) probes(h int64, f func(i uint64) bool) bool {
+	h1 := uint64(h)
+	h2 := h1*0x9e3779b97f4a7c15 ^ h1>>29 | 1
+	for i := range uint64(idemFilterProbes) {
+		if !f((h1 + i*h2) & b.mask) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *bloom) add(h int64) {
+	b.probes(h, func(i uint64) bool { b.words[i/64].Or(1 << (i % 64)); return true })
+	b.added.Add(1)
+}
+
+// mayContain is false only if h was never added.
+func (b *bloom) mayContain(h int64) bool {
+	return b.probes(h, func(i uint64) bool { return b.words[i/64].Load()&(1<<(i%64)) != 0 })
+}
+
+func (b *bloom) full() bool { return b.added.Load() > b.capacity }
+
+// idemFilter holds the filter in use and the one being built.
+type idemFilter struct {
+	cur   atomic.Pointer[bloom] // nil until the first build ends
+	mu    sync.Mutex            // guards next against add
+	next  *bloom                // being built; nil if none
+	build chan struct{}         // asks the builder for a new filter
+	skips atomic.Uint64         // lookups answered by the filter
+	built atomic.Int64          // when the last build ended, Unix nanoseconds
+}
+
+func newIdemFilter() *idemFilter { return &idemFilter{build: make(chan struct{}, 1)} }
+
+// add adds the hashes of records that have entered the memory tables
+// (after, so that a build that reads the tables before they enter sees
+// them here).
+func (f *idemFilter) add(n int, hash func(i int) int64) {
+	f.mu.Lock()
+	cur, next := f.cur.Load(), f.next
+	for i := range n {
+		h := hash(i)
+		if cur != nil {
+			cur.add(h)
+		}
+		if next != nil {
+			next.add(h)
+		}
+	}
+	f.mu.Unlock()
+	if cur != nil && next == nil && cur.full() &&
+		(cur.capacity < idemFilterKeysMax || time.Since(time.Unix(0, f.built.Load())) > idemFilterRebuildEvery) {
+		f.rebuild()
+	}
+}
+
+// absent reports whether h is surely not a stored record's hash.
+func (f *idemFilter) absent(h int64) bool {
+	b := f.cur.Load()
+	if b == nil || b.mayContain(h) {
+		return false
+	}
+	f.skips.Add(1)
+	return true
+}
+
+func (f *idemFilter) rebuild() {
+	select {
+	case f.build <- struct{}{}:
+	default: // one already asked for
+	}
+}
+
+// runIdemFilter builds the filter again whenever it is asked to, until
+// ctx ends (Open builds the first).
+func (db *DB) runIdemFilter(ctx context.Context) {
+	f := db.writer.idem.filter
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.build:
+		}
+		// A build that fails leaves lookups the filter they had, or
+		// their SELECT; the next record added to a full filter asks
+		// again.
+		_ = db.buildIdemFilter(ctx)
+	}
+}
+
+// buildIdemFilter builds a filter of every stored record's hash and puts
+// it in use: the memory tables' hashes, then idempotency_index, a page of
+// hashes per SELECT; records that enter meanwhile are added to both.
+func (db *DB) buildIdemFilter(ctx context.Context) error {
+	x := db.writer.idem
+	f := x.filter
+	var stored int
+	if err := db.read.QueryRowContext(ctx, "SELECT count(*) FROM idempotency_index").Scan(&stored); err != nil {
+		return fmt.Errorf("count idempotency index: %w", err)
+	}
+	x.mu.RLock()
+	inMemory := x.active.len()
+	if x.frozen != nil {
+		inMemory += x.frozen.len()
+	}
+	x.mu.RUnlock()
+	next := newBloom(min(max(idemFilterKeysMin, 2*(stored+inMemory)), idemFilterKeysMax))
+	f.mu.Lock()
+	f.next = next
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.next = nil
+		f.mu.Unlock()
+	}()
+	x.mu.RLock()
+	for _, t := range []*idemTable{x.active, x.frozen} {
+		if t == nil {
+			continue
+		}
+		for h := range t.rows {
+			next.add(h) // a hash in more is in rows too
+		}
+	}
+	x.mu.RUnlock()
+	// Pages of hashes from "from" on; a hash of two records may end one
+	// page and begin the next, whose first SELECT skips it: it is in.
+	from := int64(math.MinInt64)
+	for {
+		var after int64
+		rows, err := db.read.QueryContext(ctx, "SELECT hash FROM idempotency_index WHERE hash >= ? ORDER BY hash LIMIT ?",
+			from, idemFilterScanRows)
+		if err != nil {
+			return fmt.Errorf("read idempotency index: %w", err)
+		}
+		n := 0
+		for rows.Next() {
+			if err := rows.Scan(&after); err != nil {
+				rows.Close()
+				return fmt.Errorf("read idempotency index: %w", err)
+			}
+			next.add(after)
+			n++
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("read idempotency index: %w", err)
+		}
+		if n < idemFilterScanRows || after == math.MaxInt64 {
+			break
+		}
+		from = after + 1
+	}
+	f.mu.Lock()
+	f.cur.Store(next)
+	f.next = nil
+	f.mu.Unlock()
+	f.built.Store(time.Now().UnixNano())
+	return nil
+}
