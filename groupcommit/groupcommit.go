@@ -14,6 +14,7 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,10 +37,13 @@ type Config struct {
 	// the commit time (metrics). It must be cheap and safe for concurrent use.
 	OnBatch func(size int, d time.Duration)
 	// DelayTarget, if positive, is the queueing delay above which the
-	// Committer reports itself overloaded (Overloaded): when every item a
-	// writer took during a whole DelayInterval had waited longer than
-	// DelayTarget (a standing queue, not a burst: CoDel's signal), or a
-	// commit has run longer than DelayInterval with items waiting. 0: never.
+	// Committer sheds load (Overloaded): after each DelayInterval in which
+	// every item a writer took had waited longer than DelayTarget (a
+	// standing queue, not a burst: CoDel's signal) it reports a growing
+	// share of calls overloaded (ShedFraction), and a shrinking share
+	// after each window in which some item waited less; all of them while
+	// a commit has run longer than DelayInterval with items waiting.
+	// 0: never.
 	DelayTarget time.Duration
 	// DelayInterval is the window of DelayTarget. Default 10 x DelayTarget.
 	DelayInterval time.Duration
@@ -130,13 +134,15 @@ type Committer[T any] struct {
 	committing []time.Time
 	// delay tracks the queueing delay for Overloaded: the start of the
 	// current window and the least delay of an item taken in it (-1:
-	// none yet). Guarded by statsMu. overUntil (Unix nanoseconds) is the
-	// end of the overloaded state the last whole window set.
+	// none yet). Guarded by statsMu. shed is the share of Overloaded
+	// calls that answer true, in 1/shedScale; shedUntil (Unix
+	// nanoseconds) is when it lapses if no window ends before.
 	delay struct {
 		start time.Time
 		min   time.Duration
 	}
-	overUntil atomic.Int64
+	shed      atomic.Int64
+	shedUntil atomic.Int64
 	now       func() time.Time
 	// OnBatch is Config.OnBatch.
 	OnBatch func(size int, d time.Duration)
@@ -242,46 +248,65 @@ func (c *Committer[T]) enqueue(ctx context.Context, it *Item[T], wait time.Durat
 	}
 }
 
-// observeDelay records the queueing delay d of an item taken at now.
-// Once a window of DelayInterval has passed, the committer is overloaded
-// for the next DelayInterval if every item taken in it waited longer
-// than DelayTarget. Called with statsMu held.
+// The control law of Overloaded: the share shed, in 1/shedScale. A window
+// whose every item waited longer than DelayTarget doubles it (at least
+// shedStepUp), a window with an item under the target takes shedStepDown
+// off. A burst within capacity (one window over) sheds a tenth of one
+// window's writes, then less; an overload of a third over capacity
+// (needing a quarter shed) is met within three windows.
+const (
+	shedScale    = 1000
+	shedStepUp   = 100 // 10 %
+	shedStepDown = 50  // 5 %
+)
+
+// observeDelay records the queueing delay d of an item taken at now, and
+// at the end of each window of DelayInterval moves the share shed (see
+// shedScale). Called with statsMu held.
 func (c *Committer[T]) observeDelay(now time.Time, d time.Duration) {
 	if c.delay.start.IsZero() {
 		c.delay.start, c.delay.min = now, -1
 	}
 	if e := now.Sub(c.delay.start); e >= 2*c.cfg.DelayInterval {
 		// An idle gap: the window before it says nothing of now.
-		c.overUntil.Store(0)
+		c.shed.Store(0)
 		c.delay.start, c.delay.min = now, -1
 	} else if e >= c.cfg.DelayInterval {
-		if c.delay.min > c.cfg.DelayTarget {
-			c.overUntil.Store(now.Add(c.cfg.DelayInterval).UnixNano())
-		} else {
-			c.overUntil.Store(0)
+		// The item that closes a window is its last.
+		if c.delay.min < 0 || d < c.delay.min {
+			c.delay.min = d
 		}
+		s := c.shed.Load()
+		if c.delay.min > c.cfg.DelayTarget {
+			s = min(shedScale, max(2*s, shedStepUp))
+		} else {
+			s = max(0, s-shedStepDown)
+		}
+		c.shed.Store(s)
+		c.shedUntil.Store(now.Add(2 * c.cfg.DelayInterval).UnixNano())
 		c.delay.start, c.delay.min = now, -1
+		return
 	}
 	if c.delay.min < 0 || d < c.delay.min {
 		c.delay.min = d
 	}
 }
 
-// Overloaded reports whether the queue stands (Config.DelayTarget): every
-// item taken during the last whole DelayInterval waited longer than
-// DelayTarget, or a commit has run longer than DelayInterval with items
-// waiting behind it. A caller that has not yet done work it cannot undo
-// (the API, before a processor call) should refuse new writes while it
-// holds, rather than queue them: the queue would only grow, and the
-// memory and latency of everything in it. Always false without a
-// DelayTarget. Cheap: one atomic load while not overloaded and the queue
-// is empty. Safe for concurrent use.
+// Overloaded reports whether the caller should not add a write: true
+// for a ShedFraction share of calls, chosen at random, while the queue
+// stands (Config.DelayTarget), and for every call while a commit has run
+// longer than DelayInterval with items waiting behind it. A caller that
+// has not yet done work it cannot undo (the API, before a processor
+// call) should refuse a new write then, rather than queue it: a standing
+// queue only grows, and the memory and latency of everything in it.
+// Always false without a DelayTarget. Cheap: two atomic loads while not
+// overloaded and the queue is empty. Safe for concurrent use.
 func (c *Committer[T]) Overloaded() bool {
 	if c.cfg.DelayTarget <= 0 {
 		return false
 	}
 	now := c.now()
-	if now.UnixNano() < c.overUntil.Load() {
+	if s := c.shedNow(now); s > 0 && rand.Int64N(shedScale) < s {
 		return true
 	}
 	if len(c.queue) == 0 {
@@ -295,6 +320,25 @@ func (c *Committer[T]) Overloaded() bool {
 		}
 	}
 	return false
+}
+
+// shedNow is the share shed at now, in 1/shedScale: 0 once no window has
+// ended for two DelayIntervals (no item taken: the writer is idle).
+func (c *Committer[T]) shedNow(now time.Time) int64 {
+	s := c.shed.Load()
+	if s > 0 && now.UnixNano() >= c.shedUntil.Load() {
+		return 0
+	}
+	return s
+}
+
+// ShedFraction is the share of Overloaded calls answering true while no
+// commit outlasts DelayInterval: 0 to 1.
+func (c *Committer[T]) ShedFraction() float64 {
+	if c.cfg.DelayTarget <= 0 {
+		return 0
+	}
+	return float64(c.shedNow(c.now())) / shedScale
 }
 
 // QueueDepth returns the number of items waiting.

@@ -513,13 +513,75 @@ func TestOverloaded(t *testing.T) {
 	advance(100 * time.Millisecond)
 	close(gates[4])
 	wait(2) // 5 taken at 1900 ms after 100 ms: the window [1250, 1900) all over 50 ms
-	check("a whole window with every item over the target", true)
-	advance(501 * time.Millisecond)
-	check("a DelayInterval later", false)
+	if f := c.ShedFraction(); f != 0.1 {
+		t.Fatalf("a whole window with every item over the target: ShedFraction %v, want 0.1", f)
+	}
+	if n := overloadedOf(c, 10_000); n < 800 || n > 1200 {
+		t.Errorf("a whole window with every item over the target: Overloaded %d times in 10,000, want about 1,000", n)
+	}
+	advance(999 * time.Millisecond)
+	if f := c.ShedFraction(); f != 0.1 {
+		t.Errorf("0.999 s later: ShedFraction %v, want 0.1 until two DelayIntervals pass without a window", f)
+	}
+	advance(time.Millisecond)
+	check("two DelayIntervals later, no item taken", false)
 
 	off := New(Config{}, func([]*Item[int]) error { return nil })
 	defer off.Close()
 	if off.Overloaded() {
 		t.Error("Overloaded without a DelayTarget")
 	}
+}
+
+// overloadedOf counts the Overloaded answers of n calls.
+func overloadedOf(c *Committer[int], n int) int {
+	k := 0
+	for range n {
+		if c.Overloaded() {
+			k++
+		}
+	}
+	return k
+}
+
+// TestShedLaw: each window whose every item waited over DelayTarget
+// doubles the share shed (at least 10 %, at most all), each window with
+// an item under it takes 5 % off, an idle gap clears it.
+func TestShedLaw(t *testing.T) {
+	c := New(Config{DelayTarget: 50 * time.Millisecond}, func([]*Item[int]) error { return nil })
+	defer c.Close()
+	clock := time.Unix(1_700_000_000, 0)
+	c.now = func() time.Time { return clock }
+	observe := func(delay time.Duration) {
+		c.statsMu.Lock()
+		c.observeDelay(clock, delay)
+		c.statsMu.Unlock()
+	}
+	observe(0)                            // opens the first window
+	window := func(delay time.Duration) { // an item within the window, one that closes it
+		clock = clock.Add(100 * time.Millisecond)
+		observe(delay)
+		clock = clock.Add(400 * time.Millisecond)
+		observe(delay)
+	}
+	want := func(what string, f float64) {
+		t.Helper()
+		if got := c.ShedFraction(); got != f {
+			t.Errorf("%s: ShedFraction %v, want %v", what, got, f)
+		}
+	}
+	window(0)
+	want("a window under the target", 0)
+	for _, f := range []float64{0.1, 0.2, 0.4, 0.8, 1, 1} {
+		window(80 * time.Millisecond)
+		want("another window over the target", f)
+	}
+	if n := overloadedOf(c, 1000); n != 1000 {
+		t.Errorf("all shed: Overloaded %d times in 1,000", n)
+	}
+	window(10 * time.Millisecond)
+	want("a window under the target", 0.95)
+	clock = clock.Add(2 * time.Second) // idle: no item taken
+	observe(0)
+	want("after an idle gap", 0)
 }

@@ -73,8 +73,8 @@ type Config struct {
 	// with EUNAVAILABLE beyond it. Default 4096 (groupcommit's default).
 	QueueDepthMax int
 	// QueueDelayTarget, if positive, is the queueing delay of a standing
-	// queue at which Overloaded reports true (groupcommit's DelayTarget,
-	// over a window of ten times it). 0: never.
+	// queue at which Overloaded answers true for a growing share of calls
+	// (groupcommit's DelayTarget, over windows of ten times it). 0: never.
 	QueueDelayTarget time.Duration
 	// FlushInterval is how long a committer lingers for a partial batch to
 	// fill. Default 0: commit what is queued at once.
