@@ -30,12 +30,12 @@ type ConnLimiter struct {
 	waits atomic.Uint64
 }
 
-// LimitConnections returns ln accepting at most max (1 to
-// ConnectionsMaxLimit) connections at once, with x/net/netutil's
+// LimitConnections returns ln accepting at most n connections at once
+// (n within 1 and ConnectionsMaxLimit), with x/net/netutil's
 // LimitListener, counted for metrics.
-func LimitConnections(ln net.Listener, max int) *ConnLimiter {
-	max = min(ConnectionsMaxLimit, max)
-	return &ConnLimiter{Listener: netutil.LimitListener(ln, max), max: max}
+func LimitConnections(ln net.Listener, n int) *ConnLimiter {
+	n = min(ConnectionsMaxLimit, max(1, n))
+	return &ConnLimiter{Listener: netutil.LimitListener(ln, n), max: n}
 }
 
 // Accept waits for a free connection slot, then for a connection.
