@@ -4,4 +4,8 @@ package sqlite
 func (db *DB) IdemFilterReady() bool { return db.writer.idem.filter.cur.Load() != nil }
 
 // IdemFilterSkips counts the lookups the filter answered.
-func (db *DB) IdemFilterSkips() uint64 { return db.writer.idem.filter.skips.Load() }
+func (db *DB) IdemFilterSkips() uint64 { return db.writer.idem.filter.absents[idemLookup].Load() }
+
+// BreakIdemFilter empties the filter in use, as a filter that lost stored
+// keys would be: for tests that the writer's uniqueness check needs it.
+func (db *DB) BreakIdemFilter() { db.writer.idem.filter.cur.Store(newBloom(idemFilterKeysMin)) }

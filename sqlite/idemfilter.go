@@ -27,8 +27,12 @@ import (
 // purge does not remove hashes (a Bloom filter cannot): a purged key
 // costs a lookup, as every key did before. "Present" may be wrong
 // (false positives, about 1 % at capacity): then the SELECT decides. The
-// writer's uniqueness check (claimIdempotency, the INSERT) does not use
-// the filter.
+// writer's uniqueness check uses it for the rows in idempotency_index
+// only: claimIdempotency checks the memory tables and the open
+// transaction by itself, and the INSERT probes idempotency_index only for
+// a hash the filter may hold (migration 0011). The filter has to be right
+// for the writer as it is for lookups: a hash missing from it is a key
+// stored twice. TestIdempotencyFilterInsert breaks it to see that.
 //
 // Open builds the first filter (one scan of idempotency_index: about a
 // second for a few million records). Once more hashes were added than the
@@ -104,9 +108,23 @@ type idemFilter struct {
 	mu    sync.Mutex            // guards next against add
 	next  *bloom                // being built; nil if none
 	build chan struct{}         // asks the builder for a new filter
-	skips atomic.Uint64         // lookups answered by the filter
 	built atomic.Int64          // when the last build ended, Unix nanoseconds
+
+	// What the filter answered, per check (lookup: FindIdempotency;
+	// insert: the writer's probe of idempotency_index), and how often a
+	// "maybe" found no stored key (a false positive, or a purged key).
+	absents, maybes, falses [idemChecks]atomic.Uint64
+	builds                  atomic.Uint64
 }
+
+// idemCheck names who asks the filter.
+type idemCheck int
+
+const (
+	idemLookup idemCheck = iota // FindIdempotency, before the processor call
+	idemInsert                  // the writer, before the INSERT's probe
+	idemChecks
+)
 
 func newIdemFilter() *idemFilter { return &idemFilter{build: make(chan struct{}, 1)} }
 
@@ -132,14 +150,47 @@ func (f *idemFilter) add(n int, hash func(i int) int64) {
 	}
 }
 
-// absent reports whether h is surely not a stored record's hash.
-func (f *idemFilter) absent(h int64) bool {
+// absent reports whether h is surely not a stored record's hash, and
+// counts the answer for c.
+func (f *idemFilter) absent(c idemCheck, h int64) bool {
 	b := f.cur.Load()
 	if b == nil || b.mayContain(h) {
+		f.maybes[c].Add(1)
 		return false
 	}
-	f.skips.Add(1)
+	f.absents[c].Add(1)
 	return true
+}
+
+// falsePositive counts a "maybe" for c after which no stored record had
+// the key.
+func (f *idemFilter) falsePositive(c idemCheck) { f.falses[c].Add(1) }
+
+// IdempotencyFilterStats is what the filter of stored idempotency keys
+// answered since Open, and its size.
+type IdempotencyFilterStats struct {
+	// Per check: Lookup is FindIdempotency (the SELECT before a
+	// processor call), Insert the writer's probe of idempotency_index.
+	LookupAbsent, LookupMaybe, LookupFalse uint64 // "absent" answers spare a read
+	InsertAbsent, InsertMaybe, InsertFalse uint64
+	Builds                                 uint64 // filters built since Open
+	Bytes                                  int64  // of the filter in use (0: none yet)
+	Keys                                   int64  // hashes it holds, counted with repeats
+	Capacity                               int64  // keys it holds at about 1 % false positives
+}
+
+// IdempotencyFilterStats reports the filter of stored idempotency keys.
+func (db *DB) IdempotencyFilterStats() IdempotencyFilterStats {
+	f := db.writer.idem.filter
+	s := IdempotencyFilterStats{
+		LookupAbsent: f.absents[idemLookup].Load(), LookupMaybe: f.maybes[idemLookup].Load(), LookupFalse: f.falses[idemLookup].Load(),
+		InsertAbsent: f.absents[idemInsert].Load(), InsertMaybe: f.maybes[idemInsert].Load(), InsertFalse: f.falses[idemInsert].Load(),
+		Builds: f.builds.Load(),
+	}
+	if b := f.cur.Load(); b != nil {
+		s.Bytes, s.Keys, s.Capacity = int64(len(b.words))*8, b.added.Load(), b.capacity
+	}
+	return s
 }
 
 func (f *idemFilter) rebuild() {
@@ -230,5 +281,6 @@ func (db *DB) buildIdemFilter(ctx context.Context) error {
 	f.next = nil
 	f.mu.Unlock()
 	f.built.Store(time.Now().UnixNano())
+	f.builds.Add(1)
 	return nil
 }

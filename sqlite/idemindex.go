@@ -214,15 +214,18 @@ func rowsOf(n, cols int) string {
 }
 
 // claimIdempotency checks that r's key is not stored for its merchant in
-// the rows the memory tables or the open transaction hold (the rows in
-// idempotency_index are checked by the INSERT itself), and reserves the
-// record's rowid. It returns the hash and the rowid.
-func (w *writer) claimIdempotency(ctx context.Context, r *surgepay.IdempotencyRecord) (int64, int64, error) {
+// the rows the memory tables or the open transaction hold, and reserves
+// the record's rowid. The rows in idempotency_index are checked by the
+// INSERT itself, with the probe claimIdempotency returns: the key's hash,
+// or nil when the filter of stored keys does not hold the hash, so no row
+// of idempotency_index can have it (migration 0011: the INSERT reads
+// nothing). It returns the probe and the rowid.
+func (w *writer) claimIdempotency(ctx context.Context, r *surgepay.IdempotencyRecord) (probe any, row int64, err error) {
 	x := w.idem
 	h := idemHash(r.MerchantID, r.Key)
 	for _, p := range x.pending {
 		if p.hash == h && p.merchantID == r.MerchantID && p.key == r.Key {
-			return 0, 0, errIdempotencyExists()
+			return nil, 0, errIdempotencyExists()
 		}
 	}
 	// The writer goroutine is the only one that changes the tables: it
@@ -238,15 +241,18 @@ func (w *writer) claimIdempotency(ctx context.Context, r *surgepay.IdempotencyRe
 		switch {
 		case errors.Is(err, sql.ErrNoRows): // purged
 		case err != nil:
-			return 0, 0, fmt.Errorf("read idempotency record %d: %w", row, err)
+			return nil, 0, fmt.Errorf("read idempotency record %d: %w", row, err)
 		case merchantID == r.MerchantID && key == r.Key:
-			return 0, 0, errIdempotencyExists()
+			return nil, 0, errIdempotencyExists()
 		}
 	}
-	row := x.next
+	if !x.filter.absent(idemInsert, h) {
+		probe = h
+	}
+	row = x.next
 	x.next++
 	x.pending = append(x.pending, idemPending{hash: h, row: row, merchantID: r.MerchantID, key: r.Key})
-	return h, row, nil
+	return probe, row, nil
 }
 
 // absorb adds to the active table the records another process appended

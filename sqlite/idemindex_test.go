@@ -202,21 +202,26 @@ func TestIdempotencyPurgeDeferredIndex(t *testing.T) {
 }
 
 // TestIdempotencyKeysOfTwoWriters: two DBs on one file (two processes)
-// each see the other's newest keys, which only the other held in memory.
+// each see the other's keys: the newest, which only the other held in
+// memory, and the older ones, merged into idempotency_index after each
+// took them in (so each one's filter must hold the other's keys).
 func TestIdempotencyKeysOfTwoWriters(t *testing.T) {
+	const tableMax, keys = 16, 200
 	path := filepath.Join(t.TempDir(), "surgepay.db")
-	a := open(t, sqlite.Config{Path: path, IdempotencyTableMax: 1 << 10})
-	b := open(t, sqlite.Config{Path: path, IdempotencyTableMax: 1 << 10})
+	a := open(t, sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
+	b := open(t, sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
 	m := newMerchant(t, a)
-	for i := range 10 {
+	for i := range keys {
 		w, _ := purchase(m.ID)
 		w.Idempotency.Key = fmt.Sprintf("key-%d", i)
 		if err := []*sqlite.DB{a, b}[i%2].Apply(t.Context(), w); err != nil {
 			t.Fatalf("Apply %d: %v", i, err)
 		}
 	}
-	for i := range 10 {
-		wantTaken(t, []*sqlite.DB{a, b}[(i+1)%2], m.ID, fmt.Sprintf("key-%d", i))
+	for i := range keys {
+		other := []*sqlite.DB{a, b}[(i+1)%2]
+		wantRecord(t, other, m.ID, fmt.Sprintf("key-%d", i))
+		wantTaken(t, other, m.ID, fmt.Sprintf("key-%d", i))
 	}
 }
 
@@ -319,4 +324,78 @@ func TestIdempotencyFilter(t *testing.T) {
 	db = open(t, sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
 	waitFilter(t, db)
 	check("reopened")
+}
+
+// TestIdempotencyFilterInsert: the writer probes idempotency_index only
+// for keys the filter may hold (migration 0011). A stored key, merged out
+// of the memory tables, is still refused on the sale path and the general
+// one, running and after a reopen; a new key is inserted without the
+// probe. An emptied filter lets a merged key be stored twice: that is the
+// filter's invariant (TestIdempotencyFilter) doing the work.
+func TestIdempotencyFilterInsert(t *testing.T) {
+	const tableMax, stored = 16, 200
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db := open(t, sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
+	m := newMerchant(t, db)
+	waitFilter(t, db)
+	var keys []string
+	for range stored {
+		w, _ := purchase(m.ID)
+		if err := db.Apply(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, w.Idempotency.Key)
+	}
+	if st := db.IdempotencyFilterStats(); st.InsertAbsent < stored-5 || st.Bytes == 0 || st.Keys < stored {
+		t.Fatalf("after %d new keys: %+v; want nearly all inserted without the probe", stored, st)
+	}
+	// Generally taken: a Write that is not a sale (a merchant with a key).
+	generalTaken := func(key string) {
+		t.Helper()
+		w := &surgepay.Write{Merchant: &surgepay.Merchant{ID: surgepay.NewID("mch"), Name: "dup", Created: time.Now().UTC()},
+			Idempotency: &surgepay.IdempotencyRecord{MerchantID: m.ID, Key: key, StatusCode: 201, Created: time.Now().UTC()}}
+		if err := db.Apply(t.Context(), w); surgepay.ErrorReason(err) != "idempotency_key_exists" {
+			t.Fatalf("Apply(merchant reusing %s) = %v, want idempotency_key_exists", key, err)
+		}
+	}
+	merged := keys[:stored/2] // the memory tables hold at most 2·tableMax
+	check := func(what string) {
+		t.Helper()
+		before := db.IdempotencyFilterStats()
+		n := 0
+		for i := 0; i < len(merged); i += 10 {
+			wantTaken(t, db, m.ID, merged[i])
+			generalTaken(merged[i])
+			n += 2
+		}
+		after := db.IdempotencyFilterStats()
+		if got := after.InsertMaybe - before.InsertMaybe; got != uint64(n) {
+			t.Errorf("%s: %d taken keys, %d probed; want every one probed", what, n, got)
+		}
+		if after.InsertFalse != before.InsertFalse {
+			t.Errorf("%s: taken keys counted as false positives: %+v", what, after)
+		}
+	}
+	check("running")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
+	waitFilter(t, db)
+	check("reopened")
+	w, _ := purchase(m.ID)
+	if err := db.Apply(t.Context(), w); err != nil {
+		t.Fatalf("Apply(a new sale after reopen): %v", err)
+	}
+	if st := db.IdempotencyFilterStats(); st.InsertAbsent != 1 {
+		t.Errorf("a new key after reopen: %+v, want InsertAbsent 1", st)
+	}
+
+	db.BreakIdemFilter()
+	w, _ = purchase(m.ID)
+	w.Idempotency.Key = merged[0]
+	if err := db.Apply(t.Context(), w); err != nil {
+		t.Fatalf("with an emptied filter, a merged key was still refused (%v): the probe no longer depends on the filter; "+
+			"update this test and idemfilter.go's comment", err)
+	}
 }

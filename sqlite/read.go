@@ -204,10 +204,15 @@ func (db *DB) FindIdempotency(ctx context.Context, merchantID, key string) (*sur
 			return rec, nil
 		}
 	}
-	if db.writer.idem.filter.absent(h) { // a new key: no SELECT (idemfilter.go)
+	f := db.writer.idem.filter
+	if f.absent(idemLookup, h) { // a new key: no SELECT (idemfilter.go)
 		return nil, surgepay.NotFound("idempotency_key", "idempotency key")
 	}
-	return findOne(ctx, db.readSt.idempotency, scanIdempotency, "idempotency_key", "idempotency key", h, merchantID, key)
+	rec, err := findOne(ctx, db.readSt.idempotency, scanIdempotency, "idempotency_key", "idempotency key", h, merchantID, key)
+	if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
+		f.falsePositive(idemLookup)
+	}
+	return rec, err
 }
 
 // qualified returns cols ("a, b") with each column prefixed by table.

@@ -132,12 +132,14 @@ func (w *writer) insertSale(ctx context.Context, wr *surgepay.Write) error {
 		return fmt.Errorf("insert sale %s: %w", p.ID, err)
 	}
 	args := make([]any, 0, saleColsN)
+	var probe any
 	if r := wr.Idempotency; r != nil {
-		hash, row, err := w.claimIdempotency(ctx, r)
+		var row int64
+		probe, row, err = w.claimIdempotency(ctx, r)
 		if err != nil {
 			return err
 		}
-		args = append(args, row, hash)
+		args = append(args, row, probe)
 		args = append(args, idempotencyArgs(r)...)
 	} else {
 		args = append(args, nil, nil, nil, nil, nil, nil, nil, nil) // idem_key NULL: no record
@@ -156,6 +158,9 @@ func (w *writer) insertSale(ctx context.Context, wr *surgepay.Write) error {
 	}
 	if err != nil {
 		return fmt.Errorf("insert sale %s: %w", p.ID, err)
+	}
+	if probe != nil {
+		w.idem.filter.falsePositive(idemInsert)
 	}
 	w.cust.tx++
 	return nil

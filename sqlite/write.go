@@ -93,9 +93,11 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.release, "RELEASE w"},
 		{&w.rollbackTo, "ROLLBACK TO w"},
 		// A record whose key idempotency_index holds is not inserted; the
-		// newer keys were checked by claimIdempotency.
+		// newer keys were checked by claimIdempotency, and a probe (?8)
+		// NULL says the filter has never seen the key (as in the trigger
+		// of sales, migration 0011).
 		{&w.insIdempotency, "INSERT INTO idempotency (rowid, " + idempotencyCols + ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 " +
-			"WHERE NOT EXISTS (SELECT 1 FROM idempotency_index x JOIN idempotency i ON i.rowid = x.row " +
+			"WHERE ?8 IS NULL OR NOT EXISTS (SELECT 1 FROM idempotency_index x JOIN idempotency i ON i.rowid = x.row " +
 			"WHERE x.hash = ?8 AND i.merchant_id = ?2 AND i.key = ?3)"},
 		{&w.insMerchant, insertSQL("merchants", merchantCols)},
 		{&w.insAPIKey, insertSQL("api_keys", apiKeyCols)},
@@ -484,17 +486,20 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
 		return w.insertWebhook(ctx, wr.Webhook)
 	}
 	if r := wr.Idempotency; r != nil {
-		hash, row, err := w.claimIdempotency(ctx, r)
+		probe, row, err := w.claimIdempotency(ctx, r)
 		if err != nil {
 			return err
 		}
-		args := append(append([]any{row}, idempotencyArgs(r)...), hash)
+		args := append(append([]any{row}, idempotencyArgs(r)...), probe)
 		n, err := exec(ctx, surgepay.StmtInsert, w.insIdempotency, args...)
 		if err != nil {
 			return fmt.Errorf("insert idempotency record: %w", err)
 		}
 		if n == 0 {
 			return errIdempotencyExists()
+		}
+		if probe != nil {
+			w.idem.filter.falsePositive(idemInsert)
 		}
 	}
 	if m := wr.Merchant; m != nil {

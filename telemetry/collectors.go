@@ -53,6 +53,65 @@ type GroupCommit struct {
 	QueueDepth func() int
 }
 
+// IdemFilterStat is what the embedded store's filter of stored idempotency
+// keys answered since it opened, and its size: the fields of
+// sqlite.IdempotencyFilterStats, so that one converts to the other.
+// Lookup is the read before a processor call, Insert the writer's probe
+// of the stored keys; an "absent" answer spares that read, a "false" one
+// is a "maybe" after which no record had the key.
+type IdemFilterStat struct {
+	LookupAbsent, LookupMaybe, LookupFalse uint64
+	InsertAbsent, InsertMaybe, InsertFalse uint64
+	Builds                                 uint64
+	Bytes                                  int64
+	Keys                                   int64
+	Capacity                               int64
+}
+
+// idemFilterCollector reports an IdemFilterStat.
+type idemFilterCollector struct {
+	stats                  func() IdemFilterStat
+	checks, falses, builds *prometheus.Desc
+	bytes, keys, capacity  *prometheus.Desc
+}
+
+func newIdemFilterCollector(stats func() IdemFilterStat) *idemFilterCollector {
+	return &idemFilterCollector{stats: stats,
+		checks: desc("idempotency_filter", "checks_total", "Answers of the filter of stored idempotency keys, by who asked "+
+			"(lookup: before a processor call; insert: the writer's uniqueness probe) and answer (absent: the read was spared).",
+			"check", "answer"),
+		falses: desc("idempotency_filter", "false_positives_total", "Answers \"maybe\" after which no stored record had the key "+
+			"(false positives, or purged keys).", "check"),
+		builds:   desc("idempotency_filter", "builds_total", "Filters built (at open, and when one fills)."),
+		bytes:    desc("idempotency_filter", "bytes", "Memory of the filter in use."),
+		keys:     desc("idempotency_filter", "keys", "Hashes added to the filter in use."),
+		capacity: desc("idempotency_filter", "capacity_keys", "Keys the filter in use holds at about 1 % false positives; a fuller one is rebuilt larger."),
+	}
+}
+
+func (c *idemFilterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.checks, c.falses, c.builds, c.bytes, c.keys, c.capacity} {
+		ch <- d
+	}
+}
+
+func (c *idemFilterCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	counter := func(d *prometheus.Desc, n uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n), labels...)
+	}
+	counter(c.checks, s.LookupAbsent, "lookup", "absent")
+	counter(c.checks, s.LookupMaybe, "lookup", "maybe")
+	counter(c.checks, s.InsertAbsent, "insert", "absent")
+	counter(c.checks, s.InsertMaybe, "insert", "maybe")
+	counter(c.falses, s.LookupFalse, "lookup")
+	counter(c.falses, s.InsertFalse, "insert")
+	counter(c.builds, s.Builds)
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.Bytes))
+	ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(s.Keys))
+	ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(s.Capacity))
+}
+
 func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, name), help, labels, nil)
 }

@@ -162,6 +162,16 @@ func (t *Telemetry) RegisterCache(stats func() []CacheStat) error {
 	return t.reg.Register(newCacheCollector(stats))
 }
 
+// RegisterIdemFilter adds the counters and gauges of the embedded store's
+// filter of stored idempotency keys. stats must be cheap and safe for
+// concurrent use (sqlite.DB.IdempotencyFilterStats is: atomic loads).
+func (t *Telemetry) RegisterIdemFilter(stats func() IdemFilterStat) error {
+	if !t.MetricsEnabled() {
+		return nil
+	}
+	return t.reg.Register(newIdemFilterCollector(stats))
+}
+
 // RegisterStage adds the staged-capture backlog gauges (settlement's own
 // metrics are on `surgepay settle --metrics-listen`).
 func (t *Telemetry) RegisterStage(stats StageStats) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -160,4 +161,43 @@ func TestServeConnectionsMax(t *testing.T) {
 func readFull(c net.Conn, b []byte) bool {
 	_, err := io.ReadFull(c, b)
 	return err == nil
+}
+
+// TestServeIdempotencyFilterMetrics: the embedded store's filter of stored
+// idempotency keys is on /metrics; sales with new keys are answered by it
+// twice each (the lookup before the processor call, and the writer's
+// probe); a replay is answered before the filter (the newest keys are in
+// memory).
+func TestServeIdempotencyFilterMetrics(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	s := startServe(t, cfg)
+	c := newClient(s.url, readDevKey(t, dir))
+	var cus, pm object
+	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada Lovelace"}, 200, &cus)
+	c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+		"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030, "cvc": "123"}}, 200, &pm)
+	const sales = 5
+	sale := map[string]any{"amount": 1000, "currency": "usd", "customer": cus.ID, "payment_method": pm.ID}
+	for i := range sales {
+		c.must(t, "POST", "/v1/payments", fmt.Sprintf("order-%d", i), sale, 200, nil)
+	}
+	c.must(t, "POST", "/v1/payments", "order-0", sale, 200, nil) // a replay
+	m := func() string {
+		_, body := getAuth(t, "http://"+cfg.AdminListen+"/metrics", readAdminToken(t, dir))
+		return body
+	}()
+	for name, want := range map[string]float64{
+		`surgepay_idempotency_filter_checks_total{answer="absent",check="lookup"}`: sales,
+		`surgepay_idempotency_filter_checks_total{answer="absent",check="insert"}`: sales,
+		`surgepay_idempotency_filter_checks_total{answer="maybe",check="lookup"}`:  0,
+		`surgepay_idempotency_filter_false_positives_total{check="lookup"}`:        0,
+		`surgepay_idempotency_filter_builds_total`:                                 1,
+		`surgepay_idempotency_filter_bytes`:                                        4 << 20,
+	} {
+		if got := metricValue(t, m, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
 }

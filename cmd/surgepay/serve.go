@@ -190,6 +190,13 @@ func writesOverloaded(store any) func() bool {
 // registerStore reports the store's group commits to telemetry and, for
 // the embedded stage, its staged backlog (openStage reports JetStream's).
 func (a *app) registerStore() error {
+	if db, ok := a.store.(*sqlite.DB); ok {
+		if err := a.tel.RegisterIdemFilter(func() telemetry.IdemFilterStat {
+			return telemetry.IdemFilterStat(db.IdempotencyFilterStats())
+		}); err != nil {
+			return err
+		}
+	}
 	if a.cfg.Stage.Kind != "jetstream" {
 		return a.tel.RegisterStore(a.store)
 	}
