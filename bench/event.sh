@@ -3,10 +3,13 @@
 # saved card against a fresh `surgepay serve` (embedded SQLite, built-in
 # simulator) at RATE sales per second for DURATION, with the server's CPU,
 # RSS, bytes written (/proc/PID/io write_bytes: WAL, checkpoints and all)
-# and data-folder size sampled every second. The JSON and HTML reports have
+# and data-folder size sampled every second, and its writer's gauges
+# scraped from its admin /metrics every second (the longest group commit,
+# the write queue, requests shed by reason). The JSON and HTML reports have
 # a per-minute section (p50 / p99 / worst second / max, refusals, RSS,
-# bytes written per sale, data-folder bytes per sale) with charts; the text
-# summary ends with the same table.
+# bytes written per sale, data-folder bytes per sale, longest commit,
+# deepest queue, shed) with charts; the text summary ends with the same
+# table.
 #
 #   bench/event.sh RATE DURATION [PATH]
 #
@@ -90,10 +93,11 @@ idle_rss=$(awk '/VmRSS/ {print $2 * 1024}' "/proc/$server/status")
 
 label=event-$rate-$duration-$path
 # shellcheck disable=SC2086 # BENCH_LOADTEST_FLAGS is a list of flags
-"$bin" loadtest --url "http://127.0.0.1:$port" --api-key "$(<"$data/dev-api-key")" \
+SURGEPAY_ADMIN_TOKEN=$(<"$data/admin-token") \
+	"$bin" loadtest --url "http://127.0.0.1:$port" --api-key "$(<"$data/dev-api-key")" \
 	--scenario streamlined --rate "$rate" --duration "$duration" --quiet \
 	--max-iterations $((rate * seconds + rate)) \
-	--server-pid $server --server-data-dir "$data" \
+	--server-pid $server --server-data-dir "$data" --server-metrics "http://127.0.0.1:$admin/metrics" \
 	--out "$dir/$label.json" --html "$dir/$label.html" ${BENCH_LOADTEST_FLAGS:-} >"$dir/$label.txt" 2>&1 || true
 cat "$dir/$label.txt"
 
@@ -105,11 +109,15 @@ refused = sum(m['refused'] for m in ms)
 sales = sum(m['sales'] for m in ms)
 written = sum(m['server']['write_bytes'] for m in ms if m.get('server') and m['server']['write_bytes'] >= 0)
 last = next((m['server'] for m in reversed(ms) if m.get('server')), {})
+ws = [m['server']['writer'] for m in ms if m.get('server') and m['server'].get('writer')]
+worst = max(ws, key=lambda w: w['stall_max_seconds'], default=None)
 print(f"event: {sales} sales in {s['elapsed_seconds']:.0f} s, refused {refused} ({100 * refused / max(1, s['requests']):.3f} %), "
       f"worst minute p99 {max((m['corrected']['p99_ms'] for m in ms), default=0):.1f} ms, "
       f"worst second p99 {max((m['worst_second_p99_ms'] for m in ms), default=0):.1f} ms, "
       f"server RSS idle {int(sys.argv[2]) / 2**20:.0f} MiB max {d['resources']['server']['rss_bytes_max'] / 2**20:.0f} MiB, "
       f"written {written / max(1, sales):.0f} B/sale, data folder {last.get('data_dir_bytes_per_sale', 0):.0f} B/sale, "
-      f"server CPU {d['resources']['server']['cpu_percent_avg'] * 10000 / max(1, s['request_rate']):.0f} us/request")
+      f"server CPU {d['resources']['server']['cpu_percent_avg'] * 10000 / max(1, s['request_rate']):.0f} us/request, "
+      + (f"longest commit {1000 * worst['stall_max_seconds']:.0f} ms at second {worst['stall_max_second']}, "
+         f"shed {sum(sum((w.get('shed') or {}).values()) for w in ws)}" if worst else "writer not scraped"))
 PY
 echo "reports: $dir/$label.json $dir/$label.html"

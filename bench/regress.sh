@@ -97,6 +97,14 @@ check('server RSS idle', float(idle.group(1)) if idle else 0, idle_max, 'MiB', i
 check('written per sale', sum(writes) / max(1, sales), write_max, 'B', bool(writes) and min(writes) >= 0)
 check('refused', 100 * refused / max(1, requests), refused_max, '%')
 rows.append(f"  {'sales':<24} {sales:>10,}       min {sales_min:>10,.0f}  {'ok' if sales >= sales_min else 'UNDER'}")
+# The writer's gauges (reported, not judged: a stall is the machine's as
+# much as the code's); never scraped means the admin /metrics wiring broke.
+ws = [m['server']['writer'] for m in ms if m.get('server') and m['server'].get('writer')]
+if ws:
+    rows.append(f"  {'longest commit':<24} {1000 * max(w['stall_max_seconds'] for w in ws):>10,.1f} ms    (reported)")
+else:
+    rows.append(f"  {'longest commit':<24} unknown")
+    failed.append("the server's writer gauges were never scraped (--server-metrics)")
 if sales < sales_min:
     failed.append(f"sales {sales:,} < {sales_min:,.0f}")
 print(f"regress: {report}")

@@ -190,6 +190,13 @@ func (r *run) addMinutes(res *Result) {
 		return
 	}
 	prevWrite := samples[0].WriteBytes
+	var prevShed map[string]int64 // the last scrape's
+	for _, s := range samples {
+		if s.Writer != nil {
+			prevShed = s.Writer.Shed
+			break
+		}
+	}
 	var sales int64
 	j := 0
 	for i := range res.Minutes {
@@ -208,6 +215,9 @@ func (r *run) addMinutes(res *Result) {
 			mr.RSSBytesMax = max(mr.RSSBytesMax, s.RSSBytes)
 			n++
 			last = j
+			if w := s.Writer; w != nil {
+				prevShed = addWriter(&mr, s.Second, w, prevShed)
+			}
 		}
 		if n == 0 {
 			continue
@@ -227,6 +237,30 @@ func (r *run) addMinutes(res *Result) {
 		}
 		m.Server = &mr
 	}
+}
+
+// addWriter adds one scrape of the writer at second to the minute's, and
+// returns its shed totals, the base of the next scrape's growth.
+func addWriter(mr *MinuteResources, second int, w *WriterSample, prevShed map[string]int64) map[string]int64 {
+	mw := mr.Writer
+	if mw == nil {
+		mw = &MinuteWriter{StallMaxSecond: second}
+		mr.Writer = mw
+	}
+	mw.Scrapes++
+	if w.StallSeconds > mw.StallMaxSeconds {
+		mw.StallMaxSeconds, mw.StallMaxSecond = w.StallSeconds, second
+	}
+	mw.QueueDepthMax = max(mw.QueueDepthMax, w.QueueDepth)
+	for reason, n := range w.Shed {
+		if d := n - prevShed[reason]; d > 0 {
+			if mw.Shed == nil {
+				mw.Shed = map[string]int64{}
+			}
+			mw.Shed[reason] += d
+		}
+	}
+	return w.Shed
 }
 
 func bySecond(samples []ResourceSample) map[int]*ResourceSample {

@@ -81,7 +81,10 @@ type Config struct {
 
 	// ServerPID, when positive, samples the server's CPU and RSS from /proc.
 	ServerPID int
-	// ServerMetricsURL, when set, samples them from Prometheus text instead.
+	// ServerMetricsURL, when set, samples them from Prometheus text
+	// instead; with ServerPID, the process is read from /proc and the
+	// scrape adds a surgepay server's writer gauges (stall, queue depth,
+	// requests shed), per second and per minute.
 	ServerMetricsURL string
 	// ServerDataDir, when set, samples the size of the server's data
 	// folder with its CPU and RSS (bytes stored per sale).

@@ -174,7 +174,7 @@ func defineFlags(fs *flag.FlagSet, cfg *Config, cli *cliOptions) {
 	fs.Float64Var(&cfg.DeclineRate, "decline-rate", cfg.DeclineRate, "share of purchases made with --decline-card")
 	fs.StringVar(&cfg.DeclineCard, "decline-card", cfg.DeclineCard, "decline test card: "+declineCardNames())
 	fs.IntVar(&cfg.ServerPID, "server-pid", 0, "sample the server's CPU and RSS from /proc/PID")
-	fs.StringVar(&cfg.ServerMetricsURL, "server-metrics", "", "sample the server's CPU and RSS from this Prometheus URL")
+	fs.StringVar(&cfg.ServerMetricsURL, "server-metrics", "", "sample the server's CPU and RSS from this Prometheus URL; with --server-pid, only a surgepay server's writer gauges (stall, queue, shed)")
 	fs.StringVar(&cfg.ServerDataDir, "server-data-dir", "", "sample the size of the server's data folder `DIR` too (with --server-pid or --server-metrics)")
 	fs.StringVar(&cfg.ServerMetricsToken, "server-metrics-token", os.Getenv("SURGEPAY_ADMIN_TOKEN"),
 		"bearer token for --server-metrics: the server's admin token (default $SURGEPAY_ADMIN_TOKEN)")

@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -100,5 +101,63 @@ func TestLastMinuteFolded(t *testing.T) {
 	}
 	if m := r.minutes[1]; m.Requests != 61 || m.Corrected.Max < 7 {
 		t.Errorf("minute 1: %d requests, max %v ms; want 61 and the folded 7 ms", m.Requests, m.Corrected.Max)
+	}
+}
+
+// The server's writer gauges fold into minutes: the longest stall and the
+// second it was scraped, the deepest queue, and the requests shed by
+// reason as the growth of the counters since the last scrape (a failed
+// scrape in between loses nothing).
+func TestAddMinutesWriter(t *testing.T) {
+	w := func(stall float64, queue int64, shed map[string]int64) *WriterSample {
+		return &WriterSample{StallSeconds: stall, QueueDepth: queue, Shed: shed}
+	}
+	r := &run{rec: &Recorder{minutes: []Minute{{Minute: 0, Sales: 100}, {Minute: 1, Sales: 200}}},
+		res: &resourceMonitor{serverSamples: []ResourceSample{
+			{Second: 1, WriteBytes: -1, Writer: w(0.01, 2, map[string]int64{"overloaded": 5})},
+			{Second: 30, WriteBytes: -1, Writer: w(3.2, 4096, map[string]int64{"overloaded": 5, "write_queue_full": 70})},
+			{Second: 59, WriteBytes: -1, Writer: w(0.5, 10, map[string]int64{"overloaded": 5, "write_queue_full": 90})},
+			{Second: 60, WriteBytes: -1}, // the scrape failed
+			{Second: 61, WriteBytes: -1, Writer: w(0.02, 1, map[string]int64{"overloaded": 8, "write_queue_full": 90})},
+		}}}
+	res := &Result{}
+	r.addMinutes(res)
+	w0, w1 := res.Minutes[0].Server.Writer, res.Minutes[1].Server.Writer
+	if w0 == nil || w0.StallMaxSeconds != 3.2 || w0.StallMaxSecond != 30 || w0.QueueDepthMax != 4096 || w0.Scrapes != 3 ||
+		len(w0.Shed) != 1 || w0.Shed["write_queue_full"] != 90 {
+		t.Errorf("minute 0 writer: %+v, want stall 3.2 s at second 30, queue 4096, 3 scrapes, 90 write_queue_full shed", w0)
+	}
+	if w1 == nil || w1.StallMaxSeconds != 0.02 || w1.Scrapes != 1 || len(w1.Shed) != 1 || w1.Shed["overloaded"] != 3 {
+		t.Errorf("minute 1 writer: %+v, want stall 0.02 s, 1 scrape, 3 overloaded shed", w1)
+	}
+	var b strings.Builder
+	printMinutes(&b, res.Minutes)
+	if !strings.Contains(b.String(), "3200") || !strings.Contains(b.String(), "write_queue_full=90") {
+		t.Errorf("minute table lacks the writer's columns:\n%s", b.String())
+	}
+}
+
+func TestParseProm(t *testing.T) {
+	text := `# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 12.5
+process_resident_memory_bytes 3.0e+08
+surgepay_groupcommit_stall_seconds 1.25
+surgepay_groupcommit_queue_depth 17
+surgepay_http_requests_shed_total{reason="overloaded"} 4
+surgepay_http_requests_shed_total{reason="write_queue_full"} 9
+surgepay_groupcommit_stall_seconds_other 99
+`
+	m, err := parseProm(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := m.writer()
+	if m.cpu != 12.5 || m.rss != 3e8 || w == nil || w.StallSeconds != 1.25 || w.QueueDepth != 17 ||
+		w.Shed["overloaded"] != 4 || w.Shed["write_queue_full"] != 9 || len(w.Shed) != 2 {
+		t.Errorf("parseProm = %+v, writer %+v", m, w)
+	}
+	if m, _ := parseProm(strings.NewReader("process_cpu_seconds_total 1\nprocess_resident_memory_bytes 2\n")); m.writer() != nil {
+		t.Errorf("a server without writer gauges has a writer: %+v", m.writer())
 	}
 }

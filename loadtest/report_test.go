@@ -2,6 +2,9 @@ package loadtest
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,20 +16,29 @@ import (
 )
 
 // reportCharts is how many charts a non-stress report draws.
-const reportCharts = 10 // 7 per window, 3 per minute
+const reportCharts = 11 // 7 per window, 4 per minute (the writer's with --server-metrics)
 
 // remoteRef finds a resource reference that leaves the file: an src or href
 // attribute, a CSS url() or an @import naming http(s) or a
 // protocol-relative URL.
 var remoteRef = regexp.MustCompile(`(?i)((src|href)\s*=\s*["']?\s*|url\(\s*["']?\s*|@import\s+["']?\s*)(https?:|//)`)
 
-// writeSampleReport runs a short "get" run and writes its HTML report.
+// writeSampleReport runs a short "get" run and writes its HTML report,
+// with the server's writer gauges scraped from a /metrics beside it.
 func writeSampleReport(t *testing.T) string {
 	t.Helper()
-	srv := okServer(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			io.WriteString(w, "surgepay_groupcommit_stall_seconds 0.25\nsurgepay_groupcommit_queue_depth 3\n"+
+				`surgepay_http_requests_shed_total{reason="overloaded"} 0`+"\n")
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
 	html := filepath.Join(t.TempDir(), "report.html")
 	code, stdout, stderr := runMain(t, "--url", srv.URL, "--scenario", "get", "--rate", "50", "--duration", "2s",
-		"--quiet", "--html", html, "--server-pid", strconv.Itoa(os.Getpid()))
+		"--quiet", "--html", html, "--server-pid", strconv.Itoa(os.Getpid()), "--server-metrics", srv.URL+"/metrics")
 	if code != ExitOK {
 		t.Fatalf("exit code = %d\n%s%s", code, stdout, stderr)
 	}

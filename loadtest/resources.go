@@ -23,12 +23,14 @@ const clockTicksPerSecond = 100
 const metricsBytesMax = 4 << 20
 
 // procValues are one reading of a process: cumulative CPU seconds,
-// resident set size, and cumulative bytes it caused to be written to
-// storage (-1 when unknown).
+// resident set size, cumulative bytes it caused to be written to storage
+// (-1 when unknown), and the surgepay server's writer gauges (nil when
+// not scraped).
 type procValues struct {
 	cpu        float64
 	rss        int64
 	writeBytes int64
+	writer     *WriterSample
 }
 
 // sampler reads a process's cumulative CPU seconds and resident set size.
@@ -120,7 +122,8 @@ func parseProcStat(s string) (float64, int64, error) {
 }
 
 // promSampler scrapes process_cpu_seconds_total and
-// process_resident_memory_bytes from a Prometheus text endpoint.
+// process_resident_memory_bytes from a Prometheus text endpoint, and a
+// surgepay server's writer gauges if it has them.
 type promSampler struct {
 	url    string
 	client *http.Client
@@ -128,48 +131,113 @@ type promSampler struct {
 }
 
 func (p promSampler) sample(ctx context.Context) (procValues, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
+	m, err := p.scrape(ctx)
 	if err != nil {
 		return procValues{}, err
+	}
+	if m.found&promProcess != promProcess {
+		return procValues{}, fmt.Errorf("scrape: process_cpu_seconds_total or process_resident_memory_bytes missing")
+	}
+	return procValues{cpu: m.cpu, rss: int64(m.rss), writeBytes: -1, writer: m.writer()}, nil
+}
+
+func (p promSampler) scrape(ctx context.Context) (promValues, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
+	if err != nil {
+		return promValues{}, err
 	}
 	if p.token != "" {
 		req.Header.Set("Authorization", "Bearer "+p.token)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return procValues{}, err
+		return promValues{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return procValues{}, fmt.Errorf("scrape %s: status %d", p.url, resp.StatusCode)
+		return promValues{}, fmt.Errorf("scrape %s: status %d", p.url, resp.StatusCode)
 	}
-	cpu, rss, err := parsePromProcess(io.LimitReader(resp.Body, metricsBytesMax))
-	return procValues{cpu: cpu, rss: rss, writeBytes: -1}, err
+	return parseProm(io.LimitReader(resp.Body, metricsBytesMax))
 }
 
-// parsePromProcess finds the two process metrics in Prometheus text format.
-func parsePromProcess(r io.Reader) (float64, int64, error) {
-	var cpu, rss float64
-	var found int
+// procAndPromSampler reads the process from /proc (CPU, RSS, bytes
+// written) and the server's writer gauges from its Prometheus endpoint
+// (--server-pid with --server-metrics). A failed scrape leaves the
+// sample without writer gauges: a server too busy to answer one is what
+// the run is measuring.
+type procAndPromSampler struct {
+	proc procSampler
+	prom promSampler
+}
+
+func (p procAndPromSampler) sample(ctx context.Context) (procValues, error) {
+	v, err := p.proc.sample(ctx)
+	if err != nil {
+		return v, err
+	}
+	if m, err := p.prom.scrape(ctx); err == nil {
+		v.writer = m.writer()
+	}
+	return v, nil
+}
+
+// promValues are the metrics parseProm looks for; found says which.
+type promValues struct {
+	cpu, rss, stall, queue float64
+	shed                   map[string]int64 // surgepay_http_requests_shed_total by reason
+	found                  int
+}
+
+const (
+	promCPU = 1 << iota
+	promRSS
+	promStall
+	promQueue
+	promProcess = promCPU | promRSS
+)
+
+// writer returns the writer gauges, or nil if the endpoint has none (not
+// a surgepay server, or a store without a group-commit writer).
+func (m promValues) writer() *WriterSample {
+	if m.found&promStall == 0 {
+		return nil
+	}
+	return &WriterSample{StallSeconds: m.stall, QueueDepth: int64(m.queue), Shed: m.shed}
+}
+
+// parseProm finds the process metrics and surgepay's writer gauges in
+// Prometheus text format.
+func parseProm(r io.Reader) (promValues, error) {
+	var m promValues
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
+		if !ok || strings.HasPrefix(name, "#") {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		switch {
-		case err != nil:
-		case name == "process_cpu_seconds_total":
-			cpu, found = v, found|1
-		case name == "process_resident_memory_bytes":
-			rss, found = v, found|2
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "process_cpu_seconds_total":
+			m.cpu, m.found = v, m.found|promCPU
+		case "process_resident_memory_bytes":
+			m.rss, m.found = v, m.found|promRSS
+		case "surgepay_groupcommit_stall_seconds":
+			m.stall, m.found = v, m.found|promStall
+		case "surgepay_groupcommit_queue_depth":
+			m.queue, m.found = v, m.found|promQueue
+		default:
+			if reason, ok := strings.CutPrefix(name, `surgepay_http_requests_shed_total{reason="`); ok {
+				if m.shed == nil {
+					m.shed = map[string]int64{}
+				}
+				m.shed[strings.TrimSuffix(reason, `"}`)] = int64(v)
+			}
 		}
 	}
-	if found != 3 {
-		return 0, 0, fmt.Errorf("scrape: process_cpu_seconds_total or process_resident_memory_bytes missing")
-	}
-	return cpu, int64(rss), sc.Err()
+	return m, sc.Err()
 }
 
 // resourceMonitor samples the server and the injector every
@@ -189,11 +257,18 @@ type resourceMonitor struct {
 
 func newResourceMonitor(cfg *Config, start time.Time) *resourceMonitor {
 	m := &resourceMonitor{start: start, injector: procSampler{"self"}, dataDir: cfg.ServerDataDir, done: make(chan struct{})}
-	switch {
-	case cfg.ServerMetricsURL != "":
+	var prom promSampler
+	if cfg.ServerMetricsURL != "" {
 		tc, _ := cfg.clientTLS() // checked by Validate
-		m.server = promSampler{cfg.ServerMetricsURL, &http.Client{Timeout: ResourceSampleInterval / 2,
+		prom = promSampler{cfg.ServerMetricsURL, &http.Client{Timeout: ResourceSampleInterval / 2,
 			Transport: &http.Transport{TLSClientConfig: tc}}, cfg.ServerMetricsToken}
+	}
+	switch {
+	case cfg.ServerMetricsURL != "" && cfg.ServerPID > 0:
+		m.server = procAndPromSampler{procSampler{strconv.Itoa(cfg.ServerPID)}, prom}
+		m.serverSource = "proc"
+	case cfg.ServerMetricsURL != "":
+		m.server = prom
 		m.serverSource = "prometheus"
 	case cfg.ServerPID > 0:
 		m.server = procSampler{strconv.Itoa(cfg.ServerPID)}
@@ -258,7 +333,7 @@ func (c *cpuTracker) next(ctx context.Context, s sampler, now time.Time, second 
 	if err != nil {
 		return ResourceSample{}, err
 	}
-	out := ResourceSample{Second: second, RSSBytes: v.rss, WriteBytes: v.writeBytes}
+	out := ResourceSample{Second: second, RSSBytes: v.rss, WriteBytes: v.writeBytes, Writer: v.writer}
 	if c.have {
 		if wall := now.Sub(c.at).Seconds(); wall > 0 {
 			out.CPUPercent = max(v.cpu-c.cpu, 0) / wall * 100

@@ -183,6 +183,26 @@ type MinuteResources struct {
 	// DataDirBytesPerSale that size over every sale of the run so far.
 	DataDirBytes        int64   `json:"data_dir_bytes,omitempty"`
 	DataDirBytesPerSale float64 `json:"data_dir_bytes_per_sale,omitempty"`
+	// Writer is the minute's writer, from the seconds scraped (nil if
+	// none was).
+	Writer *MinuteWriter `json:"writer,omitempty"`
+}
+
+// MinuteWriter is a surgepay server's group-commit writer over a minute.
+type MinuteWriter struct {
+	// StallMaxSeconds is the highest stall gauge scraped: the longest
+	// group commit of the minute (and of up to 10 s before it).
+	StallMaxSeconds float64 `json:"stall_max_seconds"`
+	// StallMaxSecond is the run's second at which it was scraped.
+	StallMaxSecond int   `json:"stall_max_second"`
+	QueueDepthMax  int64 `json:"queue_depth_max"`
+	// Shed is the requests the server shed in the minute, by reason
+	// (the growth of surgepay_http_requests_shed_total since the last
+	// scrape before it).
+	Shed map[string]int64 `json:"shed,omitempty"`
+	// Scrapes is how many seconds were scraped; fewer than the minute's
+	// seconds when the server did not answer in half a second.
+	Scrapes int `json:"scrapes"`
 }
 
 // TypeWindow is the per-request-type part of a window.
@@ -205,6 +225,20 @@ type ResourceSample struct {
 	// DataDirBytes is the size of the files under --server-data-dir; 0
 	// when not set.
 	DataDirBytes int64 `json:"data_dir_bytes,omitempty"`
+	// Writer is the server's group-commit writer, from --server-metrics;
+	// nil when not scraped (or the scrape failed).
+	Writer *WriterSample `json:"writer,omitempty"`
+}
+
+// WriterSample is one scrape of a surgepay server's writer gauges.
+type WriterSample struct {
+	// StallSeconds is surgepay_groupcommit_stall_seconds: the longest
+	// group commit of the last 10 s, or the one in progress if longer.
+	StallSeconds float64 `json:"stall_seconds"`
+	// QueueDepth is the writes waiting for the writer.
+	QueueDepth int64 `json:"queue_depth"`
+	// Shed is surgepay_http_requests_shed_total by reason, cumulative.
+	Shed map[string]int64 `json:"shed,omitempty"`
 }
 
 // Resources summarises CPU and RSS of the server and the injector.

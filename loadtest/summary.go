@@ -3,8 +3,10 @@ package loadtest
 import (
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -54,9 +56,9 @@ func printMinutes(w io.Writer, ms []Minute) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "minute	requests	sales	refused	p50 ms	p99 ms	worst 1s p99	max ms	RSS MiB	written/sale	stored/sale	")
+	fmt.Fprintln(tw, "minute	requests	sales	refused	p50 ms	p99 ms	worst 1s p99	max ms	RSS MiB	written/sale	stored/sale	stall ms	queue max	shed	")
 	for _, m := range ms {
-		rss, written, stored := "-", "-", "-"
+		rss, written, stored, stall, queue, shed := "-", "-", "-", "-", "-", "-"
 		if s := m.Server; s != nil {
 			rss = fmt.Sprintf("%.1f", float64(s.RSSBytesMax)/(1<<20))
 			if s.WriteBytes >= 0 && m.Sales > 0 {
@@ -65,11 +67,27 @@ func printMinutes(w io.Writer, ms []Minute) {
 			if s.DataDirBytesPerSale > 0 {
 				stored = fmt.Sprintf("%.0f", s.DataDirBytesPerSale)
 			}
+			if wr := s.Writer; wr != nil {
+				stall, queue, shed = fmt.Sprintf("%.0f", wr.StallMaxSeconds*1000), strconv.FormatInt(wr.QueueDepthMax, 10), shedText(wr.Shed)
+			}
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", m.Minute, m.Requests, m.Sales, m.Refused,
-			m.Corrected.P50, m.Corrected.P99, m.WorstSecondP99, m.Corrected.Max, rss, written, stored)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.Minute, m.Requests, m.Sales, m.Refused,
+			m.Corrected.P50, m.Corrected.P99, m.WorstSecondP99, m.Corrected.Max, rss, written, stored, stall, queue, shed)
 	}
 	tw.Flush()
+}
+
+// shedText is requests shed by reason, "reason=n,..." in reason order, or
+// "0".
+func shedText(shed map[string]int64) string {
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(shed)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", r, shed[r]))
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ",")
 }
 
 func printLatencyRow(w io.Writer, name string, n int64, rate, errRate float64, l LatencyPair) {

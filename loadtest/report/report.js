@@ -137,6 +137,14 @@
         { label: "written (write_bytes)", values: perMinute(function (m) { return m.server && m.server.write_bytes >= 0 ? m.server.write_bytes_per_sale : null; }) },
         { label: "stored (data folder)", values: perMinute(function (m) { return m.server && m.server.data_dir_bytes_per_sale ? m.server.data_dir_bytes_per_sale : null; }) },
       ], "bytes");
+      if (minutes.some(function (m) { return m.server && m.server.writer; })) {
+        var shed = function (w) { var n = 0; keys(w.shed || {}).forEach(function (k) { n += w.shed[k]; }); return n; };
+        chart("Per minute: the server's writer (--server-metrics)", mx, [
+          { label: "longest commit ms", values: perMinute(function (m) { return m.server && m.server.writer ? m.server.writer.stall_max_seconds * 1000 : null; }) },
+          { label: "queue max", values: perMinute(function (m) { return m.server && m.server.writer ? m.server.writer.queue_depth_max : null; }) },
+          { label: "shed", values: perMinute(function (m) { return m.server && m.server.writer ? shed(m.server.writer) : null; }) },
+        ], "");
+      }
     }
     var steps = (data.stress && data.stress.steps) || [];
     if (steps.length) {
@@ -172,12 +180,14 @@
           return [fmt(s.rate, 1), fmt(s.achieved_rate, 1), fmt(s.p99_ms), pct(s.error_rate), { text: s.held ? "held" : "broke: " + s.reason, cls: s.held ? "ok" : "bad" }];
         }));
     }
-    table(root, "Per minute (corrected latency, ms)", ["minute", "requests", "sales", "refused", "p50", "p99", "worst 1 s p99", "max", "CPU %", "RSS max MiB", "written/sale", "stored/sale"],
+    table(root, "Per minute (corrected latency, ms)", ["minute", "requests", "sales", "refused", "p50", "p99", "worst 1 s p99", "max", "CPU %", "RSS max MiB", "written/sale", "stored/sale", "longest commit ms", "queue max", "shed"],
       (data.minutes || []).map(function (m) {
-        var s = m.server || {};
+        var s = m.server || {}, w = s.writer;
         return [m.minute, m.requests, m.sales, { text: String(m.refused), cls: m.refused ? "bad" : "" }, fmt(m.corrected.p50_ms), fmt(m.corrected.p99_ms),
           fmt(m.worst_second_p99_ms), fmt(m.corrected.max_ms), fmt(s.cpu_percent_avg, 0), s.rss_bytes_max ? fmt(s.rss_bytes_max / 1048576, 1) : "",
-          s.write_bytes >= 0 && m.sales ? fmt(s.write_bytes_per_sale, 0) : "", s.data_dir_bytes_per_sale ? fmt(s.data_dir_bytes_per_sale, 0) : ""];
+          s.write_bytes >= 0 && m.sales ? fmt(s.write_bytes_per_sale, 0) : "", s.data_dir_bytes_per_sale ? fmt(s.data_dir_bytes_per_sale, 0) : "",
+          w ? fmt(w.stall_max_seconds * 1000, 0) : "", w ? w.queue_depth_max : "",
+          w ? keys(w.shed || {}).map(function (k) { return k + " " + w.shed[k]; }).join(", ") || "0" : ""];
       }));
     var r = data.resources;
     table(root, "Resources", ["process", "source", "CPU avg %", "CPU max %", "RSS max MiB"], ["injector", "server"].map(function (p) {
