@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path"
@@ -106,6 +107,12 @@ type Config struct {
 	IdempotencyTableMax int
 	// OnBatch, if set, observes every group commit (size, commit time).
 	OnBatch func(size int, d time.Duration)
+	// Logger, if set, gets a warning for a group commit that took over
+	// SlowCommit, with its phases (commitphases.go), at most one per 10 s.
+	Logger *slog.Logger
+	// SlowCommit is the commit time that Logger is warned of. Default
+	// SlowCommitDefault.
+	SlowCommit time.Duration
 }
 
 // Defaults and ceilings of Config.
@@ -173,6 +180,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdempotencyTableMax <= 0 {
 		c.IdempotencyTableMax = IdempotencyTableMaxDefault
+	}
+	if c.SlowCommit <= 0 {
+		c.SlowCommit = SlowCommitDefault
 	}
 	switch {
 	case c.MmapSize == 0, c.MmapSize > MmapSizeDefault:
@@ -310,6 +320,7 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 		return err
 	}
 	db.writer.lockWait, db.writer.lockRetryMax = cfg.BusyTimeout, cfg.WriteLockRetryMax
+	db.writer.times.log, db.writer.times.slow = cfg.Logger, cfg.SlowCommit
 	db.writer.idem = newIdemIndex(cfg.IdempotencyTableMax)
 	if err := db.indexRecent(ctx); err != nil {
 		return err

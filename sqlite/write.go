@@ -64,6 +64,9 @@ type writer struct {
 	// cust and custSt merge payments into payments_by_customer (custindex.go).
 	cust   custMerge
 	custSt custStmts
+
+	// times sums the phases of the commits (commitphases.go).
+	times commitTimer
 }
 
 // setCols returns "a = ?, b = ?" for the columns of cols after the first skip.
@@ -298,9 +301,16 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		// the lock as long as such a Write waits for room in the queue.
 		wait = max(wait, groupcommit.SubmitWaitMax)
 	}
+	var d [commitPhases]time.Duration
+	start := time.Now()
+	lap := func(phase int) {
+		now := time.Now()
+		d[phase], start = now.Sub(start), now
+	}
 	if err := w.beginWrite(wait); err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
+	lap(phaseLock)
 	rollback := func() {
 		_ = w.control(w.rollback) // fails if SQLite has rolled back already
 		w.idem.rolledBack()
@@ -321,6 +331,7 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
+	lap(phaseApply)
 	// A chunk of the deferred indexes' tails (idemindex.go, custindex.go).
 	if err := w.mergeStep(); err != nil {
 		rollback()
@@ -330,12 +341,16 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
+	lap(phaseMerge)
 	if err := w.control(w.commit); err != nil {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: commit: %w", len(items), err)
 	}
+	lap(phaseCommit)
+	info := commitInfo{items: len(items), idemMerged: w.idem.txMerged, custMerged: w.cust.txUpto > 0}
 	w.idem.committed()
 	w.cust.committed()
+	w.times.observe(d, info)
 	return nil
 }
 

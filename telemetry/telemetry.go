@@ -172,6 +172,33 @@ func (t *Telemetry) RegisterIdemFilter(stats func() IdemFilterStat) error {
 	return t.reg.Register(newIdemFilterCollector(stats))
 }
 
+// RegisterCommitPhases adds the embedded store's time per phase of its
+// group commits (lock, apply, merge, commit), read from seconds at every
+// scrape: where a writer stall goes. seconds must be cheap and safe for
+// concurrent use (sqlite.DB.CommitPhaseSeconds is).
+func (t *Telemetry) RegisterCommitPhases(seconds func() map[string]float64) error {
+	if !t.MetricsEnabled() {
+		return nil
+	}
+	return t.reg.Register(&commitPhasesCollector{seconds: seconds,
+		desc: desc("sqlite", "commit_phase_seconds_total", "Time the embedded store's writer spent in each phase of its group commits: "+
+			"lock (BEGIN, waiting for another process), apply (the statements), merge (the deferred indexes), "+
+			"commit (COMMIT: WAL write and sync, and the writer's own checkpoint).", "phase")})
+}
+
+type commitPhasesCollector struct {
+	seconds func() map[string]float64
+	desc    *prometheus.Desc
+}
+
+func (c *commitPhasesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *commitPhasesCollector) Collect(ch chan<- prometheus.Metric) {
+	for phase, s := range c.seconds() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, s, phase)
+	}
+}
+
 // RegisterStage adds the staged-capture backlog gauges (settlement's own
 // metrics are on `surgepay settle --metrics-listen`).
 func (t *Telemetry) RegisterStage(stats StageStats) error {

@@ -164,7 +164,7 @@ func readFull(c net.Conn, b []byte) bool {
 }
 
 // TestServeIdempotencyFilterMetrics: the embedded store's filter of stored
-// idempotency keys is on /metrics; sales with new keys are answered by it
+// idempotency keys and its writer's commit phases are on /metrics; sales with new keys are answered by it
 // twice each (the lookup before the processor call, and the writer's
 // probe); a replay is answered before the filter (the newest keys are in
 // memory).
@@ -198,6 +198,13 @@ func TestServeIdempotencyFilterMetrics(t *testing.T) {
 	} {
 		if got := metricValue(t, m, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	// The writer's time per phase of its commits.
+	for _, phase := range []string{"lock", "apply", "merge", "commit"} {
+		name := `surgepay_sqlite_commit_phase_seconds_total{phase="` + phase + `"}`
+		if got := metricValue(t, m, name); got <= 0 {
+			t.Errorf("%s = %v, want some time", name, got)
 		}
 	}
 }

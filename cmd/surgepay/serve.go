@@ -115,7 +115,7 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		defer cancel()
 		a.tel.Shutdown(sctx)
 	})
-	if a.store, err = openStoreObserved(ctx, cfg, a.tel); err != nil {
+	if a.store, err = openStoreObserved(ctx, cfg, a.tel, log); err != nil {
 		return nil, err
 	}
 	a.closer = append(a.closer, func() { a.store.Close() })
@@ -191,9 +191,9 @@ func writesOverloaded(store any) func() bool {
 // the embedded stage, its staged backlog (openStage reports JetStream's).
 func (a *app) registerStore() error {
 	if db, ok := a.store.(*sqlite.DB); ok {
-		if err := a.tel.RegisterIdemFilter(func() telemetry.IdemFilterStat {
+		if err := errors.Join(a.tel.RegisterIdemFilter(func() telemetry.IdemFilterStat {
 			return telemetry.IdemFilterStat(db.IdempotencyFilterStats())
-		}); err != nil {
+		}), a.tel.RegisterCommitPhases(db.CommitPhaseSeconds)); err != nil {
 			return err
 		}
 	}
@@ -291,19 +291,20 @@ func openTax(cfg Config) (surgepay.TaxTable, error) {
 }
 
 func openStore(ctx context.Context, cfg Config) (surgepay.Store, error) {
-	return openStoreObserved(ctx, cfg, nil)
+	return openStoreObserved(ctx, cfg, nil, nil)
 }
 
 // openStoreObserved opens the store with its group commits and (on
-// PostgreSQL) its queries observed by tel, which may be nil.
-func openStoreObserved(ctx context.Context, cfg Config, tel *telemetry.Telemetry) (surgepay.Store, error) {
-	return openStoreWith(ctx, cfg, tel, 0)
+// PostgreSQL) its queries observed by tel, and (on SQLite) slow commits
+// logged to log; either may be nil.
+func openStoreObserved(ctx context.Context, cfg Config, tel *telemetry.Telemetry, log *slog.Logger) (surgepay.Store, error) {
+	return openStoreWith(ctx, cfg, tel, log, 0)
 }
 
 // openStoreWith is openStoreObserved with the SQLite writer's
 // sqlite.Config.WriteLockRetryMax (0: the default, which serve keeps;
 // settle passes sqlite.WriteLockRetryYield).
-func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, lockRetryMax time.Duration) (surgepay.Store, error) {
+func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, log *slog.Logger, lockRetryMax time.Duration) (surgepay.Store, error) {
 	var onBatch func(int, time.Duration)
 	var tracer pgx.QueryTracer
 	if tel != nil {
@@ -322,7 +323,8 @@ func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, lo
 		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
 		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration,
 		WALPagesMax: cfg.SQLite.WALPagesMax, MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB),
-		QueueDelayTarget: cfg.SQLite.QueueDelayTarget.Duration, WriteLockRetryMax: lockRetryMax, OnBatch: onBatch})
+		QueueDelayTarget: cfg.SQLite.QueueDelayTarget.Duration, WriteLockRetryMax: lockRetryMax, OnBatch: onBatch,
+		Logger: log})
 }
 
 // sqliteMmapSize turns sqlite.mmap_mib into sqlite.Config.MmapSize, where

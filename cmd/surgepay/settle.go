@@ -273,7 +273,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	}
 	// On the embedded default settle usually writes the file serve is
 	// writing: serve's writer, answering clients, takes the lock first.
-	store, err := openStoreWith(ctx, cfg, nil, sqlite.WriteLockRetryYield)
+	store, err := openStoreWith(ctx, cfg, nil, log, sqlite.WriteLockRetryYield)
 	if err != nil {
 		return fail(err)
 	}

@@ -1,0 +1,69 @@
+package sqlite
+
+import (
+	"bytes"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+)
+
+// TestCommitTimerLog: a commit over the threshold is logged with its
+// phases; the next slow ones within slowCommitLogEvery are only counted,
+// and the count goes out with the next line; fast ones are neither.
+func TestCommitTimerLog(t *testing.T) {
+	var buf bytes.Buffer
+	tm := &commitTimer{log: slog.New(slog.NewTextHandler(&buf, nil)), slow: 100 * time.Millisecond}
+	phases := func(commit time.Duration) [commitPhases]time.Duration {
+		return [commitPhases]time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, commit}
+	}
+	tm.observe(phases(50*time.Millisecond), commitInfo{items: 10})
+	if buf.Len() != 0 {
+		t.Fatalf("a 56 ms commit was logged: %s", buf.String())
+	}
+	tm.observe(phases(300*time.Millisecond), commitInfo{items: 200, idemMerged: 400, custMerged: true})
+	line := buf.String()
+	for _, want := range []string{"slow group commit", "seconds=0.306", "commit_seconds=0.3", "apply_seconds=0.002",
+		"writes=200", "idempotency_entries_merged=400", "customer_chunk_merged=true", "slow_commits_not_logged=0"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log line lacks %q: %s", want, line)
+		}
+	}
+	buf.Reset()
+	tm.observe(phases(200*time.Millisecond), commitInfo{})
+	tm.observe(phases(200*time.Millisecond), commitInfo{})
+	if buf.Len() != 0 {
+		t.Fatalf("slow commits within %v of the last line were logged: %s", slowCommitLogEvery, buf.String())
+	}
+	tm.lastLog = tm.lastLog.Add(-slowCommitLogEvery)
+	tm.observe(phases(200*time.Millisecond), commitInfo{})
+	if !strings.Contains(buf.String(), "slow_commits_not_logged=2") {
+		t.Errorf("the next line does not count the 2 not logged: %s", buf.String())
+	}
+	if got := time.Duration(tm.total[phaseCommit].Load()); got != 950*time.Millisecond {
+		t.Errorf("commit phase total %v, want 950ms", got)
+	}
+}
+
+// TestCommitPhaseSeconds: a real commit adds to every phase.
+func TestCommitPhaseSeconds(t *testing.T) {
+	db, err := Open(t.Context(), Config{Path: filepath.Join(t.TempDir(), "surgepay.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	before := db.CommitPhaseSeconds()
+	m := &surgepay.Merchant{ID: surgepay.NewID("mer"), Name: "m", Created: time.Now().UTC()}
+	if err := db.Apply(t.Context(), &surgepay.Write{Merchant: m}); err != nil {
+		t.Fatal(err)
+	}
+	after := db.CommitPhaseSeconds()
+	for _, phase := range commitPhaseNames {
+		if after[phase] <= before[phase] {
+			t.Errorf("phase %s: %v then %v after a commit", phase, before[phase], after[phase])
+		}
+	}
+}
