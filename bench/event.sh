@@ -23,7 +23,8 @@
 # BENCH_SERVE_TOML (more serve configuration, placed before the merchant's
 # table: top-level keys first, then tables such as [sqlite]).
 # Everything listens on 127.0.0.1; the run is bounded by DURATION. Reports:
-# BENCH_DIR/event-RATE-DURATION-PATH.{json,html,txt}. Needs python3.
+# BENCH_DIR/event-RATE-DURATION-PATH.{json,html,txt}, and the server's
+# /metrics at the end (.metrics). Needs python3 and curl.
 set -euo pipefail
 
 usage="usage: bench/event.sh RATE DURATION [streamlined|standard]"
@@ -100,6 +101,9 @@ SURGEPAY_ADMIN_TOKEN=$(<"$data/admin-token") \
 	--server-pid $server --server-data-dir "$data" --server-metrics "http://127.0.0.1:$admin/metrics" \
 	--out "$dir/$label.json" --html "$dir/$label.html" ${BENCH_LOADTEST_FLAGS:-} >"$dir/$label.txt" 2>&1 || true
 cat "$dir/$label.txt"
+# The server's /metrics at the end (the writer's commit phases, the filter
+# of idempotency keys, shed totals): BENCH_DIR/LABEL.metrics.
+curl -s -m 5 -H "Authorization: Bearer $(<"$data/admin-token")" "http://127.0.0.1:$admin/metrics" >"$dir/$label.metrics" || true
 
 python3 - "$dir/$label.json" "$idle_rss" <<'PY'
 import json, sys
