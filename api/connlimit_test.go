@@ -1,8 +1,14 @@
 package api_test
 
 import (
+	"bufio"
+	"crypto/tls"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/surgepay/surgepay/api"
 )
@@ -40,5 +46,130 @@ func TestConnLimiterCounts(t *testing.T) {
 	conns[0].Close()
 	if l.Open() != 1 {
 		t.Errorf("open %d after one connection closed twice, want 1", l.Open())
+	}
+}
+
+// limitedServer serves "ok" behind a ConnLimiter of n, plain or TLS.
+func limitedServer(t *testing.T, n int, useTLS bool) (*api.ConnLimiter, func() net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := api.LimitConnections(ln, n)
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	ts.Listener.Close()
+	ts.Listener = l
+	ts.Config.ConnState = l.ConnState
+	if useTLS {
+		ts.StartTLS()
+	} else {
+		ts.Start()
+	}
+	t.Cleanup(ts.Close)
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if useTLS { // the handshake on the first read or write
+			c = tls.Client(c, &tls.Config{InsecureSkipVerify: true})
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	return l, dial
+}
+
+const getRequest = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+
+// answered reports whether c gets an HTTP answer within d.
+func answered(c net.Conn, d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return false
+	}
+	body, err := io.ReadAll(res.Body)
+	return err == nil && res.StatusCode == 200 && string(body) == "ok"
+}
+
+// waitIdle waits until the limiter counts n idle connections: net/http
+// reports a connection idle just after its answer is written, and a
+// connection stops being idle once the server has read a request's first
+// bytes.
+func waitIdle(t *testing.T, l *api.ConnLimiter, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Idle() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections idle, want %d", l.Idle(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestConnLimiterEvictsIdle: at the bound, a new connection takes the
+// place of the connection idle longest, which is closed; when every
+// connection is busy (a request being read), the new one waits, and is
+// let in once one of them falls idle. Eviction over TLS too (the server
+// reports the TLS connection, the limiter counts the one under it).
+func TestConnLimiterEvictsIdle(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "TLS"}[useTLS], func(t *testing.T) {
+			l, dial := limitedServer(t, 2, useTLS)
+			first, second := dial(), dial()
+			for i, c := range []net.Conn{first, second} {
+				io.WriteString(c, getRequest)
+				if !answered(c, 5*time.Second) {
+					t.Fatal("a connection under the bound was not answered")
+				}
+				waitIdle(t, l, i+1) // first falls idle before second
+			}
+			third := dial()
+			io.WriteString(third, getRequest)
+			if !answered(third, 5*time.Second) {
+				t.Fatal("a new connection at the bound was not answered while two were idle")
+			}
+			first.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if n, err := first.Read(make([]byte, 1)); n != 0 || err == nil {
+				t.Errorf("the connection idle longest is still open (%d, %v)", n, err)
+			}
+			io.WriteString(second, getRequest)
+			if !answered(second, 5*time.Second) {
+				t.Error("the younger idle connection was closed instead of the older")
+			}
+			if l.Evictions() != 1 || l.Waits() != 0 || l.Open() != 2 {
+				t.Fatalf("evictions %d waits %d open %d, want 1, 0, 2", l.Evictions(), l.Waits(), l.Open())
+			}
+			if useTLS {
+				return // the rest does not depend on the connection's layers
+			}
+
+			// Both busy: a request half sent on each.
+			waitIdle(t, l, 2)
+			io.WriteString(second, "GET / HTTP/1.1\r\n")
+			io.WriteString(third, "GET / HTTP/1.1\r\n")
+			waitIdle(t, l, 0)
+			late := dial()
+			io.WriteString(late, getRequest)
+			if answered(late, 300*time.Millisecond) {
+				t.Fatal("a connection was let in over the bound while every connection was busy")
+			}
+			if l.Waits() != 1 {
+				t.Errorf("waits %d, want 1", l.Waits())
+			}
+			io.WriteString(second, "Host: x\r\n\r\n") // second is answered, falls idle, makes room
+			if !answered(second, 5*time.Second) {
+				t.Fatal("a busy connection was not answered")
+			}
+			if !answered(late, 5*time.Second) {
+				t.Fatal("the waiting connection was not let in once a connection fell idle")
+			}
+			if l.Evictions() != 2 || l.Open() != 2 {
+				t.Errorf("evictions %d open %d, want 2, 2", l.Evictions(), l.Open())
+			}
+		})
 	}
 }

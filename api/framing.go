@@ -71,6 +71,10 @@ type framingConn struct {
 	fatal     error // a head too large: every read fails
 }
 
+// NetConn returns the connection under c (as *tls.Conn does), for
+// ConnLimiter.ConnState.
+func (c *framingConn) NetConn() net.Conn { return c.Conn }
+
 // Read returns the bytes read so far that the server may see. A read
 // error is returned as it comes, never kept: the server aborts a pending
 // read with a past deadline and reads on afterwards.

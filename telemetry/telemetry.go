@@ -209,11 +209,13 @@ func (t *Telemetry) RegisterStage(stats StageStats) error {
 }
 
 // Connections reports the API listener's connections (api.ConnLimiter):
-// open now, the bound, and the accepts that waited at the bound.
+// open now, the bound, the accepts that waited at the bound, and the idle
+// connections closed to make room.
 type Connections interface {
 	Open() int
 	Max() int
 	Waits() uint64
+	Evictions() uint64
 }
 
 // RegisterConnections adds the API listener's connection gauges.
@@ -228,8 +230,11 @@ func (t *Telemetry) RegisterConnections(c Connections) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "http", Name: "connections_max",
 			Help: "The most API connections open at once (connections_max)."}, func() float64 { return float64(c.Max()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http", Name: "connection_waits_total",
-			Help: "Accepts that began with connections_max connections open and waited for one to close."},
+			Help: "Connections that arrived with connections_max busy connections open and waited for one to close or fall idle."},
 			func() float64 { return float64(c.Waits()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Subsystem: "http", Name: "connection_evictions_total",
+			Help: "Idle keep-alive connections closed to make room for a new one at connections_max."},
+			func() float64 { return float64(c.Evictions()) }),
 	} {
 		errs = append(errs, t.reg.Register(col))
 	}

@@ -66,9 +66,10 @@ type Config struct {
 	// InflightMax bounds requests served at once; beyond it: 503 + Retry-After.
 	InflightMax int `toml:"inflight_max"`
 	// ConnectionsMax bounds the API listener's open connections (idle
-	// keep-alive ones included); at the bound it stops accepting until
-	// one closes (api.LimitConnections). 0 (the default): twice
-	// InflightMax. Env SURGEPAY_CONNECTIONS_MAX. Read at start.
+	// keep-alive ones included); at the bound a new connection takes the
+	// place of the one idle longest, or waits while every one is busy
+	// (api.LimitConnections). 0 (the default): twice InflightMax. Env
+	// SURGEPAY_CONNECTIONS_MAX. Read at start.
 	ConnectionsMax int `toml:"connections_max"`
 	// MerchantInflightMax bounds the requests one merchant may have in
 	// flight on this node, its slow bodies included; beyond it that

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -98,10 +99,12 @@ func TestServeLoneMerchantShare(t *testing.T) {
 	until("all of inflight_max again once it is disabled", served)
 }
 
-// TestServeConnectionsMax: with connections_max connections open (idle
-// keep-alive ones), the API accepts no more: a new client waits in
-// connect, unanswered, counted in connection_waits_total, and is served
-// once one of the open connections closes.
+// TestServeConnectionsMax: with connections_max connections open, a new
+// client takes the place of the one idle longest (closed, counted in
+// connection_evictions_total); with every connection busy (a request half
+// sent on each), a new client waits in connect, unanswered, counted in
+// connection_waits_total, and is served once one of them is answered and
+// falls idle.
 func TestServeConnectionsMax(t *testing.T) {
 	isolateEnv(t)
 	dir := t.TempDir()
@@ -112,55 +115,74 @@ func TestServeConnectionsMax(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := strings.TrimSpace(string(raw))
-	request := "GET /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key + "\r\n\r\n"
-	var idle []net.Conn
-	for range 3 { // answered, then kept open
+	head := "GET /v1/customers HTTP/1.1\r\nHost: x\r\n"
+	request := head + "Authorization: Bearer " + key + "\r\n\r\n"
+	dial := func() net.Conn {
 		c, err := net.Dial("tcp", cfg.Listen)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		if _, err := io.WriteString(c, request); err != nil {
-			t.Fatal(err)
+		return c
+	}
+	served := func(c net.Conn, d time.Duration) bool {
+		c.SetReadDeadline(time.Now().Add(d))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return false
 		}
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if b := make([]byte, 12); !readFull(c, b) || string(b) != "HTTP/1.1 200" {
-			t.Fatalf("an open connection was not served: %q", b)
-		}
-		idle = append(idle, c)
-	}
-	late, err := net.Dial("tcp", cfg.Listen) // the kernel's accept queue takes it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer late.Close()
-	if _, err := io.WriteString(late, request); err != nil {
-		t.Fatal(err)
-	}
-	late.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if n, err := late.Read(make([]byte, 1)); n != 0 || err == nil {
-		t.Fatalf("a fourth connection was answered with 3 open and connections_max 3 (%d, %v)", n, err)
+		_, err = io.Copy(io.Discard, res.Body)
+		return err == nil && res.StatusCode == 200
 	}
 	metrics := func() string {
 		_, body := getAuth(t, "http://"+cfg.AdminListen+"/metrics", readAdminToken(t, dir))
 		return body
 	}
+	var conns []net.Conn
+	for range 3 { // answered, then kept open, idle
+		c := dial()
+		io.WriteString(c, request)
+		if !served(c, 10*time.Second) {
+			t.Fatal("an open connection was not served")
+		}
+		conns = append(conns, c)
+		time.Sleep(50 * time.Millisecond) // idle in this order
+	}
+	fourth := dial()
+	io.WriteString(fourth, request)
+	if !served(fourth, 10*time.Second) {
+		t.Fatal("a fourth connection was not served with 3 idle open and connections_max 3")
+	}
+	conns[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conns[0].Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("the connection idle longest was not closed for the fourth (%d, %v)", n, err)
+	}
 	m := metrics()
-	if o, mx, w := metricValue(t, m, "surgepay_http_connections_open"), metricValue(t, m, "surgepay_http_connections_max"),
-		metricValue(t, m, "surgepay_http_connection_waits_total"); o != 3 || mx != 3 || w < 1 {
-		t.Errorf("connections open %v max %v waits %v; want 3, 3, at least 1", o, mx, w)
+	if o, mx, e, w := metricValue(t, m, "surgepay_http_connections_open"), metricValue(t, m, "surgepay_http_connections_max"),
+		metricValue(t, m, "surgepay_http_connection_evictions_total"), metricValue(t, m, "surgepay_http_connection_waits_total"); o != 3 || mx != 3 || e != 1 || w != 0 {
+		t.Errorf("connections open %v max %v evictions %v waits %v; want 3, 3, 1, 0", o, mx, e, w)
 	}
-	idle[0].Close()
-	late.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if b := make([]byte, 12); !readFull(late, b) || string(b) != "HTTP/1.1 200" {
-		t.Fatalf("the waiting connection was not served once one closed: %q", b)
-	}
-}
 
-// readFull fills b from c; false on an error or a short read.
-func readFull(c net.Conn, b []byte) bool {
-	_, err := io.ReadFull(c, b)
-	return err == nil
+	busy := []net.Conn{conns[1], conns[2], fourth}
+	for _, c := range busy { // a request half sent on each
+		io.WriteString(c, head)
+	}
+	time.Sleep(200 * time.Millisecond) // the server reads what was sent
+	late := dial()
+	io.WriteString(late, request)
+	if served(late, 300*time.Millisecond) {
+		t.Fatal("a connection was served over connections_max while every connection was busy")
+	}
+	if w := metricValue(t, metrics(), "surgepay_http_connection_waits_total"); w < 1 {
+		t.Errorf("connection waits %v, want at least 1", w)
+	}
+	io.WriteString(busy[0], "Authorization: Bearer "+key+"\r\n\r\n")
+	if !served(busy[0], 10*time.Second) {
+		t.Fatal("a busy connection was not answered")
+	}
+	if !served(late, 10*time.Second) {
+		t.Fatal("the waiting connection was not served once a connection fell idle")
+	}
 }
 
 // TestServeIdempotencyFilterMetrics: the embedded store's filter of stored

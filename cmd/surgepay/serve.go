@@ -599,6 +599,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		ReadTimeout:       max(readTimeoutMin, cfg.ReadHeaderTimeout.Duration+cfg.BodyReadTimeout.Duration),
 		WriteTimeout:      60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: serverErrorLog(log), TLSConfig: tlsAPI,
+		ConnState: conns.ConnState, // which connections are idle, for connections_max
 	}
 	var wg sync.WaitGroup
 	bg, stopBG := context.WithCancel(ctx)
