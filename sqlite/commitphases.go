@@ -20,6 +20,12 @@ import (
 //   - commit: COMMIT: the WAL frames written and synced, and the
 //     checkpoint the writer runs itself once the WAL holds
 //     Config.WALPagesMax pages.
+//
+// Each phase is also timed in the CPU of the writer's thread (its
+// goroutine is locked to it): a phase whose wall time is much longer than
+// its CPU time waited, on the disk (commit: the WAL's sync) or for a
+// core, behind the goroutines of the requests (apply and merge read few
+// pages that are not in the writer's cache).
 const (
 	phaseLock = iota
 	phaseApply
@@ -38,7 +44,8 @@ const slowCommitLogEvery = 10 * time.Second
 
 // commitTimer sums the phases of the writer's commits and logs slow ones.
 type commitTimer struct {
-	total [commitPhases]atomic.Int64 // nanoseconds
+	total [commitPhases]atomic.Int64 // wall nanoseconds
+	cpu   [commitPhases]atomic.Int64 // the writer thread's CPU nanoseconds
 
 	log        *slog.Logger // nil: no log
 	slow       time.Duration
@@ -52,11 +59,13 @@ type commitInfo struct {
 	custMerged        bool
 }
 
-// observe adds one commit's phase durations (d[phase]).
-func (t *commitTimer) observe(d [commitPhases]time.Duration, info commitInfo) {
+// observe adds one commit's phase durations, wall (d[phase]) and CPU
+// (cpu[phase], negative if unknown).
+func (t *commitTimer) observe(d, cpu [commitPhases]time.Duration, info commitInfo) {
 	var sum time.Duration
 	for i, v := range d {
 		t.total[i].Add(int64(v))
+		t.cpu[i].Add(int64(max(cpu[i], 0)))
 		sum += v
 	}
 	if t.log == nil || sum < t.slow {
@@ -70,17 +79,21 @@ func (t *commitTimer) observe(d [commitPhases]time.Duration, info commitInfo) {
 	t.log.Warn("slow group commit", "seconds", sum.Seconds(),
 		"lock_seconds", d[phaseLock].Seconds(), "apply_seconds", d[phaseApply].Seconds(),
 		"merge_seconds", d[phaseMerge].Seconds(), "commit_seconds", d[phaseCommit].Seconds(),
+		"apply_cpu_seconds", cpu[phaseApply].Seconds(), "merge_cpu_seconds", cpu[phaseMerge].Seconds(),
+		"commit_cpu_seconds", cpu[phaseCommit].Seconds(),
 		"writes", info.items, "idempotency_entries_merged", info.idemMerged, "customer_chunk_merged", info.custMerged,
 		"slow_commits_not_logged", t.suppressed)
 	t.lastLog, t.suppressed = now, 0
 }
 
 // CommitPhaseSeconds returns the writer's time in each phase of its group
-// commits since Open (lock, apply, merge, commit), in seconds.
-func (db *DB) CommitPhaseSeconds() map[string]float64 {
-	out := make(map[string]float64, commitPhases)
+// commits since Open (lock, apply, merge, commit), in seconds, wall and
+// CPU (of the writer's thread; 0 where unknown).
+func (db *DB) CommitPhaseSeconds() (wall, cpu map[string]float64) {
+	wall, cpu = make(map[string]float64, commitPhases), make(map[string]float64, commitPhases)
 	for i, name := range commitPhaseNames {
-		out[name] = time.Duration(db.writer.times.total[i].Load()).Seconds()
+		wall[name] = time.Duration(db.writer.times.total[i].Load()).Seconds()
+		cpu[name] = time.Duration(db.writer.times.cpu[i].Load()).Seconds()
 	}
-	return out
+	return wall, cpu
 }

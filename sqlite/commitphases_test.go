@@ -20,50 +20,58 @@ func TestCommitTimerLog(t *testing.T) {
 	phases := func(commit time.Duration) [commitPhases]time.Duration {
 		return [commitPhases]time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, commit}
 	}
-	tm.observe(phases(50*time.Millisecond), commitInfo{items: 10})
+	cpu := [commitPhases]time.Duration{0, time.Millisecond, time.Millisecond, 5 * time.Millisecond}
+	tm.observe(phases(50*time.Millisecond), cpu, commitInfo{items: 10})
 	if buf.Len() != 0 {
 		t.Fatalf("a 56 ms commit was logged: %s", buf.String())
 	}
-	tm.observe(phases(300*time.Millisecond), commitInfo{items: 200, idemMerged: 400, custMerged: true})
+	tm.observe(phases(300*time.Millisecond), cpu, commitInfo{items: 200, idemMerged: 400, custMerged: true})
 	line := buf.String()
 	for _, want := range []string{"slow group commit", "seconds=0.306", "commit_seconds=0.3", "apply_seconds=0.002",
-		"writes=200", "idempotency_entries_merged=400", "customer_chunk_merged=true", "slow_commits_not_logged=0"} {
+		"apply_cpu_seconds=0.001", "commit_cpu_seconds=0.005", "writes=200", "idempotency_entries_merged=400", "customer_chunk_merged=true", "slow_commits_not_logged=0"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("log line lacks %q: %s", want, line)
 		}
 	}
 	buf.Reset()
-	tm.observe(phases(200*time.Millisecond), commitInfo{})
-	tm.observe(phases(200*time.Millisecond), commitInfo{})
+	tm.observe(phases(200*time.Millisecond), cpu, commitInfo{})
+	tm.observe(phases(200*time.Millisecond), cpu, commitInfo{})
 	if buf.Len() != 0 {
 		t.Fatalf("slow commits within %v of the last line were logged: %s", slowCommitLogEvery, buf.String())
 	}
 	tm.lastLog = tm.lastLog.Add(-slowCommitLogEvery)
-	tm.observe(phases(200*time.Millisecond), commitInfo{})
+	tm.observe(phases(200*time.Millisecond), cpu, commitInfo{})
 	if !strings.Contains(buf.String(), "slow_commits_not_logged=2") {
 		t.Errorf("the next line does not count the 2 not logged: %s", buf.String())
 	}
 	if got := time.Duration(tm.total[phaseCommit].Load()); got != 950*time.Millisecond {
 		t.Errorf("commit phase total %v, want 950ms", got)
 	}
+	if got := time.Duration(tm.cpu[phaseCommit].Load()); got != 25*time.Millisecond {
+		t.Errorf("commit phase CPU %v, want 25ms", got)
+	}
 }
 
-// TestCommitPhaseSeconds: a real commit adds to every phase.
+// TestCommitPhaseSeconds: a real commit adds to every phase's wall time,
+// and its statements to the writer thread's CPU time.
 func TestCommitPhaseSeconds(t *testing.T) {
 	db, err := Open(t.Context(), Config{Path: filepath.Join(t.TempDir(), "surgepay.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	before := db.CommitPhaseSeconds()
+	before, beforeCPU := db.CommitPhaseSeconds()
 	m := &surgepay.Merchant{ID: surgepay.NewID("mer"), Name: "m", Created: time.Now().UTC()}
 	if err := db.Apply(t.Context(), &surgepay.Write{Merchant: m}); err != nil {
 		t.Fatal(err)
 	}
-	after := db.CommitPhaseSeconds()
+	after, afterCPU := db.CommitPhaseSeconds()
 	for _, phase := range commitPhaseNames {
 		if after[phase] <= before[phase] {
 			t.Errorf("phase %s: %v then %v after a commit", phase, before[phase], after[phase])
 		}
+	}
+	if threadCPU() >= 0 && afterCPU["apply"] <= beforeCPU["apply"] {
+		t.Errorf("apply CPU: %v then %v after a commit", beforeCPU["apply"], afterCPU["apply"])
 	}
 }

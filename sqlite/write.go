@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -65,8 +66,10 @@ type writer struct {
 	cust   custMerge
 	custSt custStmts
 
-	// times sums the phases of the commits (commitphases.go).
-	times commitTimer
+	// times sums the phases of the commits (commitphases.go); locked
+	// says the committer's goroutine is locked to its thread.
+	times  commitTimer
+	locked bool
 }
 
 // setCols returns "a = ?, b = ?" for the columns of cols after the first skip.
@@ -256,6 +259,12 @@ func (db *DB) submit(ctx context.Context, o *op) error {
 // only then are errors reported. A batch that could not take the write
 // lock (SQLITE_BUSY after BusyTimeout) fails as a whole.
 func (db *DB) commitBatch(items []*groupcommit.Item[*op]) error {
+	if !db.writer.locked {
+		// The committer's goroutine stays on one thread, so that the
+		// thread's CPU time is the writer's (commitphases.go).
+		runtime.LockOSThread()
+		db.writer.locked = true
+	}
 	sortBatch(items)
 	err := db.commitTx(items)
 	if err == nil || len(items) == 1 || isBusy(err) {
@@ -301,11 +310,15 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		// the lock as long as such a Write waits for room in the queue.
 		wait = max(wait, groupcommit.SubmitWaitMax)
 	}
-	var d [commitPhases]time.Duration
-	start := time.Now()
+	var d, cpu [commitPhases]time.Duration
+	start, startCPU := time.Now(), threadCPU()
 	lap := func(phase int) {
-		now := time.Now()
+		now, nowCPU := time.Now(), threadCPU()
 		d[phase], start = now.Sub(start), now
+		cpu[phase], startCPU = nowCPU-startCPU, nowCPU
+		if nowCPU < 0 {
+			cpu[phase] = -1
+		}
 	}
 	if err := w.beginWrite(wait); err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
@@ -350,7 +363,7 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 	info := commitInfo{items: len(items), idemMerged: w.idem.txMerged, custMerged: w.cust.txUpto > 0}
 	w.idem.committed()
 	w.cust.committed()
-	w.times.observe(d, info)
+	w.times.observe(d, cpu, info)
 	return nil
 }
 
