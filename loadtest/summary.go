@@ -3,7 +3,6 @@ package loadtest
 import (
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -81,7 +80,7 @@ func printMinutes(w io.Writer, ms []Minute) {
 // "0".
 func shedText(shed map[string]int64) string {
 	var parts []string
-	for _, r := range slices.Sorted(maps.Keys(shed)) {
+	for _, r := range sortedKeys(shed) {
 		parts = append(parts, fmt.Sprintf("%s=%d", r, shed[r]))
 	}
 	if len(parts) == 0 {
