@@ -81,7 +81,7 @@ func (t *commitTimer) observe(d, cpu [commitPhases]time.Duration, info commitInf
 		"merge_seconds", d[phaseMerge].Seconds(), "commit_seconds", d[phaseCommit].Seconds(),
 		"apply_cpu_seconds", cpu[phaseApply].Seconds(), "merge_cpu_seconds", cpu[phaseMerge].Seconds(),
 		"commit_cpu_seconds", cpu[phaseCommit].Seconds(),
-		"writes", info.items, "idempotency_entries_merged", info.idemMerged, "customer_chunk_merged", info.custMerged,
+		"writes", info.items, "idempotency_entries_merged", info.idemMerged, "customer_merge_step", info.custMerged,
 		"slow_commits_not_logged", t.suppressed)
 	t.lastLog, t.suppressed = now, 0
 }

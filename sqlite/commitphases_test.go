@@ -28,7 +28,7 @@ func TestCommitTimerLog(t *testing.T) {
 	tm.observe(phases(300*time.Millisecond), cpu, commitInfo{items: 200, idemMerged: 400, custMerged: true})
 	line := buf.String()
 	for _, want := range []string{"slow group commit", "seconds=0.306", "commit_seconds=0.3", "apply_seconds=0.002",
-		"apply_cpu_seconds=0.001", "commit_cpu_seconds=0.005", "writes=200", "idempotency_entries_merged=400", "customer_chunk_merged=true", "slow_commits_not_logged=0"} {
+		"apply_cpu_seconds=0.001", "commit_cpu_seconds=0.005", "writes=200", "idempotency_entries_merged=400", "customer_merge_step=true", "slow_commits_not_logged=0"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("log line lacks %q: %s", want, line)
 		}

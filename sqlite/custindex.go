@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/surgepay/surgepay"
@@ -12,33 +13,70 @@ import (
 
 // Payments by customer (migration 0010): the table payments_by_customer
 // holds (merchant_id, customer_id, id) of every payment up to
-// deferred_indexes.indexed_upto; the writer merges the payments after it,
-// customerMergeRows at a time, sorted, inside a group commit. A merge
-// writes each customer's leaf once for all of the chunk's payments of that
-// customer, where an index on payments wrote one leaf per sale. A list
-// by customer reads the table and the tail (ListPayments). Nothing of it
-// is in memory: the tail is a rowid range of payments, whoever wrote it.
+// deferred_indexes.indexed_upto; the writer merges the payments after it
+// in chunks of customerMergeRows, sorted, so that a merge writes each
+// customer's leaf once for all of the chunk's payments of that customer,
+// where an index on payments wrote one leaf per sale. A list by customer
+// reads the table and the tail (ListPayments). Nothing of it is in memory
+// for long: the tail is a rowid range of payments, whoever wrote it.
+//
+// A chunk is merged in steps, one per group commit, so that no commit
+// carries a whole chunk (a chunk in one commit took 15-60 ms of the
+// writer, once every 2,048 sales, and the commit behind it waited: at
+// 2,700 sales/s on 2 cores it was three in four of the commits over 40
+// ms; bench/RESULTS.md, issue 14 session 11). The steps first read the
+// chunk's keys in rowid order, then insert them in key order, each step
+// at most max(customerMergeStep, 2 x the batch's writes) rows; the last
+// step moves indexed_upto. Until then the table holds part of the chunk
+// and the tail all of it: a list reads both and drops the repeats
+// (UNION). A chunk's progress lives in the writer's memory, a step in its
+// commit's transaction: a rolled-back commit takes its step back, and a
+// crash or a second writer starts the chunk again (INSERT OR IGNORE).
 
 // customerMergeRows is how many payments one merge indexes: the most a
-// list by customer reads beyond the index (about as many rows, plus one
-// batch), and one commit's extra work (a few milliseconds). With 200
-// customers a merge writes about 200 leaves for 2,048 sales: a tenth of a
-// page per sale, against one.
+// list by customer reads beyond the index (about as many rows, plus a
+// chunk in progress and a batch). With 200 customers a merge writes about
+// 200 leaves for 2,048 sales: a tenth of a page per sale, against one.
 const customerMergeRows = 2048
+
+// customerMergeStep is the fewest rows a step of a chunk's merge reads or
+// inserts: a chunk takes at most 2 x 2,048 / 256 = 16 commits, a few
+// milliseconds each. A step takes twice the batch's writes when that is
+// more, so that merging keeps up with any rate: a chunk is done within
+// the commits of 2,048 sales.
+const customerMergeStep = 256
+
+// custKey is a key of payments_by_customer.
+type custKey struct{ merchantID, customerID, id string }
+
+func (a custKey) compare(b custKey) int {
+	if c := strings.Compare(a.merchantID, b.merchantID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.customerID, b.customerID); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+// custInsertRows is the rows of one multi-row INSERT of a step.
+const custInsertRows = 64
 
 // custStmts are the writer's statements of payments_by_customer.
 type custStmts struct {
-	last, merge, state *sql.Stmt
+	last, read, insertMany, insertOne, state *sql.Stmt
 }
 
 func (s *custStmts) prepare(ctx context.Context, conn *sql.Conn) error {
+	const insert = "INSERT OR IGNORE INTO payments_by_customer (merchant_id, customer_id, id) VALUES "
 	for _, p := range []struct {
 		dst   **sql.Stmt
 		query string
 	}{
 		{&s.last, "SELECT coalesce(max(rowid), 0) FROM payments"},
-		{&s.merge, "INSERT OR IGNORE INTO payments_by_customer (merchant_id, customer_id, id) " +
-			"SELECT merchant_id, customer_id, id FROM payments WHERE rowid > ? AND rowid <= ? ORDER BY merchant_id, customer_id, id"},
+		{&s.read, "SELECT merchant_id, customer_id, id FROM payments WHERE rowid > ? AND rowid <= ? ORDER BY rowid"},
+		{&s.insertMany, insert + strings.Repeat("(?, ?, ?), ", custInsertRows-1) + "(?, ?, ?)"},
+		{&s.insertOne, insert + "(?, ?, ?)"},
 		{&s.state, "UPDATE deferred_indexes SET indexed_upto = max(indexed_upto, ?) WHERE name = 'payments_by_customer'"},
 	} {
 		st, err := conn.PrepareContext(ctx, p.query)
@@ -52,12 +90,22 @@ func (s *custStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 
 func (s *custStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.last, s.merge, s.state} {
+	for _, st := range []*sql.Stmt{s.last, s.read, s.insertMany, s.insertOne, s.state} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// custChunk is a chunk's merge in progress: the payments (from, to], of
+// which keys holds those up to read (in rowid order until sorted), and
+// keys[:inserted] are in payments_by_customer.
+type custChunk struct {
+	from, to, read int64
+	keys           []custKey
+	sorted         bool
+	inserted       int
 }
 
 // custMerge is the writer's view of payments_by_customer. Only the writer
@@ -67,7 +115,13 @@ type custMerge struct {
 	tail int64 // payments after upto, as far as this writer knows
 	tx   int64 // payments inserted in the open transaction
 
-	txUpto, txLast int64 // the open transaction's merge (txUpto 0: none)
+	// chunk is the merge in progress as committed (to 0: none); txChunk
+	// is it with the open transaction's step, and txStep whether there
+	// is one. txDone: the step ended the chunk, leaving txTail payments
+	// after it.
+	chunk, txChunk custChunk
+	txStep, txDone bool
+	txTail         int64
 }
 
 // openCustMerge reads the state at Open.
@@ -82,37 +136,119 @@ func (db *DB) openCustMerge(ctx context.Context) error {
 	return nil
 }
 
-// mergeCustomers merges one chunk of the tail into payments_by_customer in
-// the open transaction, once the tail holds a chunk.
-func (w *writer) mergeCustomers() error {
+// mergeCustomers takes one step of the chunk in progress, or starts one
+// once the tail holds a chunk, in the open transaction of a batch of
+// writes.
+func (w *writer) mergeCustomers(writes int) error {
 	c := &w.cust
-	if c.tail+c.tx < customerMergeRows {
-		return nil
+	ch := c.chunk
+	if ch.to == 0 {
+		if c.tail+c.tx < customerMergeRows {
+			return nil
+		}
+		var last int64
+		if err := w.custSt.last.QueryRowContext(context.Background()).Scan(&last); err != nil {
+			return fmt.Errorf("merge payments by customer: %w", err)
+		}
+		ch = custChunk{from: c.upto, to: min(last, c.upto+customerMergeRows), read: c.upto}
+		ch.keys = make([]custKey, 0, ch.to-ch.from)
 	}
-	var last int64
-	if err := w.custSt.last.QueryRowContext(context.Background()).Scan(&last); err != nil {
-		return fmt.Errorf("merge payments by customer: %w", err)
+	n := max(customerMergeStep, 2*writes)
+	if !ch.sorted {
+		if err := w.readCustomerKeys(&ch, n); err != nil {
+			return fmt.Errorf("merge payments by customer: %w", err)
+		}
+	} else {
+		if err := w.insertCustomerKeys(&ch, n); err != nil {
+			return fmt.Errorf("merge payments by customer: %w", err)
+		}
+		if ch.inserted == len(ch.keys) {
+			if _, err := w.custSt.state.ExecContext(context.Background(), ch.to); err != nil {
+				return fmt.Errorf("merge payments by customer: state: %w", err)
+			}
+			var last int64
+			if err := w.custSt.last.QueryRowContext(context.Background()).Scan(&last); err != nil {
+				return fmt.Errorf("merge payments by customer: %w", err)
+			}
+			c.txDone, c.txTail = true, last-ch.to
+		}
 	}
-	to := min(last, c.upto+customerMergeRows)
-	if _, err := w.custSt.merge.ExecContext(context.Background(), c.upto, to); err != nil {
-		return fmt.Errorf("merge payments by customer: %w", err)
+	c.txChunk, c.txStep = ch, true
+	return nil
+}
+
+// readCustomerKeys reads the keys of up to n more of ch's payments, and
+// sorts them once all are read. The sort is of a copy: the committed
+// chunk shares keys' array up to its own length, and must stay as it is
+// should this transaction roll back.
+func (w *writer) readCustomerKeys(ch *custChunk, n int) error {
+	to := min(ch.to, ch.read+int64(n))
+	rows, err := w.custSt.read.QueryContext(context.Background(), ch.read, to)
+	if err != nil {
+		return err
 	}
-	if _, err := w.custSt.state.ExecContext(context.Background(), to); err != nil {
-		return fmt.Errorf("merge payments by customer: state: %w", err)
+	defer rows.Close()
+	// A fresh slice header: appending never moves the committed chunk's
+	// keys (it may write past their length, which the committed chunk
+	// never reads).
+	keys := ch.keys[:len(ch.keys):cap(ch.keys)]
+	for rows.Next() {
+		var k custKey
+		if err := rows.Scan(&k.merchantID, &k.customerID, &k.id); err != nil {
+			return err
+		}
+		keys = append(keys, k)
 	}
-	c.txUpto, c.txLast = to, last
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	ch.keys, ch.read = keys, to
+	if ch.read == ch.to {
+		ch.keys = slices.Clone(ch.keys)
+		slices.SortFunc(ch.keys, custKey.compare)
+		ch.sorted = true
+	}
+	return nil
+}
+
+// insertCustomerKeys inserts up to n more of ch's sorted keys.
+func (w *writer) insertCustomerKeys(ch *custChunk, n int) error {
+	end := min(len(ch.keys), ch.inserted+n)
+	args := make([]any, 0, 3*custInsertRows)
+	for i := ch.inserted; i < end; i++ {
+		k := ch.keys[i]
+		args = append(args, k.merchantID, k.customerID, k.id)
+		if len(args) == cap(args) {
+			if _, err := w.custSt.insertMany.ExecContext(context.Background(), args...); err != nil {
+				return err
+			}
+			args = args[:0]
+		}
+	}
+	for i := 0; i < len(args); i += 3 {
+		if _, err := w.custSt.insertOne.ExecContext(context.Background(), args[i:i+3]...); err != nil {
+			return err
+		}
+	}
+	ch.inserted = end
 	return nil
 }
 
 func (c *custMerge) committed() {
 	c.tail += c.tx
-	if c.txUpto > 0 {
-		c.upto, c.tail = c.txUpto, c.txLast-c.txUpto
+	switch {
+	case c.txDone:
+		c.upto, c.tail = c.txChunk.to, c.txTail
+		c.chunk = custChunk{}
+	case c.txStep:
+		c.chunk = c.txChunk
 	}
-	c.tx, c.txUpto, c.txLast = 0, 0, 0
+	c.tx, c.txChunk, c.txStep, c.txDone, c.txTail = 0, custChunk{}, false, false, 0
 }
 
-func (c *custMerge) rolledBack() { c.tx, c.txUpto, c.txLast = 0, 0, 0 }
+func (c *custMerge) rolledBack() {
+	c.tx, c.txChunk, c.txStep, c.txDone, c.txTail = 0, custChunk{}, false, false, 0
+}
 
 // listPaymentsOfCustomer lists a customer's payments that pass f, newest
 // first: the page from payments_by_customer and the page from the tail,
@@ -157,7 +293,8 @@ func (db *DB) listPaymentsOfCustomer(ctx context.Context, merchantID string, f s
 		" WHERE c.merchant_id = ? AND c.customer_id = ?" + cursor("c.") + " AND p.customer_id = c.customer_id" + filter("p.") +
 		" ORDER BY c.id DESC LIMIT ?)")
 	args = append(append(append(append(args, merchantID, f.CustomerID), after...), condArgs...), limit+1)
-	q.WriteString(" UNION ALL SELECT * FROM (SELECT " + paymentCols + " FROM payments" +
+	// UNION, not UNION ALL: a chunk being merged is in both arms.
+	q.WriteString(" UNION SELECT * FROM (SELECT " + paymentCols + " FROM payments" +
 		" WHERE rowid > (SELECT indexed_upto FROM deferred_indexes WHERE name = 'payments_by_customer')" +
 		" AND merchant_id = ? AND customer_id = ?" + cursor("") + filter("") + " ORDER BY id DESC LIMIT ?)")
 	args = append(append(append(append(args, merchantID, f.CustomerID), after...), condArgs...), limit+1)

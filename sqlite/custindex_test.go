@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/surgepay/surgepay"
@@ -10,39 +11,23 @@ import (
 )
 
 // TestPaymentsByCustomerAcrossMerges lists customers' payments while part
-// of them is merged into payments_by_customer and part is in the tail:
-// every page is in order, nothing is missed or repeated, filters hold, and
-// the same after a reopen.
+// of them is merged into payments_by_customer, part is in the tail, and a
+// chunk is half merged (in both): every page is in order, nothing is
+// missed or repeated, filters hold; the same after a reopen in the middle
+// of a chunk's merge and at the end, when the table holds exactly the
+// payments up to indexed_upto.
 func TestPaymentsByCustomerAcrossMerges(t *testing.T) {
-	const sales = 5000 // more than two merges of customerMergeRows
+	const (
+		sales = 5000 // more than two merges of customerMergeRows
+		batch = 50
+	)
 	path := filepath.Join(t.TempDir(), "surgepay.db")
 	db := open(t, sqlite.Config{Path: path})
 	m := newMerchant(t, db)
 	customers := []string{surgepay.NewID("cus"), surgepay.NewID("cus"), surgepay.NewID("cus")}
 	want := map[string][]string{}   // customer -> payment IDs
 	failed := map[string][]string{} // customer -> IDs of failed payments
-	for i := 0; i < sales; i += 50 {
-		var ws []*surgepay.Write
-		for j := range 50 {
-			w, p := purchase(m.ID)
-			p.CustomerID = customers[(i+j)%len(customers)]
-			if (i+j)%7 == 0 {
-				p.Status = surgepay.StatusFailed
-				failed[p.CustomerID] = append(failed[p.CustomerID], p.ID)
-			}
-			want[p.CustomerID] = append(want[p.CustomerID], p.ID)
-			ws = append(ws, w)
-		}
-		for _, err := range applyAll(t, db, ws) {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	merged := rawCount(t, path, "SELECT count(*) FROM payments_by_customer")
-	if merged < 2*2048 || merged >= sales {
-		t.Fatalf("payments_by_customer holds %d of %d payments: want the merged chunks and a tail", merged, sales)
-	}
+	midChunk := false
 	check := func(db *sqlite.DB) {
 		t.Helper()
 		for _, c := range customers {
@@ -76,6 +61,51 @@ func TestPaymentsByCustomerAcrossMerges(t *testing.T) {
 				}
 			}
 		}
+	}
+	for i := 0; i < sales; i += batch {
+		var ws []*surgepay.Write
+		for j := range batch {
+			w, p := purchase(m.ID)
+			p.CustomerID = customers[(i+j)%len(customers)]
+			if (i+j)%7 == 0 {
+				p.Status = surgepay.StatusFailed
+				failed[p.CustomerID] = append(failed[p.CustomerID], p.ID)
+			}
+			want[p.CustomerID] = append(want[p.CustomerID], p.ID)
+			ws = append(ws, w)
+		}
+		for _, err := range applyAll(t, db, ws) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !midChunk {
+			// A chunk is half merged: part of it in the table, all of it
+			// in the tail. A chunk takes 16 commits or more; a batch of
+			// 50 is one to 50.
+			upto := rawCount(t, path, "SELECT indexed_upto FROM deferred_indexes WHERE name = 'payments_by_customer'")
+			if merged := rawCount(t, path, "SELECT count(*) FROM payments_by_customer"); merged > upto {
+				midChunk = true
+				check(db)
+				// A restart in the middle of a chunk starts it again.
+				if err := db.Close(); err != nil {
+					t.Fatal(err)
+				}
+				db = open(t, sqlite.Config{Path: path})
+			}
+		}
+	}
+	if !midChunk {
+		t.Fatal("no chunk was ever seen half merged")
+	}
+	upto := rawCount(t, path, "SELECT indexed_upto FROM deferred_indexes WHERE name = 'payments_by_customer'")
+	if upto < 2*2048 || upto >= sales {
+		t.Fatalf("indexed_upto %d of %d payments: want the merged chunks and a tail", upto, sales)
+	}
+	// Exactly the payments up to indexed_upto, and (INSERT OR IGNORE) none twice.
+	if n := rawCount(t, path, "SELECT count(*) FROM payments p WHERE rowid <= "+strconv.Itoa(upto)+
+		" AND NOT EXISTS (SELECT 1 FROM payments_by_customer c WHERE c.merchant_id = p.merchant_id AND c.customer_id = p.customer_id AND c.id = p.id)"); n != 0 {
+		t.Fatalf("%d payments up to indexed_upto %d are missing from payments_by_customer", n, upto)
 	}
 	check(db)
 	if err := db.Close(); err != nil {

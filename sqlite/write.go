@@ -350,7 +350,7 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
-	if err := w.mergeCustomers(); err != nil {
+	if err := w.mergeCustomers(len(items)); err != nil {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
@@ -360,7 +360,7 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		return fmt.Errorf("sqlite: commit batch of %d: commit: %w", len(items), err)
 	}
 	lap(phaseCommit)
-	info := commitInfo{items: len(items), idemMerged: w.idem.txMerged, custMerged: w.cust.txUpto > 0}
+	info := commitInfo{items: len(items), idemMerged: w.idem.txMerged, custMerged: w.cust.txStep}
 	w.idem.committed()
 	w.cust.committed()
 	w.times.observe(d, cpu, info)
