@@ -362,7 +362,7 @@ func (c *settleCollector) Collect(ch chan<- prometheus.Metric) {
 // concurrent use. A scrape is bounded as MetricsHandler's is.
 func SettleMetricsHandler(stats func() SettleStat) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newSettleCollector(stats), collectors.NewGoCollector(),
+	reg.MustRegister(newSettleCollector(stats), newGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: 2, Timeout: 10 * time.Second,
 		ErrorHandling: promhttp.ContinueOnError})

@@ -78,7 +78,7 @@ func TestAdminTelemetryEndpoints(t *testing.T) {
 	code, body := getAuth(t, admin.URL+"/metrics", testAdminToken)
 	for _, want := range []string{`surgepay_http_requests_total{method="POST",route="POST /v1/payments",status="200"}`,
 		`surgepay_payments_total{decline_code="insufficient_funds",operation="authorize",outcome="failed",path="unknown"}`,
-		`surgepay_provider_calls_total{op="authorize",outcome="approved"}`, "go_goroutines", "process_cpu_seconds_total"} {
+		`surgepay_provider_calls_total{op="authorize",outcome="approved"}`, "go_goroutines", "go_sched_latencies_seconds_bucket", "go_sched_pauses_total_gc_seconds_bucket", "process_cpu_seconds_total"} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("/metrics (status %d) lacks %s", code, want)
 		}
