@@ -255,7 +255,7 @@ type WebhooksConfig struct {
 // SQLiteConfig configures the embedded store.
 type SQLiteConfig struct {
 	Path          string   `toml:"path"`            // default DataDir/surgepay.db
-	BatchSizeMax  int      `toml:"batch_size_max"`  // writes per group commit; default 256
+	BatchSizeMax  int      `toml:"batch_size_max"`  // writes per group commit; default sqlite.BatchSizeMaxDefault
 	QueueDepthMax int      `toml:"queue_depth_max"` // writes waiting; beyond: 503. Default 4096
 	FlushInterval Duration `toml:"flush_interval"`  // linger for a fuller batch under load; default 2ms
 	// QueueDelayTarget: after each window of ten times this long in
@@ -389,7 +389,7 @@ func DefaultConfig() Config {
 		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
 		InflightMax: 4096, GCPercent: 100, MemoryLimitMiB: MemoryLimitMiBDefault, ReadHeaderTimeout: Duration{ReadHeaderTimeoutDefault},
 		BodyReadTimeout: Duration{api.BodyReadTimeoutDefault}, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
-		SQLite: SQLiteConfig{BatchSizeMax: 256, QueueDepthMax: 4096, ReadConnsMax: 4,
+		SQLite: SQLiteConfig{BatchSizeMax: sqlite.BatchSizeMaxDefault, QueueDepthMax: 4096, ReadConnsMax: 4,
 			FlushInterval: Duration{2 * time.Millisecond}, CheckpointInterval: Duration{sqlite.CheckpointIntervalDefault}, WALPagesMax: sqlite.WALPagesMaxDefault,
 			MmapMiB: 0, QueueDelayTarget: Duration{QueueDelayTargetDefault}},
 		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096,
