@@ -21,7 +21,10 @@
 # directory), BENCH_DIR (default /tmp/surgepay-event), BENCH_PORT (18380),
 # BENCH_ADMIN_PORT (19380), BENCH_LOADTEST_FLAGS (more loadtest flags),
 # BENCH_SERVE_TOML (more serve configuration, placed before the merchant's
-# table: top-level keys first, then tables such as [sqlite]).
+# table: top-level keys first, then tables such as [sqlite]),
+# BENCH_PAUSE=AT:SECONDS (stop the server with SIGSTOP AT seconds into the
+# run, for SECONDS, then SIGCONT: a stall of known length, to measure how
+# the server recovers from one; the report's windows show the rest).
 # Everything listens on 127.0.0.1; the run is bounded by DURATION. Reports:
 # BENCH_DIR/event-RATE-DURATION-PATH.{json,html,txt}, and the server's
 # /metrics at the end (.metrics). Needs python3 and curl.
@@ -84,7 +87,7 @@ EOF
 
 "$bin" serve --config "$dir/event.toml" >"$dir/serve.out" 2>"$dir/serve.err" &
 server=$!
-trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
+trap 'kill -CONT $server 2>/dev/null; kill $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 150); do
 	[[ -s $data/dev-api-key ]] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
 	kill -0 $server 2>/dev/null || { tail "$dir/serve.err" >&2; exit 1; }
@@ -93,6 +96,13 @@ done
 idle_rss=$(awk '/VmRSS/ {print $2 * 1024}' "/proc/$server/status")
 
 label=event-$rate-$duration-$path
+if [[ -n ${BENCH_PAUSE:-} ]]; then
+	if [[ ! $BENCH_PAUSE =~ ^([0-9]+):([0-9]+(\.[0-9]+)?)$ ]]; then
+		echo "BENCH_PAUSE $BENCH_PAUSE: want AT:SECONDS, such as 45:2" >&2
+		exit 2
+	fi
+	(sleep "${BASH_REMATCH[1]}" && kill -STOP $server && sleep "${BASH_REMATCH[2]}"; kill -CONT $server) 2>/dev/null &
+fi
 # shellcheck disable=SC2086 # BENCH_LOADTEST_FLAGS is a list of flags
 SURGEPAY_ADMIN_TOKEN=$(<"$data/admin-token") \
 	"$bin" loadtest --url "http://127.0.0.1:$port" --api-key "$(<"$data/dev-api-key")" \
