@@ -212,3 +212,27 @@ weight = 10
 		t.Errorf("idempotency keys: %v", f)
 	}
 }
+
+// TestAmountAvoidsSimulatorFaults draws purchase amounts: all within 5.00
+// to 200.00, both ends and the neighbours of the simulator's fault amounts
+// reached, and never a fault amount (9101-9105), which would make the
+// simulator time out, lose an answer, refuse, decline or dispute.
+func TestAmountAvoidsSimulatorFaults(t *testing.T) {
+	it := &iteration{rng: rand.New(rand.NewPCG(1, 2))}
+	seen := map[int64]bool{}
+	for range 2_000_000 {
+		a := it.amount()
+		if a < 500 || a > 20_000 {
+			t.Fatalf("amount %d outside 500..20000", a)
+		}
+		if a >= 9101 && a <= 9105 {
+			t.Fatalf("amount %d is one of the simulator's fault amounts", a)
+		}
+		seen[a] = true
+	}
+	for _, a := range []int64{500, 9100, 9106, 20_000} {
+		if !seen[a] {
+			t.Errorf("amount %d never drawn in 2,000,000", a)
+		}
+	}
+}
