@@ -74,7 +74,6 @@ func (it *iteration) poolCustomer() savedCustomer {
 	return p.success[it.rng.IntN(len(p.success))]
 }
 
-// amount returns a purchase amount in minor units, 5.00 to 200.00.
 // amount is a purchase amount in minor units, 5.00 to 200.00, never one of
 // the simulator's fault amounts (provider/sim: 9101 a timeout, 9102 a lost
 // answer, 9103 a rate limit, 9104 a decline, 9105 a dispute): uniform over
