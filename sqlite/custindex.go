@@ -188,10 +188,9 @@ func (w *writer) readCustomerKeys(ch *custChunk, n int) error {
 		return err
 	}
 	defer rows.Close()
-	// A fresh slice header: appending never moves the committed chunk's
-	// keys (it may write past their length, which the committed chunk
-	// never reads).
-	keys := ch.keys[:len(ch.keys):cap(ch.keys)]
+	// Appending may write past the committed chunk's length in the array
+	// they share, where the committed chunk never reads.
+	keys := ch.keys
 	for rows.Next() {
 		var k custKey
 		if err := rows.Scan(&k.merchantID, &k.customerID, &k.id); err != nil {

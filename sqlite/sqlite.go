@@ -126,8 +126,8 @@ const (
 	// and the next batch's apply: at 2,700 sales/s the median second's
 	// p99 was 63-72 ms with 256, 46 with 128 and 43 with 64, for about 5
 	// % more bytes written per sale (bench/RESULTS.md, issue 14 session
-	// 11). Under a backlog 128 writes still take 12 ms to apply, and a
-	// commit's fsync is then a tenth of a sale's cost.
+	// 11). Under a backlog 128 writes take ~12 ms to apply, and the
+	// commit's ~1.7 ms adds ~13 µs a sale to ~90 µs of apply.
 	BatchSizeMaxDefault = 128
 	// CheckpointIntervalDefault is the default Config.CheckpointInterval.
 	// A checkpoint writes each page the WAL holds once, however many
