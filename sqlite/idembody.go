@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/s2"
@@ -12,10 +13,17 @@ import (
 // and most values repeat from one sale to the next, so the dictionary (the
 // shape of a sale's answer) takes it to ~210 bytes (bench/RESULTS.md,
 // issue 14), about a fifth of what the database stores and writes per
-// sale, in 1.3 µs on the caller's goroutine (zstd with the same dictionary
-// took 7 µs, most of it resetting its tables). A compressed body is
-// bodyMark, the dictionary's ID, then the block; bodies stored before
-// (JSON, which never starts with a zero byte) are read as they are.
+// sale, in ~2 µs (zstd with the same dictionary took 7 µs, most of it
+// resetting its tables). A compressed body is bodyMark, the dictionary's
+// ID, then the block; bodies stored before (JSON, which never starts with a
+// zero byte) are read as they are.
+//
+// The encoder keeps its 64 KiB hash table on its goroutine's stack, so it
+// runs on goroutines of its own (bodyCompressors), never on a request's:
+// there it grew every request goroutine's stack to 128 KiB (41 MiB of
+// stacks at 2,500 sales/s, 512 MiB with 4,096 requests in flight), and
+// the growth, undone by each garbage collection, tripled the cost of a
+// compression (bench/RESULTS.md, issue 14, session 12).
 
 // bodyMark starts a compressed body.
 const bodyMark = 0x00
@@ -43,7 +51,53 @@ var bodyDicts = sync.OnceValue(func() map[byte]*s2.Dict {
 	return map[byte]*s2.Dict{bodyDictID: s2.MakeDict([]byte(bodyDict), nil)}
 })
 
+// bodyCompressorsMax bounds the goroutines that compress stored answers:
+// one per processor (GOMAXPROCS) up to this many. A caller waits for a free
+// one, which is backpressure of a few microseconds.
+const bodyCompressorsMax = 8
+
+// compressJob is one body handed to a compressor, with its answer.
+type compressJob struct {
+	body, out []byte
+	done      chan struct{}
+}
+
+var compressJobs = sync.Pool{New: func() any { return &compressJob{done: make(chan struct{}, 1)} }}
+
+// bodyCompressors starts the compressor goroutines once and returns their
+// queue. They live as long as the process: idle, each is a parked
+// goroutine with its grown stack.
+var bodyCompressors = sync.OnceValue(func() chan<- *compressJob {
+	jobs := make(chan *compressJob)
+	for range min(runtime.GOMAXPROCS(0), bodyCompressorsMax) {
+		go func() {
+			for j := range jobs {
+				j.out = compressBody(j.body)
+				j.done <- struct{}{}
+			}
+		}()
+	}
+	return jobs
+})
+
+// storedBody returns body as stored (compressBody), compressed on a
+// compressor goroutine so that the caller's stack stays small.
+func storedBody(body []byte) []byte {
+	if len(body) < bodyCompressMin {
+		return body
+	}
+	j := compressJobs.Get().(*compressJob)
+	j.body = body
+	bodyCompressors() <- j
+	<-j.done
+	out := j.out
+	j.body, j.out = nil, nil
+	compressJobs.Put(j)
+	return out
+}
+
 // compressBody returns body as stored: compressed when that is shorter.
+// Its encoder needs 64 KiB of stack; callers outside tests use storedBody.
 func compressBody(body []byte) []byte {
 	if len(body) < bodyCompressMin {
 		return body

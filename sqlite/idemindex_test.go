@@ -226,7 +226,7 @@ func TestIdempotencyKeysOfTwoWriters(t *testing.T) {
 }
 
 // TestIdempotencyBodyCompressed: a sale's stored answer is kept compressed
-// (zstd with the answer's shape as dictionary) and read back whole; an
+// (S2 with the answer's shape as dictionary) and read back whole; an
 // answer stored before, as plain JSON, reads as it was.
 func TestIdempotencyBodyCompressed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "surgepay.db")

@@ -206,9 +206,10 @@ func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
 		return err
 	}
 	if r := w.Idempotency; r != nil {
-		// Compressed here, on the caller's goroutine, not on the writer.
+		// Compressed before the writer, which is the bottleneck, sees it
+		// (by a compressor goroutine, not the caller's: storedBody).
 		cw, rec := *w, *r
-		rec.Body = compressBody(r.Body)
+		rec.Body = storedBody(r.Body)
 		cw.Idempotency = &rec
 		w = &cw
 	}
