@@ -142,3 +142,48 @@ func TestCorrectedFromIntendedStart(t *testing.T) {
 		t.Errorf("late starts = %d, want 1", rec.late)
 	}
 }
+
+// TestIterationGoroutinesReused: iterations that do not overlap run on the
+// goroutines of earlier ones, and a burst of slow iterations gets a
+// goroutine each, so none waits for another. Counts only, no timing bound:
+// at 100/s against a server that answers at once, an arrival finds a
+// goroutine idle for under workerIdleMax unless the machine stalls for
+// most of a second.
+func TestIterationGoroutinesReused(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	defer srv.Close()
+	cfg := getConfig(srv.URL, 100, 2*time.Second)
+	cl := newClient(srv.URL, "", 5*time.Second, cfg.MaxInflight, nil)
+	defer cl.close()
+	plan, _ := cfg.Plan()
+	r := newRun(&cfg, plan, &env{cl: cl, pool: &pool{}, path: cfg.Path}, Options{})
+	r.execute(context.Background())
+	if got := r.pacer.started.Load(); got != 200 {
+		t.Fatalf("started %d iterations, want 200", got)
+	}
+	if w := r.pacer.workers.Load(); w > 20 {
+		t.Errorf("%d goroutines ran 200 iterations that did not overlap; want the idle ones reused", w)
+	}
+
+	// 50 iterations held by the server at once: 50 goroutines, none queued.
+	release := make(chan struct{})
+	var held sync.WaitGroup
+	held.Add(50)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held.Done()
+		<-release
+		w.Write([]byte("ok"))
+	}))
+	defer slow.Close()
+	go func() { held.Wait(); close(release) }()
+	cfg = getConfig(slow.URL, 500, time.Second)
+	cfg.MaxIterations = 50
+	cl2 := newClient(slow.URL, "", 30*time.Second, cfg.MaxInflight, nil)
+	defer cl2.close()
+	plan, _ = cfg.Plan()
+	r = newRun(&cfg, plan, &env{cl: cl2, pool: &pool{}, path: cfg.Path}, Options{})
+	r.execute(context.Background())
+	if s, w := r.pacer.started.Load(), r.pacer.workers.Load(); s != 50 || w != 50 {
+		t.Errorf("a burst of %d held iterations ran on %d goroutines; want 50 and 50", s, w)
+	}
+}
