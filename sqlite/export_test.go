@@ -9,3 +9,6 @@ func (db *DB) IdemFilterSkips() uint64 { return db.writer.idem.filter.absents[id
 // BreakIdemFilter empties the filter in use, as a filter that lost stored
 // keys would be: for tests that the writer's uniqueness check needs it.
 func (db *DB) BreakIdemFilter() { db.writer.idem.filter.cur.Store(newBloom(idemFilterKeysMin)) }
+
+// Checkpoint runs one background checkpoint now.
+func (db *DB) Checkpoint() { db.checkpoint() }

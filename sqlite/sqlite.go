@@ -230,9 +230,10 @@ type DB struct {
 	writer writer    // statements prepared on wconn
 	commit *groupcommit.Committer[*op]
 
-	ckpt     *sql.DB       // one connection that checkpoints the WAL in the background
-	ckptStop chan struct{} // closed by Close
-	ckptDone chan struct{}
+	ckpt      *sql.DB       // one connection that checkpoints the WAL in the background
+	ckptStop  chan struct{} // closed by Close
+	ckptDone  chan struct{}
+	ckptStats ckptStats
 
 	filterStop context.CancelFunc // ends runIdemFilter
 	filterDone chan struct{}
@@ -345,6 +346,7 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 		return err
 	}
 	db.ckpt.SetMaxOpenConns(1)
+	db.ckptStats.log, db.ckptStats.warnAt = cfg.Logger, int64(cfg.WALPagesMax/2)
 	db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
 	go db.checkpointLoop(cfg.CheckpointInterval)
 
@@ -395,9 +397,9 @@ func (db *DB) checkpointLoop(interval time.Duration) {
 		case <-db.ckptStop:
 			return
 		case <-t.C:
-			// An error (SQLITE_BUSY while another checkpoint runs) only
-			// delays this checkpoint to the next tick.
-			_, _ = db.ckpt.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+			// An error, or busy (while another checkpoint runs), only
+			// delays this checkpoint to the next tick; it is counted.
+			db.checkpoint()
 		}
 	}
 }

@@ -206,6 +206,55 @@ func (c *commitPhasesCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// CheckpointStat is what the embedded store's background checkpoints did
+// since it opened (sqlite.CheckpointStats).
+type CheckpointStat struct {
+	Outcomes                        map[string]uint64
+	Seconds                         float64
+	WALFrames, WALFramesMax, Behind int64
+}
+
+// RegisterCheckpoints adds the embedded store's checkpoint counters and
+// WAL gauges, read from stats at every scrape: a WAL that grows is the
+// checkpoints falling behind, and at wal_pages_max the writer checkpoints
+// inside a COMMIT. stats must be cheap and safe for concurrent use.
+func (t *Telemetry) RegisterCheckpoints(stats func() CheckpointStat) error {
+	if !t.MetricsEnabled() {
+		return nil
+	}
+	return t.reg.Register(&checkpointCollector{stats: stats,
+		outcomes: desc("sqlite", "checkpoints_total", "Background WAL checkpoints of the embedded store, by outcome: complete "+
+			"(the whole WAL copied), partial (a reader's snapshot kept frames), busy (another checkpoint held the lock: "+
+			"the writer's own, at wal_pages_max), error.", "outcome"),
+		seconds: desc("sqlite", "checkpoint_seconds_total", "Time the embedded store's background checkpoints took."),
+		frames:  desc("sqlite", "wal_frames", "The WAL's length in pages at the last background checkpoint (0 once it restarted)."),
+		max:     desc("sqlite", "wal_frames_max", "The longest WAL a background checkpoint has seen since the store opened."),
+		behind:  desc("sqlite", "wal_frames_behind", "Pages the last background checkpoint left in the WAL only (a reader needed them)."),
+	})
+}
+
+type checkpointCollector struct {
+	stats                                  func() CheckpointStat
+	outcomes, seconds, frames, max, behind *prometheus.Desc
+}
+
+func (c *checkpointCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.outcomes, c.seconds, c.frames, c.max, c.behind} {
+		ch <- d
+	}
+}
+
+func (c *checkpointCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	for outcome, n := range s.Outcomes {
+		ch <- prometheus.MustNewConstMetric(c.outcomes, prometheus.CounterValue, float64(n), outcome)
+	}
+	ch <- prometheus.MustNewConstMetric(c.seconds, prometheus.CounterValue, s.Seconds)
+	ch <- prometheus.MustNewConstMetric(c.frames, prometheus.GaugeValue, float64(s.WALFrames))
+	ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(s.WALFramesMax))
+	ch <- prometheus.MustNewConstMetric(c.behind, prometheus.GaugeValue, float64(s.Behind))
+}
+
 // RegisterStage adds the staged-capture backlog gauges (settlement's own
 // metrics are on `surgepay settle --metrics-listen`).
 func (t *Telemetry) RegisterStage(stats StageStats) error {

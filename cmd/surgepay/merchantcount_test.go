@@ -232,4 +232,18 @@ func TestServeIdempotencyFilterMetrics(t *testing.T) {
 	if name := `surgepay_sqlite_commit_phase_cpu_seconds_total{phase="apply"}`; metricValue(t, m, name) <= 0 {
 		t.Errorf("%s = %v, want some time", name, metricValue(t, m, name))
 	}
+	// The background checkpoints (every 250 ms): every outcome is a
+	// series, and one has copied the sales' WAL.
+	for _, outcome := range []string{"complete", "partial", "busy", "error"} {
+		if name := `surgepay_sqlite_checkpoints_total{outcome="` + outcome + `"}`; metricValue(t, m, name) < 0 {
+			t.Errorf("%s missing", name)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); metricValue(t, m, "surgepay_sqlite_wal_frames_max") <= 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("surgepay_sqlite_wal_frames_max = %v after 10 s of checkpoints; want the sales' WAL", metricValue(t, m, "surgepay_sqlite_wal_frames_max"))
+		}
+		time.Sleep(100 * time.Millisecond)
+		_, m = getAuth(t, "http://"+cfg.AdminListen+"/metrics", readAdminToken(t, dir))
+	}
 }

@@ -193,7 +193,9 @@ func (a *app) registerStore() error {
 	if db, ok := a.store.(*sqlite.DB); ok {
 		if err := errors.Join(a.tel.RegisterIdemFilter(func() telemetry.IdemFilterStat {
 			return telemetry.IdemFilterStat(db.IdempotencyFilterStats())
-		}), a.tel.RegisterCommitPhases(db.CommitPhaseSeconds)); err != nil {
+		}), a.tel.RegisterCommitPhases(db.CommitPhaseSeconds), a.tel.RegisterCheckpoints(func() telemetry.CheckpointStat {
+			return telemetry.CheckpointStat(db.CheckpointStats())
+		})); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,104 @@
+package sqlite
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// The background checkpoints (checkpointLoop): every CheckpointInterval a
+// PASSIVE checkpoint copies into the database file the WAL's frames that no
+// reader's snapshot still needs. What each answered is kept for /metrics
+// (CheckpointStats): while they keep up the WAL restarts from its start and
+// stays small; when they fall behind (a reader holds an old snapshot,
+// another checkpoint holds the lock, or the checkpointer waits for a core)
+// the WAL grows, and at Config.WALPagesMax frames the writer checkpoints it
+// itself inside a COMMIT, which stalls every sale behind it.
+
+// Checkpoint outcomes, as counted.
+const (
+	ckptComplete = iota // every frame of the WAL is in the database file
+	ckptPartial         // some frames stayed: a reader's snapshot needs them
+	ckptBusy            // another checkpoint held the lock (the writer's own, at WALPagesMax)
+	ckptError
+	ckptOutcomes
+)
+
+var ckptOutcomeNames = [ckptOutcomes]string{"complete", "partial", "busy", "error"}
+
+// walBehindLogEvery spaces the warnings that the WAL is over half of
+// WALPagesMax.
+const walBehindLogEvery = 10 * time.Second
+
+// CheckpointStats is what the background checkpoints did since Open.
+type CheckpointStats struct {
+	// Outcomes counts checkpoints by outcome: "complete", "partial",
+	// "busy", "error".
+	Outcomes map[string]uint64
+	// Seconds is the time spent in checkpoints.
+	Seconds float64
+	// WALFrames is the WAL's length in frames (pages) at the last
+	// checkpoint that ran; WALFramesMax the longest seen; Behind the frames
+	// the last one left in the WAL only.
+	WALFrames, WALFramesMax, Behind int64
+}
+
+// ckptStats is updated by checkpointLoop and read by CheckpointStats.
+type ckptStats struct {
+	outcomes                  [ckptOutcomes]atomic.Uint64
+	nanos                     atomic.Int64
+	frames, framesMax, behind atomic.Int64
+
+	log      *slog.Logger // nil: no log
+	warnAt   int64        // frames over which the WAL is reported behind
+	lastWarn time.Time    // checkpointLoop only
+}
+
+// record counts one checkpoint that took d and answered (busy, log, done),
+// the columns of PRAGMA wal_checkpoint, or failed with err.
+func (s *ckptStats) record(d time.Duration, busy, log, done int64, err error) {
+	s.nanos.Add(int64(d))
+	outcome := ckptComplete
+	switch {
+	case err != nil:
+		outcome = ckptError
+	case busy != 0:
+		outcome = ckptBusy
+	case done < log:
+		outcome = ckptPartial
+	}
+	s.outcomes[outcome].Add(1)
+	if outcome == ckptError || outcome == ckptBusy || log < 0 {
+		return
+	}
+	s.frames.Store(log)
+	s.behind.Store(log - done)
+	if log > s.framesMax.Load() {
+		s.framesMax.Store(log)
+	}
+	if s.log != nil && log > s.warnAt && time.Since(s.lastWarn) >= walBehindLogEvery {
+		s.log.Warn("WAL behind its checkpoints", "wal_frames", log, "frames_left", log-done,
+			"wal_pages_max", 2*s.warnAt, "checkpoint_seconds", d.Seconds())
+		s.lastWarn = time.Now()
+	}
+}
+
+// checkpoint runs one background checkpoint and records it.
+func (db *DB) checkpoint() {
+	start := time.Now()
+	busy, log, done := int64(0), int64(-1), int64(-1)
+	err := db.ckpt.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &done)
+	db.ckptStats.record(time.Since(start), busy, log, done, err)
+}
+
+// CheckpointStats reports the background checkpoints since Open.
+func (db *DB) CheckpointStats() CheckpointStats {
+	s := &db.ckptStats
+	out := CheckpointStats{Outcomes: make(map[string]uint64, ckptOutcomes),
+		Seconds: time.Duration(s.nanos.Load()).Seconds(), WALFrames: s.frames.Load(),
+		WALFramesMax: s.framesMax.Load(), Behind: s.behind.Load()}
+	for i, name := range ckptOutcomeNames {
+		out.Outcomes[name] = s.outcomes[i].Load()
+	}
+	return out
+}

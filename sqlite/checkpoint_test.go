@@ -1,0 +1,91 @@
+package sqlite_test
+
+import (
+	"bytes"
+	"database/sql"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay/sqlite"
+)
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestCheckpointStats: a checkpoint with no reader copies the whole WAL
+// (complete, nothing behind); while a reader holds an old snapshot the
+// WAL grows, checkpoints leave the frames it needs (partial, behind > 0),
+// and past half of WALPagesMax a warning names the WAL's length; once the
+// reader ends the next checkpoint is complete again.
+func TestCheckpointStats(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	var logs syncBuffer
+	db := open(t, sqlite.Config{Path: path, WALPagesMax: 64, CheckpointInterval: time.Hour,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	m := newMerchant(t, db)
+	sell := func(n int) {
+		t.Helper()
+		for range n {
+			w, _ := purchase(m.ID)
+			if err := db.Apply(t.Context(), w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sell(3)
+	db.Checkpoint()
+	s := db.CheckpointStats()
+	if s.Outcomes["complete"] != 1 || s.WALFrames <= 0 || s.Behind != 0 {
+		t.Fatalf("without a reader: %+v; want one complete checkpoint of a non-empty WAL, nothing behind", s)
+	}
+
+	reader, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	tx, err := reader.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRowContext(t.Context(), "SELECT count(*) FROM payments").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	sell(20) // the reader's snapshot keeps the WAL from restarting
+	db.Checkpoint()
+	s = db.CheckpointStats()
+	if s.Outcomes["partial"] != 1 || s.Behind <= 0 || s.WALFrames <= 32 || s.WALFramesMax < s.WALFrames {
+		t.Fatalf("with a reader's snapshot held: %+v; want a partial checkpoint, frames behind, a WAL over 32 frames", s)
+	}
+	if !strings.Contains(logs.String(), `"msg":"WAL behind its checkpoints"`) {
+		t.Errorf("no warning of a WAL over half of WALPagesMax; log:\n%s", logs.String())
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	db.Checkpoint()
+	s = db.CheckpointStats()
+	if s.Outcomes["complete"] != 2 || s.Behind != 0 || s.Seconds <= 0 {
+		t.Fatalf("after the reader ended: %+v; want a second complete checkpoint, nothing behind", s)
+	}
+}
