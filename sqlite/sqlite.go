@@ -48,6 +48,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -99,7 +100,9 @@ type Config struct {
 	// WALPagesMax is the WAL's size, in 4 KiB pages, at which the writer
 	// checkpoints it itself after a commit (SQLite's wal_autocheckpoint):
 	// the bound on the WAL should the background checkpoints fall behind.
-	// Default WALPagesMaxDefault.
+	// The writer restarts the WAL well before (at a quarter of it, at most
+	// walRestartFrames) once a background checkpoint has copied it all
+	// (checkpoint.go). Default WALPagesMaxDefault.
 	WALPagesMax int
 	// IdempotencyTableMax is how many idempotency keys the writer indexes
 	// in memory before it merges them, in hash order, into the database's
@@ -234,6 +237,11 @@ type DB struct {
 	ckptStop  chan struct{} // closed by Close
 	ckptDone  chan struct{}
 	ckptStats ckptStats
+	// walRestart asks the writer to restart the WAL before its next
+	// transaction (checkpoint.go); restartAt is the WAL's length, in
+	// frames, from which the background checkpoint asks.
+	walRestart atomic.Bool
+	restartAt  int64
 
 	filterStop context.CancelFunc // ends runIdemFilter
 	filterDone chan struct{}
@@ -347,6 +355,7 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	}
 	db.ckpt.SetMaxOpenConns(1)
 	db.ckptStats.log, db.ckptStats.warnAt = cfg.Logger, int64(cfg.WALPagesMax/2)
+	db.restartAt = int64(min(walRestartFrames, cfg.WALPagesMax/4))
 	db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
 	go db.checkpointLoop(cfg.CheckpointInterval)
 

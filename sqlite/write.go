@@ -315,11 +315,15 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 	start, startCPU := time.Now(), threadCPU()
 	lap := func(phase int) {
 		now, nowCPU := time.Now(), threadCPU()
-		d[phase], start = now.Sub(start), now
-		cpu[phase], startCPU = nowCPU-startCPU, nowCPU
+		d[phase], start = d[phase]+now.Sub(start), now
+		cpu[phase], startCPU = cpu[phase]+nowCPU-startCPU, nowCPU
 		if nowCPU < 0 {
 			cpu[phase] = -1
 		}
+	}
+	if db.walRestart.Swap(false) {
+		db.restartWAL()
+		lap(phaseCommit)
 	}
 	if err := w.beginWrite(wait); err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)

@@ -212,6 +212,7 @@ type CheckpointStat struct {
 	Outcomes                        map[string]uint64
 	Seconds                         float64
 	WALFrames, WALFramesMax, Behind int64
+	Restarts, RestartsBusy          uint64
 }
 
 // RegisterCheckpoints adds the embedded store's checkpoint counters and
@@ -230,16 +231,18 @@ func (t *Telemetry) RegisterCheckpoints(stats func() CheckpointStat) error {
 		frames:  desc("sqlite", "wal_frames", "The WAL's length in pages at the last background checkpoint (0 once it restarted)."),
 		max:     desc("sqlite", "wal_frames_max", "The longest WAL a background checkpoint has seen since the store opened."),
 		behind:  desc("sqlite", "wal_frames_behind", "Pages the last background checkpoint left in the WAL only (a reader needed them)."),
+		restarts: desc("sqlite", "wal_restarts_total", "WAL restarts the writer ran between transactions once a background checkpoint "+
+			"had copied a long WAL: restarted, or busy (a reader still read the WAL; it grows on).", "result"),
 	})
 }
 
 type checkpointCollector struct {
-	stats                                  func() CheckpointStat
-	outcomes, seconds, frames, max, behind *prometheus.Desc
+	stats                                            func() CheckpointStat
+	outcomes, seconds, frames, max, behind, restarts *prometheus.Desc
 }
 
 func (c *checkpointCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.outcomes, c.seconds, c.frames, c.max, c.behind} {
+	for _, d := range []*prometheus.Desc{c.outcomes, c.seconds, c.frames, c.max, c.behind, c.restarts} {
 		ch <- d
 	}
 }
@@ -253,6 +256,8 @@ func (c *checkpointCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.frames, prometheus.GaugeValue, float64(s.WALFrames))
 	ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(s.WALFramesMax))
 	ch <- prometheus.MustNewConstMetric(c.behind, prometheus.GaugeValue, float64(s.Behind))
+	ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(s.Restarts), "restarted")
+	ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(s.RestartsBusy), "busy")
 }
 
 // RegisterStage adds the staged-capture backlog gauges (settlement's own
