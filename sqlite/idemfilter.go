@@ -217,6 +217,17 @@ func (db *DB) runIdemFilter(ctx context.Context) {
 	}
 }
 
+// idemSpanQuery is the span of the idempotency table's rowids: two probes
+// of the ends of its B-tree, as scalar subqueries. SQLite looks up max() or
+// min() alone at an end of an index; "SELECT max(rowid) - min(rowid) FROM
+// idempotency" read every record instead, millions of them with their
+// stored answers, in one read transaction that held back every checkpoint
+// meanwhile: at 3,000 sales/s the filter's first rebuild (minute 19) let the
+// WAL grow to 128,000 pages and the writer then checkpointed them inside a
+// COMMIT of 1.7 s, which began an episode of refusals (bench/RESULTS.md,
+// issue 14, session 12). TestIdemSpanQueryProbes checks the plan.
+const idemSpanQuery = "SELECT coalesce((SELECT max(rowid) FROM idempotency) - (SELECT min(rowid) FROM idempotency) + 1, 0)"
+
 // buildIdemFilter builds a filter of every stored record's hash and puts
 // it in use: the memory tables' hashes, then idempotency_index, a page of
 // hashes per SELECT; records that enter meanwhile are added to both.
@@ -225,9 +236,9 @@ func (db *DB) buildIdemFilter(ctx context.Context) error {
 	f := x.filter
 	// The records stored (the memory tables' too), at most: rowids
 	// increase and the purge deletes from the front, so the span of
-	// rowids (two probes) sizes the filter without a scan before the scan.
+	// rowids sizes the filter without a scan before the scan.
 	var stored int
-	if err := db.read.QueryRowContext(ctx, "SELECT coalesce(max(rowid) - min(rowid) + 1, 0) FROM idempotency").Scan(&stored); err != nil {
+	if err := db.read.QueryRowContext(ctx, idemSpanQuery).Scan(&stored); err != nil {
 		return fmt.Errorf("size idempotency filter: %w", err)
 	}
 	next := newBloom(min(max(idemFilterKeysMin, 2*stored), idemFilterKeysMax))
