@@ -192,3 +192,60 @@ func TestFramingFoldedHeaderRefused(t *testing.T) {
 		t.Fatalf("a request after the folded one was served: %s", list.Raw)
 	}
 }
+
+// TestGuardFramingAnyReadSize: the guard passes a pipelined stream through
+// unchanged whatever the reader's buffer (net/http reads 4 KiB at a time,
+// and 1 byte in its background read), and renames a conflicting head's
+// Content-Length however its bytes are split.
+func TestGuardFramingAnyReadSize(t *testing.T) {
+	plain := "POST /v1/customers HTTP/1.1\r\nHost: x\r\nContent-Length: 15\r\n\r\n{\"name\":\"Ada\"}\n" +
+		"POST /v1/customers HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\n{\"nam\r\nB\r\ne\":\"Grace\"}\r\n0\r\nX-Trailer: 1\r\n\r\n" +
+		"\r\nGET /v1/customers?limit=2 HTTP/1.1\r\nHost: x\r\n\r\n"
+	conflict := "POST /v1/payments HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	for _, size := range []int{1, 2, 3, 7, 64, 4096} {
+		for _, stream := range []string{plain, conflict} {
+			got := readGuarded(t, stream, size)
+			want := stream
+			if stream == conflict {
+				want = strings.Replace(stream, "Content-Length:", "Surgepay-Framing-Conflict:", 1)
+			}
+			if got != want {
+				t.Errorf("read %d bytes at a time: got %q, want %q", size, got, want)
+			}
+		}
+	}
+}
+
+// readGuarded writes stream into a guarded connection and reads it back
+// size bytes at a time, as the server would, until the writer closes.
+func readGuarded(t *testing.T, stream string, size int) string {
+	t.Helper()
+	client, server := net.Pipe()
+	ln := api.GuardFraming(&oneConnListener{c: server})
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		io.WriteString(client, stream)
+		client.Close()
+	}()
+	var out strings.Builder
+	buf := make([]byte, size)
+	for {
+		n, err := conn.Read(buf)
+		out.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	conn.Close()
+	return out.String()
+}
+
+// oneConnListener accepts c once.
+type oneConnListener struct{ c net.Conn }
+
+func (l *oneConnListener) Accept() (net.Conn, error) { return l.c, nil }
+func (l *oneConnListener) Close() error              { return nil }
+func (l *oneConnListener) Addr() net.Addr            { return l.c.LocalAddr() }
