@@ -72,13 +72,26 @@ var bodyCompressors = sync.OnceValue(func() chan<- *compressJob {
 	for range min(runtime.GOMAXPROCS(0), bodyCompressorsMax) {
 		go func() {
 			for j := range jobs {
-				j.out = compressBody(j.body)
+				j.out = compressOrKeep(j.body)
 				j.done <- struct{}{}
 			}
 		}()
 	}
 	return jobs
 })
+
+// compressOrKeep is compressBody, or body itself should the encoder panic:
+// on a compressor goroutine a panic would end the process, where on the
+// request's it failed one request (a body is stored as it is when it does
+// not compress, and read back the same).
+func compressOrKeep(body []byte) (out []byte) {
+	defer func() {
+		if recover() != nil {
+			out = body
+		}
+	}()
+	return compressBody(body)
+}
 
 // storedBody returns body as stored (compressBody), compressed on a
 // compressor goroutine so that the caller's stack stays small.
