@@ -1,35 +1,16 @@
 package sqlite_test
 
 import (
-	"bytes"
 	"database/sql"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/surgepay/surgepay/sqlite"
+	"github.com/surgepay/surgepay/telemetry/telemetrytest"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestCheckpointStats: a checkpoint with no reader copies the whole WAL
 // (complete, nothing behind); while a reader holds an old snapshot the
@@ -39,7 +20,7 @@ func (s *syncBuffer) String() string {
 // restarts the WAL it copied.
 func TestCheckpointStats(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "surgepay.db")
-	var logs syncBuffer
+	var logs telemetrytest.SyncBuffer
 	db := open(t, sqlite.Config{Path: path, WALPagesMax: 64, CheckpointInterval: time.Hour,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	m := newMerchant(t, db)
