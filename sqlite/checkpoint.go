@@ -66,7 +66,7 @@ type ckptStats struct {
 	frames, framesMax, behind atomic.Int64
 
 	log      *slog.Logger // nil: no log
-	warnAt   int64        // frames over which the WAL is reported behind
+	pagesMax int64        // Config.WALPagesMax; the WAL is reported behind past half of it
 	lastWarn time.Time    // checkpointLoop only
 }
 
@@ -92,9 +92,9 @@ func (s *ckptStats) record(d time.Duration, busy, log, done int64, err error) {
 	if log > s.framesMax.Load() {
 		s.framesMax.Store(log)
 	}
-	if s.log != nil && log > s.warnAt && time.Since(s.lastWarn) >= walBehindLogEvery {
+	if s.log != nil && log > s.pagesMax/2 && time.Since(s.lastWarn) >= walBehindLogEvery {
 		s.log.Warn("WAL behind its checkpoints", "wal_frames", log, "frames_left", log-done,
-			"wal_pages_max", 2*s.warnAt, "checkpoint_seconds", d.Seconds())
+			"wal_pages_max", s.pagesMax, "checkpoint_seconds", d.Seconds())
 		s.lastWarn = time.Now()
 	}
 }

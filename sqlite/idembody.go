@@ -21,9 +21,9 @@ import (
 // The encoder keeps its 64 KiB hash table on its goroutine's stack, so it
 // runs on goroutines of its own (bodyCompressors), never on a request's:
 // there it grew every request goroutine's stack to 128 KiB (41 MiB of
-// stacks at 2,500 sales/s, 512 MiB with 4,096 requests in flight), and
-// the growth, undone by each garbage collection, tripled the cost of a
-// compression (bench/RESULTS.md, issue 14, session 12).
+// stacks at 2,500 sales/s, 482 MiB in the backlog after a 2 s stall at
+// 3,000/s), and the growth, undone by each garbage collection, tripled the
+// cost of a compression (bench/RESULTS.md, issue 14, session 12).
 
 // bodyMark starts a compressed body.
 const bodyMark = 0x00

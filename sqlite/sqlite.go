@@ -354,7 +354,7 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 		return err
 	}
 	db.ckpt.SetMaxOpenConns(1)
-	db.ckptStats.log, db.ckptStats.warnAt = cfg.Logger, int64(cfg.WALPagesMax/2)
+	db.ckptStats.log, db.ckptStats.pagesMax = cfg.Logger, int64(cfg.WALPagesMax)
 	db.restartAt = int64(min(walRestartFrames, cfg.WALPagesMax/4))
 	db.ckptStop, db.ckptDone = make(chan struct{}), make(chan struct{})
 	go db.checkpointLoop(cfg.CheckpointInterval)
