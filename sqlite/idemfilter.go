@@ -225,7 +225,7 @@ func (db *DB) runIdemFilter(ctx context.Context) {
 // meanwhile: at 3,000 sales/s the filter's first rebuild (minute 19) let the
 // WAL grow to 128,000 pages and the writer then checkpointed them inside a
 // COMMIT of 1.7 s, which began an episode of refusals (bench/RESULTS.md,
-// issue 14, session 12). TestIdemSpanQueryProbes checks the plan.
+// issue 14, session 12). TestReadsUseThePrimaryKey checks the plan.
 const idemSpanQuery = "SELECT coalesce((SELECT max(rowid) FROM idempotency) - (SELECT min(rowid) FROM idempotency) + 1, 0)"
 
 // buildIdemFilter builds a filter of every stored record's hash and puts
