@@ -12,3 +12,7 @@ func (db *DB) BreakIdemFilter() { db.writer.idem.filter.cur.Store(newBloom(idemF
 
 // Checkpoint runs one background checkpoint now.
 func (db *DB) Checkpoint() { db.checkpoint() }
+
+// SetStagedCountChunk sets the records one statement of StagedBacklog
+// counts.
+func (db *DB) SetStagedCountChunk(n int) { db.stagedChunk = n }

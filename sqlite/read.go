@@ -21,7 +21,7 @@ type readStmts struct {
 	customer, paymentMethod, payment, processing *sql.Stmt
 	paymentByRef                                 *sql.Stmt
 	events, idempotency, idempotencyRow          *sql.Stmt
-	staged, stagedBacklog                        *sql.Stmt
+	staged, stagedCount                          *sql.Stmt
 }
 
 func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -44,8 +44,7 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 			"WHERE x.hash = ? AND i.merchant_id = ? AND i.key = ?"},
 		{&r.idempotencyRow, "SELECT " + idempotencyCols + " FROM idempotency WHERE rowid = ?"},
 		{&r.staged, "SELECT " + stagedCols + " FROM staged_captures WHERE id > ? ORDER BY id LIMIT ?"},
-		// The oldest is the first in ID order, one probe of the key.
-		{&r.stagedBacklog, "SELECT count(*), (SELECT created FROM staged_captures ORDER BY id LIMIT 1) FROM staged_captures"},
+		{&r.stagedCount, stagedCountQuery},
 	} {
 		st, err := db.PrepareContext(ctx, s.query)
 		if err != nil {
@@ -59,7 +58,7 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 func (r *readStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{r.merchant, r.merchants, r.apiKey, r.apiKeys, r.customer,
-		r.paymentMethod, r.payment, r.processing, r.events, r.idempotency, r.idempotencyRow, r.staged, r.stagedBacklog} {
+		r.paymentMethod, r.payment, r.processing, r.events, r.idempotency, r.idempotencyRow, r.staged, r.stagedCount} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -242,6 +242,9 @@ type DB struct {
 	// frames, from which the background checkpoint asks.
 	walRestart atomic.Bool
 	restartAt  int64
+	// stagedChunk is the records one statement of StagedBacklog counts
+	// (stagedCountChunk).
+	stagedChunk int
 
 	filterStop context.CancelFunc // ends runIdemFilter
 	filterDone chan struct{}
@@ -273,7 +276,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err := privateFiles(cfg.Path); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
 	}
-	db := &DB{}
+	db := &DB{stagedChunk: stagedCountChunk}
 	if err := db.open(ctx, cfg); err != nil {
 		db.closeAll()
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
