@@ -216,6 +216,14 @@ func (db *DB) FetchStaged(ctx context.Context, afterID string, max int) ([]*surg
 // of 16,384 is a read of ~6 ms.
 const stagedCountChunk = 16_384
 
+// stagedCountRest is how many times a chunk's duration StagedBacklog rests
+// before the next chunk: a count of a large backlog takes at most a quarter
+// of a core while it runs. Back to back, the chunks of a count of 4 M
+// records took most of a core for ~1.7 s every minute, and at 3,000 sales/s
+// on 2 cores that left the writer waiting for a CPU (the episode at minute
+// 24 of bench/RESULTS.md "Issue 14, session 13").
+const stagedCountRest = 3
+
 // stagedCountQuery counts up to stagedCountChunk records after an ID, in
 // ID order on the UNIQUE index's keys, and returns the last one counted
 // and the creation time of the oldest record (the first in ID order: two
@@ -229,8 +237,10 @@ const stagedCountQuery = "SELECT count(*), max(id), " +
 // there is none. It counts the backlog in chunks of stagedCountChunk
 // records, each one statement and its own short read transaction, so the
 // count is not one snapshot: a record staged or removed while it runs may
-// be counted or not. It reads every record's key: call it for metrics,
-// not per request.
+// be counted or not. Between two chunks it rests stagedCountRest times
+// the last one's duration, so a count of millions of records takes seconds
+// of wall time; ctx ends it. It reads every record's key: call it for
+// metrics, not per request.
 func (db *DB) StagedBacklog(ctx context.Context) (int, time.Time, error) {
 	var total int
 	var oldest sql.NullInt64
@@ -238,6 +248,7 @@ func (db *DB) StagedBacklog(ctx context.Context) (int, time.Time, error) {
 		var n int
 		var last sql.NullString
 		var first sql.NullInt64
+		start := time.Now()
 		done := counted(ctx)
 		err := db.readSt.stagedCount.QueryRowContext(ctx, after, db.stagedChunk).Scan(&n, &last, &first)
 		done()
@@ -252,5 +263,20 @@ func (db *DB) StagedBacklog(ctx context.Context) (int, time.Time, error) {
 			return total, timeOf(oldest), nil
 		}
 		after = last.String
+		if err := rest(ctx, stagedCountRest*time.Since(start)); err != nil {
+			return 0, time.Time{}, fmt.Errorf("count staged records: %w", err)
+		}
+	}
+}
+
+// rest waits d, or until ctx ends, and then returns ctx's error.
+func rest(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 }

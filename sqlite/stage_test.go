@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,8 +11,9 @@ import (
 
 // TestStagedBacklogCountsInChunks checks that StagedBacklog counts a
 // backlog longer than its chunk whole, one statement per chunk (each its
-// own short read transaction), including a backlog that is an exact
-// multiple of the chunk.
+// own short read transaction, with rests between them), including a
+// backlog that is an exact multiple of the chunk, and stops when its
+// context ends.
 func TestStagedBacklogCountsInChunks(t *testing.T) {
 	db := open(t, sqlite.Config{})
 	m := &surgepay.Merchant{ID: surgepay.NewID("mer"), Name: "m", Created: time.Now()}
@@ -49,6 +51,11 @@ func TestStagedBacklogCountsInChunks(t *testing.T) {
 		if c.Total() != int64(tc.statements) {
 			t.Errorf("chunk %d: %d statements, want %d", tc.chunk, c.Total(), tc.statements)
 		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if n, _, err := db.StagedBacklog(ctx); err == nil {
+		t.Errorf("cancelled: StagedBacklog = %d, nil; want an error", n)
 	}
 	if err := db.Apply(t.Context(), &surgepay.Write{StagedAck: ids[:5]}); err != nil {
 		t.Fatal(err)

@@ -163,34 +163,39 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 // settlement the embedded stage held 3.5 M records and the count took
 // about a tenth of every second of one core (bench/RESULTS.md, issue 14
 // session 8); after a read that took d the next waits d divided by
-// stageStatsCostShare.
+// stageStatsCostShare. A scrape does not wait for a read, except the first
+// (there are no figures before it): it starts one in the background when
+// one is due and reports the last figures (the embedded store paces its
+// count, which then takes seconds).
 type stageCollector struct {
 	stats         StageStats
 	depth, oldest *prometheus.Desc
 	now           func() time.Time // time.Now; tests set a clock
 
-	mu     sync.Mutex
-	last   StageStat
-	lastAt time.Time     // when last was read
-	at     time.Time     // when the last read ended, successful or not
-	wait   time.Duration // from at to the next read
+	mu      sync.Mutex
+	last    StageStat
+	lastAt  time.Time     // when last was read
+	at      time.Time     // when the last read ended, successful or not
+	wait    time.Duration // from at to the next read
+	reading chan struct{} // closed when the read under way ends; nil if none
 }
 
 const (
 	// stageStatsInterval is the least time between two reads of StageStats.
 	stageStatsInterval = time.Second
-	// stageStatsIntervalMax is the most: the gauges are at most this old.
+	// stageStatsIntervalMax is the most: the gauges are at most this old,
+	// and the read's own time.
 	stageStatsIntervalMax = time.Minute
 	// stageStatsCostShare is the share of one core the reads may take.
 	stageStatsCostShare = 0.02
 	// stageStatsTimeout bounds one read.
-	stageStatsTimeout = 10 * time.Second
+	stageStatsTimeout = time.Minute
 )
 
 func newStageCollector(stats StageStats) *stageCollector {
 	return &stageCollector{stats: stats, now: time.Now,
 		depth: desc("stage", "backlog_records", "Staged captures waiting for settlement, as last counted (at most a second old, "+
-			"up to a minute while the backlog holds millions of records)."),
+			"up to a minute and the count's time while the backlog holds millions of records)."),
 		oldest: desc("stage", "backlog_oldest_age_seconds", "Age of the oldest staged capture waiting for settlement."),
 	}
 }
@@ -202,16 +207,19 @@ func (c *stageCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	if now := c.now(); c.at.IsZero() || now.Sub(c.at) >= c.wait {
-		ctx, cancel := context.WithTimeout(context.Background(), stageStatsTimeout)
-		s, err := c.stats(ctx)
-		cancel()
-		c.at = c.now()
-		c.wait = min(max(time.Duration(float64(c.at.Sub(now))/stageStatsCostShare), stageStatsInterval), stageStatsIntervalMax)
-		if err == nil {
-			c.last, c.lastAt = s, c.at
-		}
+	if c.reading == nil && (c.at.IsZero() || c.now().Sub(c.at) >= c.wait) {
+		c.reading = make(chan struct{})
+		go c.read(c.reading)
 	}
+	var first chan struct{}
+	if c.at.IsZero() { // no read has ended: wait for the first
+		first = c.reading
+	}
+	c.mu.Unlock()
+	if first != nil {
+		<-first
+	}
+	c.mu.Lock()
 	s := c.last
 	if s.OldestAge > 0 { // the oldest record read then has aged since
 		s.OldestAge += c.now().Sub(c.lastAt)
@@ -219,6 +227,23 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(s.Depth))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestAge.Seconds())
+}
+
+// read reads StageStats once, sets when the next read is due, and closes
+// done.
+func (c *stageCollector) read(done chan struct{}) {
+	start := c.now()
+	ctx, cancel := context.WithTimeout(context.Background(), stageStatsTimeout)
+	s, err := c.stats(ctx)
+	cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.reading = c.now(), nil
+	c.wait = min(max(time.Duration(float64(c.at.Sub(start))/stageStatsCostShare), stageStatsInterval), stageStatsIntervalMax)
+	if err == nil {
+		c.last, c.lastAt = s, c.at
+	}
+	close(done)
 }
 
 // groupCommitCollector reports the committer's totals and queue depth.

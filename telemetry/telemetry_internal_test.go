@@ -216,13 +216,25 @@ func TestDashboardProcessors(t *testing.T) {
 // after a slow read (a count over millions of records) not again for
 // that read's time over stageStatsCostShare, at most a minute; the age of
 // the oldest record advances between reads; a failed read keeps the last
-// figures and is not retried at once.
+// figures and is not retried at once. Only the first scrape waits for a
+// read: the others report the last figures and read in the background.
 func TestStageCollectorCost(t *testing.T) {
+	var mu sync.Mutex // the clock and the script of reads
 	clock := time.Unix(1_700_000_000, 0)
 	var reads int
 	cost := time.Duration(0)
 	fail := false
+	var hold chan struct{} // if set, the next read waits for it
 	c := newStageCollector(func(context.Context) (StageStat, error) {
+		mu.Lock()
+		h := hold
+		hold = nil
+		mu.Unlock()
+		if h != nil {
+			<-h
+		}
+		mu.Lock()
+		defer mu.Unlock()
 		reads++
 		clock = clock.Add(cost) // the read takes cost
 		if fail {
@@ -230,7 +242,16 @@ func TestStageCollectorCost(t *testing.T) {
 		}
 		return StageStat{Depth: 100 * reads, OldestAge: time.Minute}, nil
 	})
-	c.now = func() time.Time { return clock }
+	c.now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return clock
+	}
+	set := func(f func()) {
+		mu.Lock()
+		defer mu.Unlock()
+		f()
+	}
 	collect := func() (depth, age float64) {
 		t.Helper()
 		ch := make(chan prometheus.Metric, 2)
@@ -246,27 +267,57 @@ func TestStageCollectorCost(t *testing.T) {
 		}
 		return vals[0], vals[1]
 	}
+	settled := func() {
+		c.mu.Lock()
+		r := c.reading
+		c.mu.Unlock()
+		if r != nil {
+			<-r
+		}
+	}
+	// step scrapes d after the last step, lets the read it started end,
+	// and scrapes again at once.
 	step := func(what string, d time.Duration, wantReads int, wantDepth, wantAge float64) {
 		t.Helper()
-		clock = clock.Add(d)
+		set(func() { clock = clock.Add(d) })
+		collect()
+		settled()
 		depth, age := collect()
-		if reads != wantReads || depth != wantDepth || age != wantAge {
-			t.Errorf("%s: reads %d depth %v age %v; want %d, %v, %v", what, reads, depth, age, wantReads, wantDepth, wantAge)
+		mu.Lock()
+		n := reads
+		mu.Unlock()
+		if n != wantReads || depth != wantDepth || age != wantAge {
+			t.Errorf("%s: reads %d depth %v age %v; want %d, %v, %v", what, n, depth, age, wantReads, wantDepth, wantAge)
 		}
 	}
 	step("first scrape", 0, 1, 100, 60)
 	step("half a second later", 500*time.Millisecond, 1, 100, 60.5)
 	step("a second after", 500*time.Millisecond, 2, 200, 60)
-	cost = 100 * time.Millisecond // the backlog grew: the read took 0.1 s, so the next waits 5 s
+	set(func() { cost = 100 * time.Millisecond }) // the backlog grew: the read took 0.1 s, so the next waits 5 s
 	step("slow read", time.Second, 3, 300, 60)
 	step("4 s after it", 4*time.Second, 3, 300, 64)
 	step("5 s after it", time.Second, 4, 400, 60)
-	cost = 10 * time.Second // 500 s by the share: capped at a minute
+	set(func() { cost = 10 * time.Second }) // 500 s by the share: capped at a minute
 	step("very slow read", 5*time.Second, 5, 500, 60)
 	step("59 s after it", 59*time.Second, 5, 500, 119)
-	cost, fail = 0, true
+	set(func() { cost, fail = 0, true })
 	step("a minute after it, failing", time.Second, 6, 500, 120)
-	fail = false
+	set(func() { fail = false })
 	step("half a second after the failure", 500*time.Millisecond, 6, 500, 120.5)
 	step("a second after the failure", 500*time.Millisecond, 7, 700, 60)
+
+	// A scrape while a read is under way reports the last figures at
+	// once and starts no second read.
+	h := make(chan struct{})
+	set(func() { clock, hold = clock.Add(time.Second), h })
+	for i := range 3 {
+		if depth, age := collect(); depth != 700 || age != 61 {
+			t.Errorf("scrape %d during a read: depth %v age %v; want the last, 700 and 61", i, depth, age)
+		}
+	}
+	close(h)
+	settled()
+	if depth, age := collect(); reads != 8 || depth != 800 || age != 60 {
+		t.Errorf("after the read: reads %d depth %v age %v; want 8, 800, 60", reads, depth, age)
+	}
 }
