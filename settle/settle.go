@@ -378,15 +378,17 @@ type runner struct {
 	sem      chan struct{}
 	limiter  *rate.Limiter // nil: no RateMax
 
-	mu   sync.Mutex // guards rep and left
+	mu   sync.Mutex // guards rep, left, stats and the backlog's fields below
 	rep  *Report
 	left map[string]*leftRecord // records left for later and not acknowledged since
 
 	nearExpiry, pastExpiry atomic.Int64
 
-	stats       Stats
-	backlogSeen time.Time
-	backlogWait time.Duration // from backlogSeen to the next unforced query
+	stats           Stats
+	backlogSeen     time.Time
+	backlogWait     time.Duration  // from backlogSeen to the next unforced query
+	backlogCounting bool           // an unforced query runs in the background
+	backlogDone     sync.WaitGroup // the background query; Run waits for it
 }
 
 // Run settles staged captures until ctx ends or, with UntilEmpty, the
@@ -409,6 +411,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err == nil && ctx.Err() == nil && cfg.UntilEmpty && cfg.PendingCheckWindow > 0 {
 		err = r.checkPending(ctx)
 	}
+	r.backlogDone.Wait()
 	r.finish(context.WithoutCancel(ctx))
 	return r.rep, err
 }
@@ -513,7 +516,7 @@ func (r *runner) releaseNow(ctx context.Context, recs []*surgepay.StagedRecord) 
 // UntilEmpty run is done: nothing waits but what this run left for later
 // and does not wait for (see LeftRedeliveriesMax).
 func (r *runner) idle(ctx context.Context) (bool, error) {
-	depth, err := r.refreshBacklog(ctx, true)
+	depth, err := r.refreshBacklog(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return true, nil
@@ -535,22 +538,49 @@ func (r *runner) idle(ctx context.Context) (bool, error) {
 	return depth <= left, nil
 }
 
-func (r *runner) refreshBacklog(ctx context.Context, force bool) (int, error) {
-	now := r.cfg.Now()
-	if !force && now.Sub(r.backlogSeen) < r.backlogWait {
-		return r.stats.BacklogDepth, nil
-	}
+// refreshBacklog queries the backlog now and returns its depth.
+func (r *runner) refreshBacklog(ctx context.Context) (int, error) {
+	start := r.cfg.Now()
 	depth, oldest, err := r.cfg.Consumer.Backlog(ctx)
 	if err != nil {
 		return 0, err
 	}
-	r.backlogSeen = r.cfg.Now()
-	r.backlogWait = min(max(time.Duration(float64(r.backlogSeen.Sub(now))/backlogCostShare), backlogInterval), backlogIntervalMax)
+	end := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.backlogSeen = end
+	r.backlogWait = min(max(time.Duration(float64(end.Sub(start))/backlogCostShare), backlogInterval), backlogIntervalMax)
 	r.stats.BacklogDepth, r.stats.OldestAge = depth, 0
 	if depth > 0 && !oldest.IsZero() {
-		r.stats.OldestAge = now.Sub(oldest)
+		r.stats.OldestAge = start.Sub(oldest)
 	}
 	return depth, nil
+}
+
+// refreshBacklogBehind starts a query of the backlog in the background if
+// one is due and none runs: the figures are for OnStats, and the embedded
+// stage paces its count of millions of records over seconds, which the
+// batches do not wait for. The next OnStats reports what it found.
+func (r *runner) refreshBacklogBehind(ctx context.Context) {
+	r.mu.Lock()
+	due := !r.backlogCounting && r.cfg.Now().Sub(r.backlogSeen) >= r.backlogWait
+	if due {
+		r.backlogCounting = true
+		r.backlogDone.Add(1)
+	}
+	r.mu.Unlock()
+	if !due {
+		return
+	}
+	go func() {
+		defer r.backlogDone.Done()
+		if _, err := r.refreshBacklog(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("settle: backlog", "err", err.Error())
+		}
+		r.mu.Lock()
+		r.backlogCounting = false
+		r.mu.Unlock()
+	}()
 }
 
 func (r *runner) afterBatch(ctx context.Context, size, captured int, took time.Duration) {
@@ -560,9 +590,7 @@ func (r *runner) afterBatch(ctx context.Context, size, captured int, took time.D
 	if r.cfg.OnStats == nil {
 		return
 	}
-	if _, err := r.refreshBacklog(ctx, false); err != nil {
-		r.cfg.Logger.Warn("settle: backlog", "err", err.Error())
-	}
+	r.refreshBacklogBehind(ctx)
 	rate := 0.0
 	if took > 0 {
 		rate = float64(captured) / took.Seconds()
@@ -577,9 +605,10 @@ func (r *runner) publishStats(size int, rate float64) {
 	r.mu.Lock()
 	r.stats.Captured, r.stats.Failed = int64(r.rep.Captured), int64(r.rep.Failed)
 	r.stats.Left, r.stats.Failures = len(r.left), maps.Clone(r.rep.Failures)
-	r.mu.Unlock()
 	r.stats.LastBatchSize, r.stats.CapturesPerSecond = size, rate
-	r.cfg.OnStats(r.stats)
+	s := r.stats
+	r.mu.Unlock()
+	r.cfg.OnStats(s)
 }
 
 func (r *runner) finish(ctx context.Context) {

@@ -1204,3 +1204,52 @@ func TestSettleBacklogCountCost(t *testing.T) {
 		t.Errorf("backlog counted %d times, want 3", n)
 	}
 }
+
+// heldBacklog is the embedded stage whose first Backlog query waits for
+// release (at most 10 s): a count of millions of records, paced.
+type heldBacklog struct {
+	*stage.Embedded
+	calls   atomic.Int32
+	release chan struct{}
+	expired atomic.Bool // the first query waited the whole 10 s
+}
+
+func (s *heldBacklog) Backlog(ctx context.Context) (int, time.Time, error) {
+	if s.calls.Add(1) == 1 {
+		select {
+		case <-s.release:
+		case <-time.After(10 * time.Second):
+			s.expired.Store(true)
+		}
+	}
+	return s.Embedded.Backlog(ctx)
+}
+
+// TestSettleBatchesDoNotWaitForBacklogCount: the backlog figures after a
+// batch are counted in the background, so a count that takes seconds
+// holds no batch back; Run waits for it before it returns.
+func TestSettleBatchesDoNotWaitForBacklogCount(t *testing.T) {
+	e := newEnv(t)
+	for range 3 {
+		e.sale(t, 1000, cardOK)
+	}
+	cons := &heldBacklog{Embedded: e.cons, release: make(chan struct{})}
+	cfg := e.config(nil)
+	cfg.Consumer, cfg.BatchSizeMax = cons, 1
+	var once sync.Once
+	cfg.OnStats = func(s settle.Stats) {
+		if s.Captured == 3 { // every batch ran while the first count waited
+			once.Do(func() { close(cons.release) })
+		}
+	}
+	rep := run(t, cfg)
+	if rep.Captured != 3 || rep.Batches < 3 {
+		t.Errorf("report: captured %d in %d batches, want 3 in 3 or more", rep.Captured, rep.Batches)
+	}
+	if cons.expired.Load() {
+		t.Error("the batches waited for the first backlog count")
+	}
+	if n := cons.calls.Load(); n < 2 {
+		t.Errorf("%d backlog queries, want the one after the first batch and the forced one when idle", n)
+	}
+}
