@@ -129,9 +129,14 @@ const (
 	// and the next batch's apply: at 2,700 sales/s the median second's
 	// p99 was 63-72 ms with 256, 46 with 128 and 43 with 64, for about 5
 	// % more bytes written per sale (bench/RESULTS.md, issue 14 session
-	// 11). Under a backlog 128 writes take ~12 ms to apply, and the
-	// commit's ~1.7 ms adds ~13 µs a sale to ~90 µs of apply.
-	BatchSizeMaxDefault = 128
+	// 11). Under a backlog 128 writes took 10-20 ms of the writer's CPU to
+	// apply, past the 10 ms after which Go preempts a goroutine and puts it
+	// on the global run queue, behind every goroutine the network readied:
+	// the applies that waited 0.2-0.5 s for a core were such (session 13).
+	// 64 keeps an apply under 10 ms on this machine's slow hours: after a
+	// 2 s pause at 3,000/s, 8,775 and 4,196 refused against 9,429 and 7,105
+	// with 128, at the same bytes written per sale.
+	BatchSizeMaxDefault = 64
 	// CheckpointIntervalDefault is the default Config.CheckpointInterval.
 	// A checkpoint writes each page the WAL holds once, however many
 	// commits rewrote it since the last one: every 10 ms that was nearly
