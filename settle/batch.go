@@ -12,6 +12,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/groupcommit"
+	"github.com/surgepay/surgepay/internal/wait"
 	"github.com/surgepay/surgepay/stage"
 )
 
@@ -350,7 +351,7 @@ func (r *runner) capture(ctx, work context.Context, ins *surgepay.CaptureInstruc
 			r.cfg.Logger.Error("settle: provider refused the capture key's parameters", "payment", ins.PaymentID, "err", err.Error())
 			return nil, ReasonKeyReused
 		}
-		if attempt >= r.cfg.RetryMax || !sleep(ctx, r.cfg.RetryBackoff<<attempt) {
+		if attempt >= r.cfg.RetryMax || wait.Sleep(ctx, r.cfg.RetryBackoff<<attempt) != nil {
 			return nil, ReasonRetryLater
 		}
 	}
@@ -361,7 +362,7 @@ func (r *runner) capture(ctx, work context.Context, ins *surgepay.CaptureInstruc
 func (r *runner) lookup(ctx, work context.Context, q *surgepay.LookupQuery) (*surgepay.ProviderResult, error) {
 	err := error(&surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Err: context.Cause(ctx)})
 	for try := 0; try < lookupTriesMax; try++ {
-		if ctx.Err() != nil || (try > 0 && !sleep(ctx, r.cfg.RetryBackoff<<(try-1))) {
+		if ctx.Err() != nil || (try > 0 && wait.Sleep(ctx, r.cfg.RetryBackoff<<(try-1)) != nil) {
 			break
 		}
 		call, cancel := context.WithTimeout(work, r.cfg.CallTimeout)
@@ -456,7 +457,7 @@ func (r *runner) record(ctx, rec context.Context, d *decision) outcome {
 			}
 			p, retry = q, true
 		case surgepay.ErrorCode(err) == surgepay.EUNAVAILABLE && try < conflictRetryMax:
-			retry = sleep(ctx, r.cfg.RetryBackoff<<try)
+			retry = wait.Sleep(ctx, r.cfg.RetryBackoff<<try) == nil
 		}
 		if !retry {
 			// The provider's answer is kept under its key: a later

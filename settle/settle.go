@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/internal/wait"
 	"github.com/surgepay/surgepay/stage"
 	"golang.org/x/time/rate"
 )
@@ -432,7 +433,7 @@ func (r *runner) loop(ctx context.Context) error {
 				return fmt.Errorf("settle: fetch: %d errors in a row, last: %w", stageErrors, b.err)
 			}
 			r.cfg.Logger.Warn("settle: fetch", "err", b.err.Error())
-			sleep(ctx, r.cfg.RetryBackoff<<min(stageErrors, 6))
+			_ = wait.Sleep(ctx, r.cfg.RetryBackoff<<min(stageErrors, 6))
 			next = r.prefetch(ctx, nil, time.Time{})
 			continue
 		}
@@ -484,7 +485,7 @@ func (r *runner) prefetch(ctx context.Context, after <-chan struct{}, notBefore 
 			<-after
 		}
 		if !notBefore.IsZero() {
-			sleep(ctx, time.Until(notBefore))
+			_ = wait.Sleep(ctx, time.Until(notBefore))
 		}
 		if after != nil && ctx.Err() != nil { // the run is ending: fetch nothing only to hand it back
 			c <- &prepared{err: ctx.Err()}
@@ -621,16 +622,4 @@ func (r *runner) finish(ctx context.Context) {
 	r.rep.Left = len(r.left)
 	r.rep.NearExpiry, r.rep.PastExpiry = int(r.nearExpiry.Load()), int(r.pastExpiry.Load())
 	r.rep.close(r.cfg.Now())
-}
-
-// sleep waits d or until ctx ends; it reports whether it waited d.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -12,6 +12,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/internal/wait"
 )
 
 // The embedded stage: staged capture records (surgepay.StagedStore) live
@@ -263,20 +264,8 @@ func (db *DB) StagedBacklog(ctx context.Context) (int, time.Time, error) {
 			return total, timeOf(oldest), nil
 		}
 		after = last.String
-		if err := rest(ctx, stagedCountRest*time.Since(start)); err != nil {
+		if err := wait.Sleep(ctx, stagedCountRest*time.Since(start)); err != nil {
 			return 0, time.Time{}, fmt.Errorf("count staged records: %w", err)
 		}
-	}
-}
-
-// rest waits d, or until ctx ends, and then returns ctx's error.
-func rest(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
 }

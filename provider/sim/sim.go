@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/internal/wait"
 )
 
 // Amounts (minor units) that trigger a fault when they are the amount of an
@@ -135,7 +136,7 @@ func New(cfg Config) *Provider {
 	}
 	p := &Provider{
 		instance: fmt.Sprintf("%08x", rand.Uint32()),
-		sleep:    sleepContext,
+		sleep:    wait.Sleep,
 		now:      time.Now,
 		events:   newEvents(),
 	}
@@ -196,20 +197,6 @@ func (p *Provider) clock() uint32 {
 		return 0
 	}
 	return uint32(min(d/time.Second, math.MaxUint32))
-}
-
-func sleepContext(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func notPerformed(op string, err error) error {
