@@ -76,6 +76,10 @@ type Item[T any] struct {
 	Ctx   context.Context
 	Value T
 	Err   error
+	// Later, set by the commit function, says it left the item out of the
+	// transaction it committed (a budget of time ran out before it): the
+	// item is not answered, and leads the writer's next batch.
+	Later bool
 	done  chan struct{}
 	// queued is when the item entered the queue (DelayTarget).
 	queued time.Time
@@ -83,7 +87,14 @@ type Item[T any] struct {
 
 // CommitFunc commits a batch and sets each item's Err. It returns an error
 // only if the whole batch failed; then every item without its own Err gets it.
+// It may commit only some of the items and mark the others Later: they go
+// into the writer's next batch, before anything queued. It must commit at
+// least one: if it marks every item Later, each fails with ErrNoProgress.
 type CommitFunc[T any] func(items []*Item[T]) error
+
+// ErrNoProgress is an item's error when the commit function marked every
+// item of its batch Later.
+var ErrNoProgress = errors.New("groupcommit: the commit function committed no item of its batch")
 
 // StallWindow is how far back Stats.StallMax looks, in StallWindow
 // one-second buckets.
@@ -381,11 +392,19 @@ func (c *Committer[T]) Close() {
 func (c *Committer[T]) run(writer int) {
 	defer c.wg.Done()
 	batch := make([]*Item[T], 0, c.cfg.BatchSizeMax)
-	last := 0 // the previous batch's size
-	for first := range c.queue {
-		batch = append(batch[:0], first)
+	later := make([]*Item[T], 0, c.cfg.BatchSizeMax) // the items the last commit left out
+	last := 0                                        // the previous batch's size
+	for {
+		batch = append(batch[:0], later...)
+		if len(batch) == 0 {
+			first, ok := <-c.queue
+			if !ok {
+				return
+			}
+			batch = append(batch, first)
+		}
 		batch = c.fill(batch, last > 1)
-		c.flush(writer, batch)
+		later = c.flush(writer, batch, later[:0])
 		last = len(batch)
 	}
 }
@@ -425,7 +444,9 @@ func (c *Committer[T]) fill(batch []*Item[T], linger bool) []*Item[T] {
 	return batch
 }
 
-func (c *Committer[T]) flush(writer int, batch []*Item[T]) {
+// flush commits batch, answers the items committed and appends the items
+// the commit function left out to later, which it returns.
+func (c *Committer[T]) flush(writer int, batch []*Item[T], later []*Item[T]) []*Item[T] {
 	c.statsMu.Lock()
 	start := c.now()
 	c.committing[writer] = start
@@ -438,7 +459,22 @@ func (c *Committer[T]) flush(writer int, batch []*Item[T]) {
 	err := c.commit(batch)
 	end := c.now()
 	d := end.Sub(start)
+	n := 0 // items committed
 	for _, it := range batch {
+		if !it.Later {
+			n++
+		}
+	}
+	if n == 0 && err == nil {
+		err = ErrNoProgress
+	}
+	for _, it := range batch {
+		if it.Later && n > 0 {
+			it.Later = false
+			later = append(later, it)
+			continue
+		}
+		it.Later = false
 		if err != nil && it.Err == nil {
 			it.Err = err
 		}
@@ -446,8 +482,8 @@ func (c *Committer[T]) flush(writer int, batch []*Item[T]) {
 	}
 	c.statsMu.Lock()
 	c.stats.Batches++
-	c.stats.Items += int64(len(batch))
-	c.stats.BatchSizeLast = len(batch)
+	c.stats.Items += int64(len(batch) - len(later))
+	c.stats.BatchSizeLast = len(batch) - len(later)
 	c.stats.CommitTimeLast = d
 	c.committing[writer] = time.Time{}
 	b := &c.stall[end.Unix()%int64(stallBuckets)]
@@ -457,6 +493,7 @@ func (c *Committer[T]) flush(writer int, batch []*Item[T]) {
 	b.max = max(b.max, d)
 	c.statsMu.Unlock()
 	if c.OnBatch != nil {
-		c.OnBatch(len(batch), d)
+		c.OnBatch(len(batch)-len(later), d)
 	}
+	return later
 }

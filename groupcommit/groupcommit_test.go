@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -584,4 +585,106 @@ func TestShedLaw(t *testing.T) {
 	clock = clock.Add(2 * time.Second) // idle: no item taken
 	observe(0)
 	want("after an idle gap", 0)
+}
+
+// A commit function that takes at most three items of a batch: the rest are
+// answered only once committed, lead the next batch in their order, and
+// are all committed even when Close has closed the queue meanwhile.
+func TestLaterLeadsTheNextBatch(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var (
+		mu        sync.Mutex
+		batches   [][]int
+		committed = map[int]bool{}
+	)
+	c := New(Config{BatchSizeMax: 8}, func(items []*Item[int]) error {
+		if items[0].Value == 0 {
+			close(entered)
+			<-release
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var vs []int
+		for i, it := range items {
+			vs = append(vs, it.Value)
+			if i >= 3 {
+				it.Later = true
+				continue
+			}
+			if committed[it.Value] {
+				t.Errorf("item %d committed twice", it.Value)
+			}
+			committed[it.Value] = true
+		}
+		batches = append(batches, vs)
+		return nil
+	})
+	const n = 20
+	errs := make(chan error, n)
+	submit := func(v int) {
+		err := c.Submit(context.Background(), v)
+		mu.Lock()
+		if err == nil && !committed[v] {
+			err = errors.New("answered before its commit")
+		}
+		mu.Unlock()
+		errs <- err
+	}
+	go submit(0)
+	<-entered
+	for v := 1; v < n; v++ {
+		go submit(v)
+	}
+	for c.QueueDepth() < n-1 {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	for { // until Close has closed the queue
+		c.mu.RLock()
+		closedQueue := c.closed
+		c.mu.RUnlock()
+		if closedQueue {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-closed
+	mu.Lock()
+	defer mu.Unlock()
+	if len(committed) != n {
+		t.Fatalf("committed %d items, want %d", len(committed), n)
+	}
+	for i := 1; i < len(batches); i++ {
+		prev, cur := batches[i-1], batches[i]
+		if len(prev) <= 3 {
+			continue
+		}
+		if left := prev[3:]; len(cur) < len(left) || !slices.Equal(cur[:len(left)], left) {
+			t.Fatalf("batch %d is %v: want it to begin with %v, left by batch %v", i, cur, left, prev)
+		}
+	}
+	if st := c.Stats(); st.Items != n || st.BatchSizeLast > 3 {
+		t.Fatalf("stats: %d items, last batch %d: want %d, at most 3", st.Items, st.BatchSizeLast, n)
+	}
+}
+
+func TestNoProgressFailsTheBatch(t *testing.T) {
+	c := New(Config{}, func(items []*Item[int]) error {
+		for _, it := range items {
+			it.Later = true
+		}
+		return nil
+	})
+	defer c.Close()
+	if err := c.Submit(context.Background(), 1); !errors.Is(err, ErrNoProgress) {
+		t.Fatalf("got %v, want ErrNoProgress", err)
+	}
 }

@@ -55,7 +55,9 @@ type commitTimer struct {
 
 // commitInfo is what one commit did, for the slow-commit log.
 type commitInfo struct {
-	items, idemMerged int
+	// later: the Writes of its batch the commit left to the next one, its
+	// apply budget spent (Config.ApplyBudget).
+	items, later, idemMerged int
 	custMerged        bool
 }
 
@@ -81,7 +83,7 @@ func (t *commitTimer) observe(d, cpu [commitPhases]time.Duration, info commitInf
 		"merge_seconds", d[phaseMerge].Seconds(), "commit_seconds", d[phaseCommit].Seconds(),
 		"apply_cpu_seconds", cpu[phaseApply].Seconds(), "merge_cpu_seconds", cpu[phaseMerge].Seconds(),
 		"commit_cpu_seconds", cpu[phaseCommit].Seconds(),
-		"writes", info.items, "idempotency_entries_merged", info.idemMerged, "customer_merge_step", info.custMerged,
+		"writes", info.items, "writes_left_for_next_batch", info.later, "idempotency_entries_merged", info.idemMerged, "customer_merge_step", info.custMerged,
 		"slow_commits_not_logged", t.suppressed)
 	t.lastLog, t.suppressed = now, 0
 }

@@ -65,6 +65,11 @@ type Config struct {
 	// BatchSizeMax is the most Writes committed in one transaction.
 	// Default BatchSizeMaxDefault.
 	BatchSizeMax int
+	// ApplyBudget is how long a transaction of the writer takes Writes in:
+	// once it has run this long, it commits the Writes it has applied and
+	// the rest of its batch leads the next one. Default ApplyBudgetDefault;
+	// negative: no budget (BatchSizeMax alone bounds a batch).
+	ApplyBudget time.Duration
 	// QueueDepthMax is the most Writes waiting for the writer; beyond it
 	// Apply returns EUNAVAILABLE at once. Default 4096.
 	QueueDepthMax int
@@ -137,6 +142,15 @@ const (
 	// 2 s pause at 3,000/s, 8,775 and 4,196 refused against 9,429 and 7,105
 	// with 128, at the same bytes written per sale.
 	BatchSizeMaxDefault = 64
+	// ApplyBudgetDefault is the default Config.ApplyBudget. Go's scheduler
+	// preempts a goroutine that has run 10 ms and puts it on the global run
+	// queue, behind every goroutine the network readied meanwhile: on 2
+	// cores in a backlog, hundreds, and a preempted writer waited 0.1-0.5 s
+	// for a core while every request waited on it (bench/RESULTS.md, issue
+	// 14 session 13). A budget of half that keeps the writer's run short of
+	// it on any host, however slow its hour, where a batch size alone holds
+	// on the host it was measured on.
+	ApplyBudgetDefault = 5 * time.Millisecond
 	// CheckpointIntervalDefault is the default Config.CheckpointInterval.
 	// A checkpoint writes each page the WAL holds once, however many
 	// commits rewrote it since the last one: every 10 ms that was nearly
@@ -203,6 +217,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BatchSizeMax == 0 {
 		c.BatchSizeMax = BatchSizeMaxDefault
+	}
+	switch {
+	case c.ApplyBudget == 0:
+		c.ApplyBudget = ApplyBudgetDefault
+	case c.ApplyBudget < 0:
+		c.ApplyBudget = 0
 	}
 	switch {
 	case c.MmapSize == 0, c.MmapSize > MmapSizeDefault:
@@ -349,6 +369,7 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 		return err
 	}
 	db.writer.lockWait, db.writer.lockRetryMax = cfg.BusyTimeout, cfg.WriteLockRetryMax
+	db.writer.applyBudget = cfg.ApplyBudget
 	db.writer.times.log, db.writer.times.slow = cfg.Logger, cfg.SlowCommit
 	db.writer.idem = newIdemIndex(cfg.IdempotencyTableMax)
 	if err := db.indexRecent(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,6 +242,64 @@ func TestBatchFailureIsolatesBadWrite(t *testing.T) {
 		case i != bad && (err != nil || ferr != nil):
 			t.Errorf("write %d beside a bad one: Apply = %v, FindPayment = %v; want both nil", i, err, ferr)
 		}
+	}
+}
+
+// TestApplyBudgetSplitsABatch queues Writes behind a held write lock: with
+// a budget too short for a second Write every transaction commits one and
+// leaves the rest of its batch to the next, none lost or stored twice;
+// with none, those queued together are committed together.
+func TestApplyBudgetSplitsABatch(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget time.Duration
+	}{{"Tiny", time.Nanosecond}, {"Off", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "surgepay.db")
+			db := open(t, sqlite.Config{Path: path, ApplyBudget: tc.budget})
+			m := newMerchant(t, db)
+			const n = 40
+			ws := make([]*surgepay.Write, n)
+			ps := make([]*surgepay.Payment, n)
+			for i := range ws {
+				ws[i], ps[i] = purchase(m.ID)
+			}
+			before := db.CommitStats()
+			unlock := lockWriter(t, path)
+			errs := make([]error, n)
+			var started atomic.Int64
+			var wg sync.WaitGroup
+			for i := range ws {
+				wg.Go(func() { started.Add(1); errs[i] = db.Apply(t.Context(), ws[i]) })
+			}
+			// Two queued behind what the writer holds, or all of them taken
+			// by it: a batch of several at least.
+			waitFor(t, "writes to queue behind the lock", func() bool {
+				return db.QueueDepth() >= 2 || started.Load() == n && db.QueueDepth() == 0
+			})
+			unlock()
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("Apply %d: %v", i, err)
+				}
+				if _, err := db.FindPayment(t.Context(), m.ID, ps[i].ID); err != nil {
+					t.Fatalf("payment %d: %v", i, err)
+				}
+			}
+			after := db.CommitStats()
+			batches, items := after.Batches-before.Batches, after.Items-before.Items
+			if items != n {
+				t.Fatalf("%d items committed, want %d", items, n)
+			}
+			switch {
+			case tc.budget > 0 && batches != n:
+				t.Fatalf("%d Writes in %d transactions, want one each: the budget left none for later", n, batches)
+			case tc.budget < 0 && batches >= n:
+				t.Fatalf("%d Writes in %d transactions without a budget, want those queued together in one", n, batches)
+			}
+			// None was stored twice: its events' IDs would have failed its Apply.
+		})
 	}
 }
 

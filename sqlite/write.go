@@ -43,6 +43,9 @@ type writer struct {
 	// lockWait bounds beginWrite's wait for the write lock (Config.BusyTimeout);
 	// lockRetryMax is Config.WriteLockRetryMax.
 	lockWait, lockRetryMax time.Duration
+	// applyBudget is Config.ApplyBudget: past it, a transaction takes no
+	// more of its batch's Writes (0: no budget).
+	applyBudget time.Duration
 
 	begin, commit, rollback, savepoint, release, rollbackTo *sql.Stmt
 
@@ -302,7 +305,9 @@ func newPaymentID(o *op) string {
 
 // commitTx commits items in one transaction. A guard failure is the item's
 // Err and rolls back only its savepoint; any other error rolls back the
-// whole transaction and is returned.
+// whole transaction and is returned. Once the transaction has run for the
+// writer's applyBudget it takes no more items: it commits those it has
+// applied and marks the rest Later, for the next batch.
 func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 	w := &db.writer
 	wait := w.lockWait
@@ -329,6 +334,7 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
 	lap(phaseLock)
+	began := start // the budget counts from the lock: waiting for it, the writer sleeps
 	rollback := func() {
 		_ = w.control(w.rollback) // fails if SQLite has rolled back already
 		w.idem.rolledBack()
@@ -338,7 +344,12 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
-	for _, it := range items {
+	var later []*groupcommit.Item[*op] // left for the next batch, once this one commits
+	for i, it := range items {
+		if i > 0 && w.applyBudget > 0 && time.Since(began) >= w.applyBudget {
+			items, later = items[:i], items[i:]
+			break
+		}
 		if err := w.applyItem(it); err != nil {
 			rollback()
 			return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
@@ -365,7 +376,10 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		return fmt.Errorf("sqlite: commit batch of %d: commit: %w", len(items), err)
 	}
 	lap(phaseCommit)
-	info := commitInfo{items: len(items), idemMerged: w.idem.txMerged, custMerged: w.cust.txStep}
+	for _, it := range later {
+		it.Later = true
+	}
+	info := commitInfo{items: len(items), later: len(later), idemMerged: w.idem.txMerged, custMerged: w.cust.txStep}
 	w.idem.committed()
 	w.cust.committed()
 	w.times.observe(d, cpu, info)

@@ -254,8 +254,12 @@ type WebhooksConfig struct {
 
 // SQLiteConfig configures the embedded store.
 type SQLiteConfig struct {
-	Path          string   `toml:"path"`            // default DataDir/surgepay.db
-	BatchSizeMax  int      `toml:"batch_size_max"`  // writes per group commit; default sqlite.BatchSizeMaxDefault
+	Path         string `toml:"path"`           // default DataDir/surgepay.db
+	BatchSizeMax int    `toml:"batch_size_max"` // writes per group commit; default sqlite.BatchSizeMaxDefault
+	// ApplyBudget: once a group commit's transaction has run this long it
+	// takes no more writes, commits, and the rest of its batch leads the
+	// next one (sqlite.Config.ApplyBudget). Default 5ms; 0s: off; at most 1s.
+	ApplyBudget   Duration `toml:"apply_budget"`
 	QueueDepthMax int      `toml:"queue_depth_max"` // writes waiting; beyond: 503. Default 4096
 	FlushInterval Duration `toml:"flush_interval"`  // linger for a fuller batch under load; default 2ms
 	// QueueDelayTarget: after each window of ten times this long in
@@ -389,7 +393,7 @@ func DefaultConfig() Config {
 		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
 		InflightMax: 4096, GCPercent: 100, MemoryLimitMiB: MemoryLimitMiBDefault, ReadHeaderTimeout: Duration{ReadHeaderTimeoutDefault},
 		BodyReadTimeout: Duration{api.BodyReadTimeoutDefault}, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
-		SQLite: SQLiteConfig{BatchSizeMax: sqlite.BatchSizeMaxDefault, QueueDepthMax: 4096, ReadConnsMax: 4,
+		SQLite: SQLiteConfig{BatchSizeMax: sqlite.BatchSizeMaxDefault, ApplyBudget: Duration{sqlite.ApplyBudgetDefault}, QueueDepthMax: 4096, ReadConnsMax: 4,
 			FlushInterval: Duration{2 * time.Millisecond}, CheckpointInterval: Duration{sqlite.CheckpointIntervalDefault}, WALPagesMax: sqlite.WALPagesMaxDefault,
 			MmapMiB: 0, QueueDelayTarget: Duration{QueueDelayTargetDefault}},
 		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096,
@@ -692,7 +696,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for name, d := range map[string]time.Duration{"sqlite.flush_interval": c.SQLite.FlushInterval.Duration,
-		"postgres.flush_interval": c.Postgres.FlushInterval.Duration} {
+		"postgres.flush_interval": c.Postgres.FlushInterval.Duration, "sqlite.apply_budget": c.SQLite.ApplyBudget.Duration} {
 		if d < 0 || d > time.Second {
 			bad(name, "%s must be between 0 and 1s", d)
 		}

@@ -93,6 +93,7 @@ reconcile_interval = "250ms"
 
 [sqlite]
 batch_size_max = 64
+apply_budget = "3ms"
 flush_interval = "2ms"
 
 [postgres]
@@ -122,6 +123,7 @@ ttl = "1m"
 	want.LogFormat, want.LogLevel, want.InflightMax = "text", "debug", 100
 	want.IdempotencyRetention, want.ReconcileInterval = Duration{72 * time.Hour}, Duration{250 * time.Millisecond}
 	want.SQLite.BatchSizeMax, want.SQLite.FlushInterval = 64, Duration{2 * time.Millisecond}
+	want.SQLite.ApplyBudget = Duration{3 * time.Millisecond}
 	want.Postgres.DSN, want.Postgres.Schema, want.Postgres.PoolConnsMax, want.Postgres.Writers = "postgres://u:p@db:5432/pay", "pay", 32, 8
 	want.Provider.Kind, want.Provider.URL, want.Provider.DeclineRate, want.Provider.Timeout = "sim-http", "http://sim:8181", 0.25, Duration{5 * time.Second}
 	want.Provider.RecordsMax, want.Provider.RecordsRetention = 1000, Duration{time.Minute}
@@ -262,6 +264,7 @@ func TestValidate(t *testing.T) {
 		{"ErrRetentionUnder24h", func(c *Config) { c.IdempotencyRetention = Duration{23 * time.Hour} }, "config idempotency_retention"},
 		{"ErrReconcileIntervalShort", func(c *Config) { c.ReconcileInterval = Duration{time.Millisecond} }, "config reconcile_interval"},
 		{"ErrSQLiteBatchSizeMax", func(c *Config) { c.SQLite.BatchSizeMax = 0 }, "config sqlite.batch_size_max"},
+		{"ErrSQLiteApplyBudgetLong", func(c *Config) { c.SQLite.ApplyBudget = Duration{2 * time.Second} }, "config sqlite.apply_budget"},
 		{"ErrSQLiteQueueDepthMax", func(c *Config) { c.SQLite.QueueDepthMax = -1 }, "config sqlite.queue_depth_max"},
 		{"ErrSQLiteReadConnsMax", func(c *Config) { c.SQLite.ReadConnsMax = 0 }, "config sqlite.read_conns_max"},
 		{"ErrSQLiteMmapOverCeiling", func(c *Config) { c.SQLite.MmapMiB = 2048 }, "config sqlite.mmap_mib"},

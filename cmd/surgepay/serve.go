@@ -321,7 +321,11 @@ func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, lo
 			QueueDepthMax: cfg.Postgres.QueueDepthMax, FlushInterval: cfg.Postgres.FlushInterval.Duration,
 			QueueDelayTarget: cfg.Postgres.QueueDelayTarget.Duration, OnBatch: onBatch, Tracer: tracer})
 	}
-	return sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLite.Path, BatchSizeMax: cfg.SQLite.BatchSizeMax,
+	applyBudget := cfg.SQLite.ApplyBudget.Duration
+	if applyBudget == 0 {
+		applyBudget = -1 // off: sqlite's zero is its default
+	}
+	return sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLite.Path, BatchSizeMax: cfg.SQLite.BatchSizeMax, ApplyBudget: applyBudget,
 		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
 		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration,
 		WALPagesMax: cfg.SQLite.WALPagesMax, MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB),
