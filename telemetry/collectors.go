@@ -163,10 +163,11 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 // settlement the embedded stage held 3.5 M records and the count took
 // about a tenth of every second of one core (bench/RESULTS.md, issue 14
 // session 8); after a read that took d the next waits d divided by
-// stageStatsCostShare. A scrape does not wait for a read, except the first
-// (there are no figures before it): it starts one in the background when
-// one is due and reports the last figures (the embedded store paces its
-// count, which then takes seconds).
+// stageStatsCostShare. A scrape never waits for a read (the embedded
+// store paces its count, which then takes seconds: ~8 s at millions of
+// records, over a Prometheus scrape's timeout): it starts one in the
+// background when one is due and reports the last figures, and until a
+// read has succeeded it reports neither gauge.
 type stageCollector struct {
 	stats         StageStats
 	depth, oldest *prometheus.Desc
@@ -211,20 +212,14 @@ func (c *stageCollector) Collect(ch chan<- prometheus.Metric) {
 		c.reading = make(chan struct{})
 		go c.read(c.reading)
 	}
-	var first chan struct{}
-	if c.at.IsZero() { // no read has ended: wait for the first
-		first = c.reading
-	}
-	c.mu.Unlock()
-	if first != nil {
-		<-first
-	}
-	c.mu.Lock()
-	s := c.last
+	s, known := c.last, !c.lastAt.IsZero()
 	if s.OldestAge > 0 { // the oldest record read then has aged since
 		s.OldestAge += c.now().Sub(c.lastAt)
 	}
 	c.mu.Unlock()
+	if !known {
+		return // no figures yet: no series, rather than a backlog of 0
+	}
 	ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(s.Depth))
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, s.OldestAge.Seconds())
 }

@@ -216,8 +216,9 @@ func TestDashboardProcessors(t *testing.T) {
 // after a slow read (a count over millions of records) not again for
 // that read's time over stageStatsCostShare, at most a minute; the age of
 // the oldest record advances between reads; a failed read keeps the last
-// figures and is not retried at once. Only the first scrape waits for a
-// read: the others report the last figures and read in the background.
+// figures and is not retried at once. No scrape waits for a read: each
+// reports the last figures (none before the first read ends) and reads
+// in the background.
 func TestStageCollectorCost(t *testing.T) {
 	var mu sync.Mutex // the clock and the script of reads
 	clock := time.Unix(1_700_000_000, 0)
@@ -252,12 +253,13 @@ func TestStageCollectorCost(t *testing.T) {
 		defer mu.Unlock()
 		f()
 	}
+	// collect scrapes: depth and age, -1 and -1 if neither is reported.
 	collect := func() (depth, age float64) {
 		t.Helper()
 		ch := make(chan prometheus.Metric, 2)
 		c.Collect(ch)
 		close(ch)
-		var vals []float64
+		vals := []float64{}
 		for m := range ch {
 			var d dto.Metric
 			if err := m.Write(&d); err != nil {
@@ -265,7 +267,14 @@ func TestStageCollectorCost(t *testing.T) {
 			}
 			vals = append(vals, d.GetGauge().GetValue())
 		}
-		return vals[0], vals[1]
+		switch len(vals) {
+		case 0:
+			return -1, -1
+		case 2:
+			return vals[0], vals[1]
+		}
+		t.Fatalf("scrape reported %d series, want 0 or 2", len(vals))
+		return 0, 0
 	}
 	settled := func() {
 		c.mu.Lock()
@@ -290,7 +299,16 @@ func TestStageCollectorCost(t *testing.T) {
 			t.Errorf("%s: reads %d depth %v age %v; want %d, %v, %v", what, n, depth, age, wantReads, wantDepth, wantAge)
 		}
 	}
-	step("first scrape", 0, 1, 100, 60)
+	// The first scrape, while the first read is under way, does not wait
+	// for it and reports nothing (not a backlog of 0).
+	h := make(chan struct{})
+	set(func() { hold = h })
+	if depth, age := collect(); depth != -1 || age != -1 {
+		t.Errorf("first scrape during the first read: depth %v age %v; want no series", depth, age)
+	}
+	close(h)
+	settled()
+	step("first scrape after it", 0, 1, 100, 60)
 	step("half a second later", 500*time.Millisecond, 1, 100, 60.5)
 	step("a second after", 500*time.Millisecond, 2, 200, 60)
 	set(func() { cost = 100 * time.Millisecond }) // the backlog grew: the read took 0.1 s, so the next waits 5 s
@@ -308,7 +326,7 @@ func TestStageCollectorCost(t *testing.T) {
 
 	// A scrape while a read is under way reports the last figures at
 	// once and starts no second read.
-	h := make(chan struct{})
+	h = make(chan struct{})
 	set(func() { clock, hold = clock.Add(time.Second), h })
 	for i := range 3 {
 		if depth, age := collect(); depth != 700 || age != 61 {
