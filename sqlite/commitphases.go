@@ -58,7 +58,7 @@ type commitInfo struct {
 	// later: the Writes of its batch the commit left to the next one, its
 	// apply budget spent (Config.ApplyBudget).
 	items, later, idemMerged int
-	custMerged        bool
+	custMerged               bool
 }
 
 // observe adds one commit's phase durations, wall (d[phase]) and CPU
