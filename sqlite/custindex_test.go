@@ -22,7 +22,11 @@ func TestPaymentsByCustomerAcrossMerges(t *testing.T) {
 		batch = 50
 	)
 	path := filepath.Join(t.TempDir(), "surgepay.db")
-	db := open(t, sqlite.Config{Path: path})
+	// A batch of 50 is one to 50 commits: no apply budget cuts it finer
+	// (under -race 5 ms holds a few Writes, and a whole chunk merged
+	// within one batch, never seen half merged).
+	cfg := sqlite.Config{Path: path, ApplyBudget: -1}
+	db := open(t, cfg)
 	m := newMerchant(t, db)
 	customers := []string{surgepay.NewID("cus"), surgepay.NewID("cus"), surgepay.NewID("cus")}
 	want := map[string][]string{}   // customer -> payment IDs
@@ -91,7 +95,7 @@ func TestPaymentsByCustomerAcrossMerges(t *testing.T) {
 				if err := db.Close(); err != nil {
 					t.Fatal(err)
 				}
-				db = open(t, sqlite.Config{Path: path})
+				db = open(t, cfg)
 			}
 		}
 	}

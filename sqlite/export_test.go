@@ -1,5 +1,7 @@
 package sqlite
 
+import "context"
+
 // IdemFilterReady reports whether the filter of idempotency keys is built.
 func (db *DB) IdemFilterReady() bool { return db.writer.idem.filter.cur.Load() != nil }
 
@@ -16,3 +18,10 @@ func (db *DB) Checkpoint() { db.checkpoint() }
 // SetStagedCountChunk sets the records one statement of StagedBacklog
 // counts.
 func (db *DB) SetStagedCountChunk(n int) { db.stagedChunk = n }
+
+// RebuildIdemFilter builds the filter of idempotency keys again as a
+// rebuild under load does (paced), in chunks of chunk hashes.
+func (db *DB) RebuildIdemFilter(ctx context.Context, chunk int) error {
+	db.idemFilterChunk = chunk
+	return db.buildIdemFilter(ctx, true)
+}

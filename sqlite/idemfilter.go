@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/surgepay/surgepay/internal/wait"
 )
 
 // The filter of idempotency keys: a Bloom filter over the hashes of every
@@ -54,8 +56,17 @@ const (
 	// positives at capacity.
 	idemFilterBitsPerKey = 10
 	idemFilterProbes     = 7
-	// idemFilterScanRows is the hashes one SELECT of a build reads.
-	idemFilterScanRows = 1 << 16
+	// idemFilterScanRows is the hashes one SELECT of a build reads, and
+	// the memory tables' hashes it adds between two rests (a rebuild).
+	idemFilterScanRows = 1 << 14
+	// idemFilterBuildRest is how many times a chunk's time a rebuild
+	// under load rests after it: a quarter of a core, as the staged
+	// count (stagedCountRest). Back to back, the first rebuild at 3,000
+	// sales/s (3.4 M keys, minute 19) took a core for seconds on a slow
+	// hour of the host, and began an episode of refusals (bench/RESULTS.md,
+	// issue 14, session 14). Meanwhile the full filter answers, with more
+	// false positives: lookups take the SELECT more often.
+	idemFilterBuildRest = 3
 	// idemFilterRebuildEvery spaces the rebuilds of a full filter of
 	// idemFilterKeysMax: one that fills again at once (as many keys
 	// stored as it holds) is not scanned over and over; meanwhile purged
@@ -213,7 +224,7 @@ func (db *DB) runIdemFilter(ctx context.Context) {
 		// A build that fails leaves lookups the filter they had, or
 		// their SELECT; the next record added to a full filter asks
 		// again.
-		_ = db.buildIdemFilter(ctx)
+		_ = db.buildIdemFilter(ctx, true)
 	}
 }
 
@@ -230,8 +241,10 @@ const idemSpanQuery = "SELECT coalesce((SELECT max(rowid) FROM idempotency) - (S
 
 // buildIdemFilter builds a filter of every stored record's hash and puts
 // it in use: the memory tables' hashes, then idempotency_index, a page of
-// hashes per SELECT; records that enter meanwhile are added to both.
-func (db *DB) buildIdemFilter(ctx context.Context) error {
+// hashes per SELECT; records that enter meanwhile are added to both. If
+// paced (a rebuild, under load) it rests idemFilterBuildRest times each
+// chunk's time after it; Open's build, before any load, does not.
+func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 	x := db.writer.idem
 	f := x.filter
 	// The records stored (the memory tables' too), at most: rowids
@@ -250,23 +263,56 @@ func (db *DB) buildIdemFilter(ctx context.Context) error {
 		f.next = nil
 		f.mu.Unlock()
 	}()
-	x.mu.RLock()
-	for _, t := range []*idemTable{x.active, x.frozen} {
-		if t == nil {
-			continue
+	chunkStart := time.Now()
+	rest := func() error {
+		if !paced {
+			return nil
 		}
-		for h := range t.rows {
-			next.add(h) // a hash in more is in rows too
+		err := wait.Sleep(ctx, idemFilterBuildRest*time.Since(chunkStart))
+		chunkStart = time.Now()
+		return err
+	}
+	// The active table's hashes are copied under the lock, which the
+	// writer needs after each commit: a copy is a few milliseconds, adding
+	// them to the filter (seven random bits each) many times that. The
+	// frozen table is read-only once frozen: it is read without the lock.
+	// (A hash in more is in rows too.)
+	x.mu.RLock()
+	active := make([]int64, 0, len(x.active.rows))
+	for h := range x.active.rows {
+		active = append(active, h)
+	}
+	frozen := x.frozen
+	x.mu.RUnlock()
+	for i, h := range active {
+		next.add(h)
+		if (i+1)%db.idemFilterChunk == 0 {
+			if err := rest(); err != nil {
+				return err
+			}
 		}
 	}
-	x.mu.RUnlock()
+	if frozen != nil {
+		i := 0
+		for h := range frozen.rows {
+			next.add(h)
+			if i++; i%db.idemFilterChunk == 0 {
+				if err := rest(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := rest(); err != nil {
+		return err
+	}
 	// Pages of hashes from "from" on; a hash of two records may end one
 	// page and begin the next, whose first SELECT skips it: it is in.
 	from := int64(math.MinInt64)
 	for {
 		var after int64
 		rows, err := db.read.QueryContext(ctx, "SELECT hash FROM idempotency_index WHERE hash >= ? ORDER BY hash LIMIT ?",
-			from, idemFilterScanRows)
+			from, db.idemFilterChunk)
 		if err != nil {
 			return fmt.Errorf("read idempotency index: %w", err)
 		}
@@ -282,10 +328,13 @@ func (db *DB) buildIdemFilter(ctx context.Context) error {
 		if err := rows.Close(); err != nil {
 			return fmt.Errorf("read idempotency index: %w", err)
 		}
-		if n < idemFilterScanRows || after == math.MaxInt64 {
+		if n < db.idemFilterChunk || after == math.MaxInt64 {
 			break
 		}
 		from = after + 1
+		if err := rest(); err != nil {
+			return err
+		}
 	}
 	f.mu.Lock()
 	f.cur.Store(next)

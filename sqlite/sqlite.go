@@ -270,6 +270,8 @@ type DB struct {
 	// stagedChunk is the records one statement of StagedBacklog counts
 	// (stagedCountChunk).
 	stagedChunk int
+	// idemFilterChunk is idemFilterScanRows; tests set fewer.
+	idemFilterChunk int
 
 	filterStop context.CancelFunc // ends runIdemFilter
 	filterDone chan struct{}
@@ -301,7 +303,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err := privateFiles(cfg.Path); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
 	}
-	db := &DB{stagedChunk: stagedCountChunk}
+	db := &DB{stagedChunk: stagedCountChunk, idemFilterChunk: idemFilterScanRows}
 	if err := db.open(ctx, cfg); err != nil {
 		db.closeAll()
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
@@ -314,7 +316,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		OnBatch:       cfg.OnBatch,
 		DelayTarget:   cfg.QueueDelayTarget,
 	}, db.commitBatch)
-	if err := db.buildIdemFilter(ctx); err != nil {
+	if err := db.buildIdemFilter(ctx, false); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
 	}
