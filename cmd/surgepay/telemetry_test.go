@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/surgepay/surgepay/telemetry"
 	"github.com/surgepay/surgepay/telemetry/telemetrytest"
@@ -150,16 +151,25 @@ func TestGrafanaDashboardMetricsExist(t *testing.T) {
 	}
 	e := telemetrytest.Start(t, telemetrytest.Options{Telemetry: telemetry.DefaultConfig()})
 	traffic(t, e)
-	exposed := map[string]bool{}
-	for _, line := range strings.Split(telemetrytest.Get(t, e.Admin+"/metrics"), "\n") {
-		if n := metric.FindString(line); n != "" && !strings.HasPrefix(line, "#") {
-			exposed[n] = true
-		}
-	}
+	// The staged-backlog gauges appear once the first count has ended,
+	// in the background of the first scrape: scrape until every name is
+	// there, for a few seconds.
 	var missing []string
-	for n, panel := range names {
-		if !exposed[n] {
-			missing = append(missing, n+" (panel "+panel+")")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		exposed := map[string]bool{}
+		for _, line := range strings.Split(telemetrytest.Get(t, e.Admin+"/metrics"), "\n") {
+			if n := metric.FindString(line); n != "" && !strings.HasPrefix(line, "#") {
+				exposed[n] = true
+			}
+		}
+		missing = missing[:0]
+		for n, panel := range names {
+			if !exposed[n] {
+				missing = append(missing, n+" (panel "+panel+")")
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
 		}
 	}
 	sort.Strings(missing)
