@@ -221,6 +221,12 @@ func (db *DB) runIdemFilter(ctx context.Context) {
 			return
 		case <-f.build:
 		}
+		if cur := f.cur.Load(); cur != nil && !cur.full() {
+			// Asked again by a record added before the last build had
+			// begun: that build made room (a half hour at 3,000/s
+			// rebuilt twice in a row, the second for nothing).
+			continue
+		}
 		// A build that fails leaves lookups the filter they had, or
 		// their SELECT; the next record added to a full filter asks
 		// again.

@@ -301,17 +301,7 @@ func TestIdempotencyFilter(t *testing.T) {
 		for _, k := range keys {
 			wantRecord(t, db, m.ID, k)
 		}
-		skips := db.IdemFilterSkips()
-		var c surgepay.StatementCounter
-		ctx := surgepay.WithStatementCounter(t.Context(), &c)
-		for i := range 50 {
-			if _, err := db.FindIdempotency(ctx, m.ID, fmt.Sprintf("new-%d", i)); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
-				t.Fatalf("%s: FindIdempotency(a new key) = %v, want not found", what, err)
-			}
-		}
-		if got := db.IdemFilterSkips() - skips; got != 50 || c.Total() != 0 {
-			t.Errorf("%s: 50 new keys: %d answered by the filter, %d statements; want 50, 0", what, got, c.Total())
-		}
+		wantNewKeysSkipped(t, db, m.ID, what)
 		// A stored key of another merchant is not this one's.
 		if _, err := db.FindIdempotency(t.Context(), "mer_other", keys[0]); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
 			t.Errorf("%s: another merchant's key: %v, want not found", what, err)
@@ -357,16 +347,23 @@ func TestIdempotencyFilterRebuild(t *testing.T) {
 	for _, k := range keys {
 		wantRecord(t, db, m.ID, k)
 	}
+	wantNewKeysSkipped(t, db, m.ID, "after the rebuild")
+}
+
+// wantNewKeysSkipped: 50 new keys are each answered "not found" by the
+// filter, without a statement.
+func wantNewKeysSkipped(t *testing.T, db *sqlite.DB, merchantID, what string) {
+	t.Helper()
 	skips := db.IdemFilterSkips()
 	var c surgepay.StatementCounter
 	ctx := surgepay.WithStatementCounter(t.Context(), &c)
 	for i := range 50 {
-		if _, err := db.FindIdempotency(ctx, m.ID, fmt.Sprintf("new-%d", i)); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
-			t.Fatalf("FindIdempotency(a new key) = %v, want not found", err)
+		if _, err := db.FindIdempotency(ctx, merchantID, fmt.Sprintf("new-%d", i)); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+			t.Fatalf("%s: FindIdempotency(a new key) = %v, want not found", what, err)
 		}
 	}
 	if got := db.IdemFilterSkips() - skips; got != 50 || c.Total() != 0 {
-		t.Errorf("50 new keys after the rebuild: %d answered by the filter, %d statements; want 50, 0", got, c.Total())
+		t.Errorf("%s: 50 new keys: %d answered by the filter, %d statements; want 50, 0", what, got, c.Total())
 	}
 }
 
