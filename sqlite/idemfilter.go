@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/surgepay/surgepay/internal/wait"
 )
 
 // The filter of idempotency keys: a Bloom filter over the hashes of every
@@ -59,14 +57,6 @@ const (
 	// idemFilterScanRows is the hashes one SELECT of a build reads, and
 	// the memory tables' hashes it adds between two rests (a rebuild).
 	idemFilterScanRows = 1 << 14
-	// idemFilterBuildRest is how many times a chunk's time a rebuild
-	// under load rests after it: a quarter of a core, as the staged
-	// count (stagedCountRest). Back to back, the first rebuild at 3,000
-	// sales/s (3.4 M keys, minute 19) took a core for seconds on a slow
-	// hour of the host, and began an episode of refusals (bench/RESULTS.md,
-	// issue 14, session 14). Meanwhile the full filter answers, with more
-	// false positives: lookups take the SELECT more often.
-	idemFilterBuildRest = 3
 	// idemFilterRebuildEvery spaces the rebuilds of a full filter of
 	// idemFilterKeysMax: one that fills again at once (as many keys
 	// stored as it holds) is not scanned over and over; meanwhile purged
@@ -248,8 +238,10 @@ const idemSpanQuery = "SELECT coalesce((SELECT max(rowid) FROM idempotency) - (S
 // buildIdemFilter builds a filter of every stored record's hash and puts
 // it in use: the memory tables' hashes, then idempotency_index, a page of
 // hashes per SELECT; records that enter meanwhile are added to both. If
-// paced (a rebuild, under load) it rests idemFilterBuildRest times each
-// chunk's time after it; Open's build, before any load, does not.
+// paced (a rebuild, under load) it rests after each chunk (restAfter:
+// back to back, the first rebuild at 3,000 sales/s, 3.4 M keys, took a
+// core for seconds on a slow hour and began an episode of refusals;
+// meanwhile the full filter answers, with more false positives); Open's build, before any load, does not.
 func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 	x := db.writer.idem
 	f := x.filter
@@ -274,7 +266,7 @@ func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 		if !paced {
 			return nil
 		}
-		err := wait.Sleep(ctx, idemFilterBuildRest*time.Since(chunkStart))
+		err := restAfter(ctx, chunkStart)
 		chunkStart = time.Now()
 		return err
 	}

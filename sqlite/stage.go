@@ -217,13 +217,20 @@ func (db *DB) FetchStaged(ctx context.Context, afterID string, max int) ([]*surg
 // of 16,384 is a read of ~6 ms.
 const stagedCountChunk = 16_384
 
-// stagedCountRest is how many times a chunk's duration StagedBacklog rests
-// before the next chunk: a count of a large backlog takes at most a quarter
-// of a core while it runs. Back to back, the chunks of a count of 4 M
-// records took most of a core for ~1.7 s every minute, and at 3,000 sales/s
-// on 2 cores that left the writer waiting for a CPU (the episode at minute
-// 24 of bench/RESULTS.md "Issue 14, session 13").
-const stagedCountRest = 3
+// restAfter waits readRest times the time since start, or until ctx ends:
+// what a long background read (the staged count, the idempotency filter's
+// rebuild) does between two of its chunks, so that it takes at most a
+// quarter of a core while it runs. Back to back, the chunks of a count of
+// 4 M staged records took most of a core for ~1.7 s every minute, and at
+// 3,000 sales/s on 2 cores that left the writer waiting for a CPU (the
+// episode at minute 24 of bench/RESULTS.md "Issue 14, session 13"); the
+// filter's first rebuild began the minute-18 episodes (session 14).
+func restAfter(ctx context.Context, start time.Time) error {
+	return wait.Sleep(ctx, readRest*time.Since(start))
+}
+
+// readRest is how many times a chunk's duration restAfter rests.
+const readRest = 3
 
 // stagedCountQuery counts up to stagedCountChunk records after an ID, in
 // ID order on the UNIQUE index's keys, and returns the last one counted
@@ -238,7 +245,7 @@ const stagedCountQuery = "SELECT count(*), max(id), " +
 // there is none. It counts the backlog in chunks of stagedCountChunk
 // records, each one statement and its own short read transaction, so the
 // count is not one snapshot: a record staged or removed while it runs may
-// be counted or not. Between two chunks it rests stagedCountRest times
+// be counted or not. Between two chunks it rests (restAfter) three times
 // the last one's duration, so a count of millions of records takes seconds
 // of wall time; ctx ends it. It reads every record's key: call it for
 // metrics, not per request.
@@ -264,7 +271,7 @@ func (db *DB) StagedBacklog(ctx context.Context) (int, time.Time, error) {
 			return total, timeOf(oldest), nil
 		}
 		after = last.String
-		if err := wait.Sleep(ctx, stagedCountRest*time.Since(start)); err != nil {
+		if err := restAfter(ctx, start); err != nil {
 			return 0, time.Time{}, fmt.Errorf("count staged records: %w", err)
 		}
 	}
