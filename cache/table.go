@@ -91,7 +91,10 @@ func (t *Table[V]) newMem(ttl, negTTL time.Duration) *otter.Cache[string, entry[
 			}
 			return max(d, time.Nanosecond)
 		}),
-		OnDeletion: func(e otter.DeletionEvent[string, entry[V]]) {
+		// Counted during the deletion itself: OnDeletion would start a
+		// goroutine for every deleted entry (otter's default executor),
+		// thousands a second under load to add one to a counter.
+		OnAtomicDeletion: func(e otter.DeletionEvent[string, entry[V]]) {
 			if e.Cause == otter.CauseOverflow {
 				t.st.evictions.Add(1)
 			}
@@ -459,12 +462,14 @@ func (t *Table[V]) PreheatRead(ctx context.Context, items map[string]V, readAt t
 	return nil
 }
 
-// stat returns the counters and, after the pending evictions are applied,
-// what process memory holds.
+// stat returns, after the pending evictions are applied (and counted),
+// the counters and what process memory holds.
 func (t *Table[V]) stat() Stat {
-	s := t.st.snapshot(t.name, t.cfg.Scope)
 	if t.mem != nil {
 		t.mem.CleanUp()
+	}
+	s := t.st.snapshot(t.name, t.cfg.Scope)
+	if t.mem != nil {
 		s.Entries, s.Bytes = t.mem.EstimatedSize(), t.mem.WeightedSize()
 	}
 	return s
