@@ -49,6 +49,7 @@ type commitTimer struct {
 
 	log        *slog.Logger // nil: no log
 	slow       time.Duration
+	onSlow     func()    // nil: none (Config.OnSlowCommit)
 	lastLog    time.Time // writer goroutine only
 	suppressed int       // slow commits not logged since lastLog
 }
@@ -70,7 +71,13 @@ func (t *commitTimer) observe(d, cpu [commitPhases]time.Duration, info commitInf
 		t.cpu[i].Add(int64(max(cpu[i], 0)))
 		sum += v
 	}
-	if t.log == nil || sum < t.slow {
+	if sum < t.slow || t.slow <= 0 {
+		return
+	}
+	if t.onSlow != nil {
+		t.onSlow()
+	}
+	if t.log == nil {
 		return
 	}
 	now := time.Now()

@@ -14,9 +14,11 @@ import (
 // TestCommitTimerLog: a commit over the threshold is logged with its
 // phases; the next slow ones within slowCommitLogEvery are only counted,
 // and the count goes out with the next line; fast ones are neither.
+// Every slow one, logged or not, calls OnSlowCommit.
 func TestCommitTimerLog(t *testing.T) {
 	var buf bytes.Buffer
-	tm := &commitTimer{log: slog.New(slog.NewTextHandler(&buf, nil)), slow: 100 * time.Millisecond}
+	slow := 0
+	tm := &commitTimer{log: slog.New(slog.NewTextHandler(&buf, nil)), slow: 100 * time.Millisecond, onSlow: func() { slow++ }}
 	phases := func(commit time.Duration) [commitPhases]time.Duration {
 		return [commitPhases]time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, commit}
 	}
@@ -43,6 +45,9 @@ func TestCommitTimerLog(t *testing.T) {
 	tm.observe(phases(200*time.Millisecond), cpu, commitInfo{})
 	if !strings.Contains(buf.String(), "slow_commits_not_logged=2") {
 		t.Errorf("the next line does not count the 2 not logged: %s", buf.String())
+	}
+	if slow != 4 {
+		t.Errorf("OnSlowCommit called %d times, want 4 (the slow commits, logged or not)", slow)
 	}
 	if got := time.Duration(tm.total[phaseCommit].Load()); got != 950*time.Millisecond {
 		t.Errorf("commit phase total %v, want 950ms", got)

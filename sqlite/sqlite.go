@@ -121,6 +121,10 @@ type Config struct {
 	// SlowCommit is the commit time that Logger is warned of. Default
 	// SlowCommitDefault.
 	SlowCommit time.Duration
+	// OnSlowCommit, if set, is called after every group commit that took
+	// over SlowCommit (logged or not), on the writer's goroutine: it must
+	// not wait (serve's flight recorder).
+	OnSlowCommit func()
 }
 
 // Defaults and ceilings of Config.
@@ -372,7 +376,7 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	}
 	db.writer.lockWait, db.writer.lockRetryMax = cfg.BusyTimeout, cfg.WriteLockRetryMax
 	db.writer.applyBudget = cfg.ApplyBudget
-	db.writer.times.log, db.writer.times.slow = cfg.Logger, cfg.SlowCommit
+	db.writer.times.log, db.writer.times.slow, db.writer.times.onSlow = cfg.Logger, cfg.SlowCommit, cfg.OnSlowCommit
 	db.writer.idem = newIdemIndex(cfg.IdempotencyTableMax)
 	if err := db.indexRecent(ctx); err != nil {
 		return err

@@ -49,6 +49,18 @@ type Telemetry struct {
 	dash   *sampler // nil when metrics are off
 
 	engineObservesPayments atomic.Bool
+	flight                 atomic.Pointer[FlightRecorder] // nil: off
+}
+
+// SetFlightRecorder makes a refusal for backpressure (Shed) trigger r.
+func (t *Telemetry) SetFlightRecorder(r *FlightRecorder) { t.flight.Store(r) }
+
+// FlightRecorder returns the flight recorder, nil if there is none.
+func (t *Telemetry) FlightRecorder() *FlightRecorder {
+	if t == nil {
+		return nil
+	}
+	return t.flight.Load()
 }
 
 // New returns a Telemetry for cfg. With metrics on it starts the dashboard
@@ -325,6 +337,9 @@ func (t *Telemetry) ObserveBatch(size int, d time.Duration) {
 func (t *Telemetry) Shed(reason string) {
 	if t.MetricsEnabled() {
 		t.m.shed.WithLabelValues(reason).Inc()
+	}
+	if reason != ShedMerchantConcurrency { // one merchant's share, not a stall
+		t.FlightRecorder().Trigger(FlightShed)
 	}
 }
 

@@ -63,6 +63,19 @@ func adminMux(c adminConfig) *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /debug/flight-recorder", func(w http.ResponseWriter, r *http.Request) {
+		fr := c.Telemetry.FlightRecorder()
+		if fr == nil {
+			http.Error(w, "the flight recorder is off ([flight_recorder] enabled = true)", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="surgepay-flight.trace"`)
+		if _, err := fr.WriteTo(w); err != nil {
+			// Nothing written yet when another snapshot is in progress.
+			http.Error(w, "flight recorder: "+err.Error(), http.StatusServiceUnavailable)
+		}
+	})
 	if c.Telemetry != nil {
 		mux.Handle("GET /metrics", c.Telemetry.MetricsHandler())
 		dash := c.Telemetry.DashboardHandler()

@@ -152,6 +152,9 @@ type Config struct {
 
 	// Telemetry: metrics, traces, access logs (docs/observability.md).
 	Telemetry telemetry.Config `toml:"telemetry"`
+	// FlightRecorder keeps the last seconds of the Go execution trace and
+	// writes them to a file when the server stalls (docs/observability.md).
+	FlightRecorder FlightRecorderConfig `toml:"flight_recorder"`
 
 	SQLite SQLiteConfig `toml:"sqlite"`
 
@@ -172,6 +175,24 @@ type Config struct {
 	// global, off), a TTL and a memory bound; Redis for the shared scopes.
 	// See docs/cache.md.
 	Cache cache.Config `toml:"cache"`
+}
+
+// FlightRecorderConfig is [flight_recorder] (telemetry.FlightRecorder):
+// off by default; it costs a few per cent of CPU and up to bytes_max_mib
+// of memory while on.
+type FlightRecorderConfig struct {
+	Enabled bool `toml:"enabled"`
+	// Dir receives the files; default DataDir/flight.
+	Dir string `toml:"dir"`
+	// Window is how much of the past a file holds at least (a bound under
+	// BytesMaxMiB); default 10s.
+	Window Duration `toml:"window"`
+	// BytesMaxMiB bounds the window's memory; default 32.
+	BytesMaxMiB int `toml:"bytes_max_mib"`
+	// Every spaces two files; default 1m.
+	Every Duration `toml:"every"`
+	// FilesMax is the files kept, the oldest removed first; default 10.
+	FilesMax int `toml:"files_max"`
 }
 
 // StageConfig configures where streamlined sales stage their captures.
@@ -402,6 +423,8 @@ func DefaultConfig() Config {
 			RecordsMax: sim.RecordsMaxDefault, RecordsRetention: Duration{sim.RetentionDefault}},
 		Cache:     cache.DefaultConfig(),
 		Telemetry: telemetry.DefaultConfig(),
+		FlightRecorder: FlightRecorderConfig{Window: Duration{telemetry.FlightWindowDefault}, BytesMaxMiB: telemetry.FlightBytesMaxDefault >> 20,
+			Every: Duration{telemetry.FlightEveryDefault}, FilesMax: telemetry.FlightFilesMaxDefault},
 		Merchants: map[string]surgepay.MerchantSettings{"default": surgepay.DefaultMerchantSettings()},
 
 		RateLimits: defaultRateLimits(),
@@ -602,6 +625,9 @@ func (c *Config) fillPaths() {
 	if c.AdminTokenFile == "" {
 		c.AdminTokenFile = filepath.Join(c.DataDir, adminTokenFileName)
 	}
+	if c.FlightRecorder.Dir == "" {
+		c.FlightRecorder.Dir = filepath.Join(c.DataDir, "flight")
+	}
 }
 
 // Validate checks every field and the fields that depend on each other.
@@ -689,6 +715,20 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Telemetry.Validate("telemetry."); err != nil {
 		errs = append(errs, err)
+	}
+	if f := c.FlightRecorder; f.Enabled {
+		if d := f.Window.Duration; d < time.Second || d > 5*time.Minute {
+			bad("flight_recorder.window", "%s must be between 1s and 5m", d)
+		}
+		if d := f.Every.Duration; d < time.Second || d > 24*time.Hour {
+			bad("flight_recorder.every", "%s must be between 1s and 24h", d)
+		}
+		if n := f.BytesMaxMiB; n < 1 || n > 1024 {
+			bad("flight_recorder.bytes_max_mib", "%d must be 1 to 1024", n)
+		}
+		if n := f.FilesMax; n < 1 || n > 1000 {
+			bad("flight_recorder.files_max", "%d must be 1 to 1000", n)
+		}
 	}
 	for name, d := range map[string]time.Duration{"provider.timeout": c.Provider.Timeout.Duration} {
 		if d <= 0 {

@@ -266,6 +266,12 @@ func TestValidate(t *testing.T) {
 		{"ErrSQLiteBatchSizeMax", func(c *Config) { c.SQLite.BatchSizeMax = 0 }, "config sqlite.batch_size_max"},
 		{"ErrSQLiteApplyBudgetLong", func(c *Config) { c.SQLite.ApplyBudget = Duration{2 * time.Second} }, "config sqlite.apply_budget"},
 		{"ErrSQLiteQueueDepthMax", func(c *Config) { c.SQLite.QueueDepthMax = -1 }, "config sqlite.queue_depth_max"},
+		{"ErrFlightWindowShort", func(c *Config) {
+			c.FlightRecorder.Enabled, c.FlightRecorder.Window = true, Duration{time.Millisecond}
+		}, "config flight_recorder.window"},
+		{"ErrFlightEveryZero", func(c *Config) { c.FlightRecorder.Enabled, c.FlightRecorder.Every = true, Duration{} }, "config flight_recorder.every"},
+		{"ErrFlightBytesHuge", func(c *Config) { c.FlightRecorder.Enabled, c.FlightRecorder.BytesMaxMiB = true, 4096 }, "config flight_recorder.bytes_max_mib"},
+		{"ErrFlightFilesNone", func(c *Config) { c.FlightRecorder.Enabled, c.FlightRecorder.FilesMax = true, 0 }, "config flight_recorder.files_max"},
 		{"ErrSQLiteReadConnsMax", func(c *Config) { c.SQLite.ReadConnsMax = 0 }, "config sqlite.read_conns_max"},
 		{"ErrSQLiteMmapOverCeiling", func(c *Config) { c.SQLite.MmapMiB = 2048 }, "config sqlite.mmap_mib"},
 		{"ErrPostgresBatchSizeMax", func(c *Config) { c.Postgres.BatchSizeMax = 10_000_001 }, "config postgres.batch_size_max"},
@@ -411,7 +417,7 @@ var notSecretSettings = []string{"listen", "admin_listen", "data_dir", "storage"
 	"stage.nats_tls_key_file", "cache.namespace", "cache.redis.sentinel_master", "cache.redis.username",
 	"admin_token_file", "tls.cert_file", "tls.key_file", "tls.admin_client_ca_file",
 	"cache.redis.tls_ca_file", "cache.redis.tls_cert_file", "cache.redis.tls_key_file",
-	"rate_limits.shared"}
+	"rate_limits.shared", "flight_recorder.dir"}
 
 // fillStrings sets every string (or string list) setting under v, a
 // struct, to fill(its dotted TOML key). Maps (merchants, cache entities)

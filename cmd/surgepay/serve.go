@@ -115,6 +115,15 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		defer cancel()
 		a.tel.Shutdown(sctx)
 	})
+	if f := cfg.FlightRecorder; f.Enabled {
+		fr, err := telemetry.StartFlightRecorder(telemetry.FlightConfig{Dir: f.Dir, Window: f.Window.Duration,
+			BytesMax: uint64(f.BytesMaxMiB) << 20, Every: f.Every.Duration, FilesMax: f.FilesMax, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		a.tel.SetFlightRecorder(fr)
+		a.closer = append(a.closer, fr.Stop)
+	}
 	if a.store, err = openStoreObserved(ctx, cfg, a.tel, log); err != nil {
 		return nil, err
 	}
@@ -308,9 +317,12 @@ func openStoreObserved(ctx context.Context, cfg Config, tel *telemetry.Telemetry
 // settle passes sqlite.WriteLockRetryYield).
 func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, log *slog.Logger, lockRetryMax time.Duration) (surgepay.Store, error) {
 	var onBatch func(int, time.Duration)
+	var onSlow func()
 	var tracer pgx.QueryTracer
 	if tel != nil {
 		onBatch = tel.ObserveBatch
+		// Read at each slow commit: serve starts its recorder after the store.
+		onSlow = func() { tel.FlightRecorder().Trigger(telemetry.FlightSlowCommit) }
 		if t := tel.PgxTracer(); t != nil {
 			tracer = t
 		}
@@ -330,7 +342,7 @@ func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, lo
 		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration,
 		WALPagesMax: cfg.SQLite.WALPagesMax, MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB),
 		QueueDelayTarget: cfg.SQLite.QueueDelayTarget.Duration, WriteLockRetryMax: lockRetryMax, OnBatch: onBatch,
-		Logger: log})
+		Logger: log, OnSlowCommit: onSlow})
 }
 
 // sqliteMmapSize turns sqlite.mmap_mib into sqlite.Config.MmapSize, where

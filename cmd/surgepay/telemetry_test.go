@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -118,6 +119,42 @@ func TestServeRecordsHTTPTelemetry(t *testing.T) {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("serve's /metrics (status %d) lacks %s", code, want)
 		}
+	}
+}
+
+// TestServeFlightRecorder: with [flight_recorder] on, the admin listener
+// serves the execution trace's window, and no card number a request
+// carried is in it; off, the route says how to turn it on.
+func TestServeFlightRecorder(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	cfg.FlightRecorder.Enabled = true
+	s := startServe(t, cfg)
+	c := newClient(s.url, readDevKey(t, dir))
+	var cus, pm object
+	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada"}, http.StatusOK, &cus)
+	c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+		"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2040, "cvc": "123"}}, http.StatusOK, &pm)
+	for i := range 3 {
+		c.must(t, "POST", "/v1/payments", "flight-"+strconv.Itoa(i), map[string]any{"amount": 1000, "currency": "usd",
+			"customer": cus.ID, "payment_method": pm.ID}, http.StatusOK, nil)
+	}
+	code, body := getAuth(t, "http://"+cfg.AdminListen+"/debug/flight-recorder", readAdminToken(t, dir))
+	if code != 200 || !strings.HasPrefix(body, "go 1.") {
+		t.Fatalf("/debug/flight-recorder: status %d, %d bytes beginning %q; want an execution trace", code, len(body), body[:min(len(body), 16)])
+	}
+	if strings.Contains(body, "4242424242424242") || strings.Contains(body, "424242424242") {
+		t.Error("the execution trace holds the card number")
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	dir = t.TempDir()
+	s = startServe(t, testConfig(t, dir, nil))
+	code, body = getAuth(t, "http://"+s.admin+"/debug/flight-recorder", readAdminToken(t, dir))
+	if code != 404 || !strings.Contains(body, "[flight_recorder] enabled = true") {
+		t.Errorf("/debug/flight-recorder, recorder off: status %d %q, want 404 naming the setting", code, body)
 	}
 }
 
