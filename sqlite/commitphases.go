@@ -21,11 +21,14 @@ import (
 //     checkpoint the writer runs itself once the WAL holds
 //     Config.WALPagesMax pages.
 //
-// Each phase is also timed in the CPU of the writer's thread (its
-// goroutine is locked to it): a phase whose wall time is much longer than
-// its CPU time waited, on the disk (commit: the WAL's sync) or for a
-// core, behind the goroutines of the requests (apply and merge read few
-// pages that are not in the writer's cache).
+// Each phase is also timed in the CPU of the writer's thread, when the
+// writer ran on one thread throughout the phase (threadCPU): a phase whose
+// wall time is much longer than its CPU time waited, on the disk (commit:
+// the WAL's sync) or for a core, behind the goroutines of the requests
+// (apply and merge read few pages that are not in the writer's cache). A
+// phase in which the goroutine moved to another thread (it lost its
+// processor in a system call, or blocked) has no CPU time: the log line
+// says "unknown", the counters add nothing.
 const (
 	phaseLock = iota
 	phaseApply
@@ -88,11 +91,19 @@ func (t *commitTimer) observe(d, cpu [commitPhases]time.Duration, info commitInf
 	t.log.Warn("slow group commit", "seconds", sum.Seconds(),
 		"lock_seconds", d[phaseLock].Seconds(), "apply_seconds", d[phaseApply].Seconds(),
 		"merge_seconds", d[phaseMerge].Seconds(), "commit_seconds", d[phaseCommit].Seconds(),
-		"apply_cpu_seconds", cpu[phaseApply].Seconds(), "merge_cpu_seconds", cpu[phaseMerge].Seconds(),
-		"commit_cpu_seconds", cpu[phaseCommit].Seconds(),
+		"apply_cpu_seconds", cpuSeconds(cpu[phaseApply]), "merge_cpu_seconds", cpuSeconds(cpu[phaseMerge]),
+		"commit_cpu_seconds", cpuSeconds(cpu[phaseCommit]),
 		"writes", info.items, "writes_left_for_next_batch", info.later, "idempotency_entries_merged", info.idemMerged, "customer_merge_step", info.custMerged,
 		"slow_commits_not_logged", t.suppressed)
 	t.lastLog, t.suppressed = now, 0
+}
+
+// cpuSeconds is a phase's CPU time for the log: seconds, or "unknown".
+func cpuSeconds(d time.Duration) any {
+	if d < 0 {
+		return "unknown"
+	}
+	return d.Seconds()
 }
 
 // CommitPhaseSeconds returns the writer's time in each phase of its group

@@ -42,9 +42,14 @@ func TestCommitTimerLog(t *testing.T) {
 		t.Fatalf("slow commits within %v of the last line were logged: %s", slowCommitLogEvery, buf.String())
 	}
 	tm.lastLog = tm.lastLog.Add(-slowCommitLogEvery)
-	tm.observe(phases(200*time.Millisecond), cpu, commitInfo{})
+	moved := cpu
+	moved[phaseMerge] = -1 // the writer changed thread in it: not measured
+	tm.observe(phases(200*time.Millisecond), moved, commitInfo{})
 	if !strings.Contains(buf.String(), "slow_commits_not_logged=2") {
 		t.Errorf("the next line does not count the 2 not logged: %s", buf.String())
+	}
+	if !strings.Contains(buf.String(), "merge_cpu_seconds=unknown") {
+		t.Errorf("a phase not measured is not logged as unknown: %s", buf.String())
 	}
 	if slow != 4 {
 		t.Errorf("OnSlowCommit called %d times, want 4 (the slow commits, logged or not)", slow)
@@ -52,13 +57,17 @@ func TestCommitTimerLog(t *testing.T) {
 	if got := time.Duration(tm.total[phaseCommit].Load()); got != 950*time.Millisecond {
 		t.Errorf("commit phase total %v, want 950ms", got)
 	}
+	if got := time.Duration(tm.cpu[phaseMerge].Load()); got != 4*time.Millisecond {
+		t.Errorf("merge phase CPU %v, want 4ms (the phase not measured adds nothing)", got)
+	}
 	if got := time.Duration(tm.cpu[phaseCommit].Load()); got != 25*time.Millisecond {
 		t.Errorf("commit phase CPU %v, want 25ms", got)
 	}
 }
 
 // TestCommitPhaseSeconds: a real commit adds to every phase's wall time,
-// and its statements to the writer thread's CPU time.
+// and commits' statements to the writer's CPU time (measured in a phase
+// the writer ran on one thread throughout: of 20 commits, some).
 func TestCommitPhaseSeconds(t *testing.T) {
 	db, err := Open(t.Context(), Config{Path: filepath.Join(t.TempDir(), "surgepay.db")})
 	if err != nil {
@@ -66,9 +75,11 @@ func TestCommitPhaseSeconds(t *testing.T) {
 	}
 	defer db.Close()
 	before, beforeCPU := db.CommitPhaseSeconds()
-	m := &surgepay.Merchant{ID: surgepay.NewID("mer"), Name: "m", Created: time.Now().UTC()}
-	if err := db.Apply(t.Context(), &surgepay.Write{Merchant: m}); err != nil {
-		t.Fatal(err)
+	for range 20 {
+		m := &surgepay.Merchant{ID: surgepay.NewID("mer"), Name: "m", Created: time.Now().UTC()}
+		if err := db.Apply(t.Context(), &surgepay.Write{Merchant: m}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	after, afterCPU := db.CommitPhaseSeconds()
 	for _, phase := range commitPhaseNames {
@@ -76,7 +87,7 @@ func TestCommitPhaseSeconds(t *testing.T) {
 			t.Errorf("phase %s: %v then %v after a commit", phase, before[phase], after[phase])
 		}
 	}
-	if threadCPU() >= 0 && afterCPU["apply"] <= beforeCPU["apply"] {
+	if _, cpu := threadCPU(); cpu >= 0 && afterCPU["apply"] <= beforeCPU["apply"] {
 		t.Errorf("apply CPU: %v then %v after a commit", beforeCPU["apply"], afterCPU["apply"])
 	}
 }

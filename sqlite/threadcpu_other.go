@@ -5,4 +5,4 @@ package sqlite
 import "time"
 
 // threadCPU is -1 where the thread's CPU time is not read.
-func threadCPU() time.Duration { return -1 }
+func threadCPU() (tid int, cpu time.Duration) { return 0, -1 }

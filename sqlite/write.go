@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -69,10 +68,8 @@ type writer struct {
 	cust   custMerge
 	custSt custStmts
 
-	// times sums the phases of the commits (commitphases.go); locked
-	// says the committer's goroutine is locked to its thread.
-	times  commitTimer
-	locked bool
+	// times sums the phases of the commits (commitphases.go).
+	times commitTimer
 }
 
 // setCols returns "a = ?, b = ?" for the columns of cols after the first skip.
@@ -263,12 +260,6 @@ func (db *DB) submit(ctx context.Context, o *op) error {
 // only then are errors reported. A batch that could not take the write
 // lock (SQLITE_BUSY after BusyTimeout) fails as a whole.
 func (db *DB) commitBatch(items []*groupcommit.Item[*op]) error {
-	if !db.writer.locked {
-		// The committer's goroutine stays on one thread, so that the
-		// thread's CPU time is the writer's (commitphases.go).
-		runtime.LockOSThread()
-		db.writer.locked = true
-	}
 	sortBatch(items)
 	err := db.commitTx(items)
 	if err == nil || len(items) == 1 || isBusy(err) {
@@ -317,14 +308,20 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		wait = max(wait, groupcommit.SubmitWaitMax)
 	}
 	var d, cpu [commitPhases]time.Duration
-	start, startCPU := time.Now(), threadCPU()
+	start := time.Now()
+	startTid, startCPU := threadCPU()
 	lap := func(phase int) {
-		now, nowCPU := time.Now(), threadCPU()
+		now := time.Now()
+		tid, nowCPU := threadCPU()
 		d[phase], start = d[phase]+now.Sub(start), now
-		cpu[phase], startCPU = cpu[phase]+nowCPU-startCPU, nowCPU
-		if nowCPU < 0 {
+		// Unknown (-1) if the goroutine moved to another thread in the
+		// phase: it waited for a core after a system call, or blocked.
+		if cpu[phase] >= 0 && nowCPU >= 0 && startCPU >= 0 && tid == startTid {
+			cpu[phase] += nowCPU - startCPU
+		} else {
 			cpu[phase] = -1
 		}
+		startTid, startCPU = tid, nowCPU
 	}
 	if db.walRestart.Swap(false) {
 		db.restartWAL()

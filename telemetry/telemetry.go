@@ -197,8 +197,9 @@ func (t *Telemetry) RegisterCommitPhases(seconds func() (wall, cpu map[string]fl
 		wall: desc("sqlite", "commit_phase_seconds_total", "Time the embedded store's writer spent in each phase of its group commits: "+
 			"lock (BEGIN, waiting for another process), apply (the statements), merge (the deferred indexes), "+
 			"commit (COMMIT: WAL write and sync, and the writer's own checkpoint).", "phase"),
-		cpu: desc("sqlite", "commit_phase_cpu_seconds_total", "CPU time of the embedded store's writer thread in each phase "+
-			"of its group commits; the wall time less this is time the writer waited (on the disk, or for a core).", "phase")})
+		cpu: desc("sqlite", "commit_phase_cpu_seconds_total", "CPU time of the embedded store's writer in each phase "+
+			"of its group commits, where it ran on one thread throughout the phase; the wall time less this is time the writer "+
+			"waited (on the disk, or for a core) or phases it moved thread in (not measured).", "phase")})
 }
 
 type commitPhasesCollector struct {
