@@ -468,8 +468,26 @@ func (c *Committer[T]) flush(writer int, batch []*Item[T], later []*Item[T]) []*
 	if n == 0 && err == nil {
 		err = ErrNoProgress
 	}
+	if n == 0 {
+		n = len(batch) // all answered: an error (Later is not carried without progress)
+	}
+	// Counted before any item is answered, so that a caller whose Submit
+	// has returned finds its batch in Stats.
+	c.statsMu.Lock()
+	c.stats.Batches++
+	c.stats.Items += int64(n)
+	c.stats.BatchSizeLast = n
+	c.stats.CommitTimeLast = d
+	c.committing[writer] = time.Time{}
+	b := &c.stall[end.Unix()%int64(stallBuckets)]
+	if b.sec != end.Unix() {
+		b.sec, b.max = end.Unix(), 0
+	}
+	b.max = max(b.max, d)
+	c.statsMu.Unlock()
+	carry := n < len(batch)
 	for _, it := range batch {
-		if it.Later && n > 0 {
+		if it.Later && carry {
 			it.Later = false
 			later = append(later, it)
 			continue
@@ -480,20 +498,8 @@ func (c *Committer[T]) flush(writer int, batch []*Item[T], later []*Item[T]) []*
 		}
 		close(it.done)
 	}
-	c.statsMu.Lock()
-	c.stats.Batches++
-	c.stats.Items += int64(len(batch) - len(later))
-	c.stats.BatchSizeLast = len(batch) - len(later)
-	c.stats.CommitTimeLast = d
-	c.committing[writer] = time.Time{}
-	b := &c.stall[end.Unix()%int64(stallBuckets)]
-	if b.sec != end.Unix() {
-		b.sec, b.max = end.Unix(), 0
-	}
-	b.max = max(b.max, d)
-	c.statsMu.Unlock()
 	if c.OnBatch != nil {
-		c.OnBatch(len(batch)-len(later), d)
+		c.OnBatch(n, d)
 	}
 	return later
 }

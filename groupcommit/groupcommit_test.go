@@ -688,3 +688,19 @@ func TestNoProgressFailsTheBatch(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoProgress", err)
 	}
 }
+
+// TestStatsCountABatchBeforeItsAnswer: once Submit returns, Stats counts
+// its batch (the writer counts a batch before it answers its items), so a
+// caller can read the Stats of its own Writes.
+func TestStatsCountABatchBeforeItsAnswer(t *testing.T) {
+	c := New(Config{}, func(items []*Item[int]) error { return nil })
+	defer c.Close()
+	for i := range 2000 {
+		if err := c.Submit(t.Context(), i); err != nil {
+			t.Fatal(err)
+		}
+		if s := c.Stats(); s.Items != int64(i+1) || s.Batches != int64(i+1) {
+			t.Fatalf("after Submit %d returned: %d items in %d batches counted, want %d", i, s.Items, s.Batches, i+1)
+		}
+	}
+}
