@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -71,6 +72,8 @@ type FlightRecorder struct {
 	fr  *trace.FlightRecorder
 	now func() time.Time
 
+	quietUntil atomic.Int64 // Unix nanoseconds: last + Every
+
 	mu      sync.Mutex
 	last    time.Time // of the last file begun
 	writing bool
@@ -130,12 +133,18 @@ func (r *FlightRecorder) Trigger(reason string) {
 		return
 	}
 	now := r.now()
+	// Every refused request of an episode calls this: within Every of the
+	// last file it returns on one atomic load, not the lock.
+	if now.UnixNano() < r.quietUntil.Load() {
+		return
+	}
 	r.mu.Lock()
 	if r.stopped || r.writing || (!r.last.IsZero() && now.Sub(r.last) < r.cfg.Every) {
 		r.mu.Unlock()
 		return
 	}
 	r.writing, r.last = true, now
+	r.quietUntil.Store(now.Add(r.cfg.Every).UnixNano())
 	r.wg.Add(1)
 	r.mu.Unlock()
 	go func() {
