@@ -1,7 +1,9 @@
 package sqlite
 
 import (
+	"context"
 	"log/slog"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 )
@@ -21,14 +23,16 @@ import (
 //     checkpoint the writer runs itself once the WAL holds
 //     Config.WALPagesMax pages.
 //
-// Each phase is also timed in the CPU of the writer's thread, when the
-// writer ran on one thread throughout the phase (threadCPU): a phase whose
-// wall time is much longer than its CPU time waited, on the disk (commit:
-// the WAL's sync) or for a core, behind the goroutines of the requests
-// (apply and merge read few pages that are not in the writer's cache). A
-// phase in which the goroutine moved to another thread (it lost its
-// processor in a system call, or blocked) has no CPU time: the log line
-// says "unknown", the counters add nothing.
+// The writer's goroutine carries pprof labels (phaseLabels): the phase
+// it is in, or "between" outside commitTx (groupcommit filling the next
+// batch, waiting for one), so that a CPU profile of the server splits the
+// writer's CPU by phase (`go tool pprof -tagfocus surgepay_writer_phase=apply`)
+// and a goroutine dump shows where a stalled writer is. Its CPU time is
+// not read from its thread's clock: the goroutine is not locked to a
+// thread (bench/RESULTS.md, session 15), and a thread that ran other
+// goroutines while the writer waited for a core counts their CPU too
+// (session 16: 8 ms for 0.4 ms of the writer's own work, a phase that
+// seemed to spend 0.1 s of CPU on 8 Writes).
 const (
 	phaseLock = iota
 	phaseApply
@@ -39,6 +43,19 @@ const (
 
 var commitPhaseNames = [commitPhases]string{"lock", "apply", "merge", "commit"}
 
+// writerPhaseLabel is the pprof label of the writer's phase.
+const writerPhaseLabel = "surgepay_writer_phase"
+
+// phaseLabels are the label sets of the phases, and betweenLabels the
+// writer's outside commitTx: made once, set with pprof.SetGoroutineLabels
+// (a pointer stored in the goroutine).
+var phaseLabels, betweenLabels = func() (ls [commitPhases]context.Context, between context.Context) {
+	for i, name := range commitPhaseNames {
+		ls[i] = pprof.WithLabels(context.Background(), pprof.Labels(writerPhaseLabel, name))
+	}
+	return ls, pprof.WithLabels(context.Background(), pprof.Labels(writerPhaseLabel, "between"))
+}()
+
 // SlowCommitDefault is the default Config.SlowCommit.
 const SlowCommitDefault = 250 * time.Millisecond
 
@@ -48,7 +65,6 @@ const slowCommitLogEvery = 10 * time.Second
 // commitTimer sums the phases of the writer's commits and logs slow ones.
 type commitTimer struct {
 	total [commitPhases]atomic.Int64 // wall nanoseconds
-	cpu   [commitPhases]atomic.Int64 // the writer thread's CPU nanoseconds
 
 	log        *slog.Logger // nil: no log
 	slow       time.Duration
@@ -65,13 +81,11 @@ type commitInfo struct {
 	custMerged               bool
 }
 
-// observe adds one commit's phase durations, wall (d[phase]) and CPU
-// (cpu[phase], negative if unknown).
-func (t *commitTimer) observe(d, cpu [commitPhases]time.Duration, info commitInfo) {
+// observe adds one commit's phase durations.
+func (t *commitTimer) observe(d [commitPhases]time.Duration, info commitInfo) {
 	var sum time.Duration
 	for i, v := range d {
 		t.total[i].Add(int64(v))
-		t.cpu[i].Add(int64(max(cpu[i], 0)))
 		sum += v
 	}
 	if sum < t.slow || t.slow <= 0 {
@@ -91,29 +105,17 @@ func (t *commitTimer) observe(d, cpu [commitPhases]time.Duration, info commitInf
 	t.log.Warn("slow group commit", "seconds", sum.Seconds(),
 		"lock_seconds", d[phaseLock].Seconds(), "apply_seconds", d[phaseApply].Seconds(),
 		"merge_seconds", d[phaseMerge].Seconds(), "commit_seconds", d[phaseCommit].Seconds(),
-		"apply_cpu_seconds", cpuSeconds(cpu[phaseApply]), "merge_cpu_seconds", cpuSeconds(cpu[phaseMerge]),
-		"commit_cpu_seconds", cpuSeconds(cpu[phaseCommit]),
 		"writes", info.items, "writes_left_for_next_batch", info.later, "idempotency_entries_merged", info.idemMerged, "customer_merge_step", info.custMerged,
 		"slow_commits_not_logged", t.suppressed)
 	t.lastLog, t.suppressed = now, 0
 }
 
-// cpuSeconds is a phase's CPU time for the log: seconds, or "unknown".
-func cpuSeconds(d time.Duration) any {
-	if d < 0 {
-		return "unknown"
-	}
-	return d.Seconds()
-}
-
-// CommitPhaseSeconds returns the writer's time in each phase of its group
-// commits since Open (lock, apply, merge, commit), in seconds, wall and
-// CPU (of the writer's thread; 0 where unknown).
-func (db *DB) CommitPhaseSeconds() (wall, cpu map[string]float64) {
-	wall, cpu = make(map[string]float64, commitPhases), make(map[string]float64, commitPhases)
+// CommitPhaseSeconds returns the writer's wall time in each phase of its
+// group commits since Open (lock, apply, merge, commit), in seconds.
+func (db *DB) CommitPhaseSeconds() map[string]float64 {
+	wall := make(map[string]float64, commitPhases)
 	for i, name := range commitPhaseNames {
 		wall[name] = time.Duration(db.writer.times.total[i].Load()).Seconds()
-		cpu[name] = time.Duration(db.writer.times.cpu[i].Load()).Seconds()
 	}
-	return wall, cpu
+	return wall
 }

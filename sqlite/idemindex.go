@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -379,8 +380,12 @@ func (x *idemIndex) committed() {
 	x.txMerged, x.txDone, x.txPurgedUpto = 0, false, 0
 	if freeze {
 		// Sorting a full table takes tens of milliseconds: not on the
-		// writer. The frozen table is read-only from here on.
-		go func(t *idemTable) { x.sorted <- t.entries() }(x.frozen)
+		// writer. The frozen table is read-only from here on. The
+		// goroutine drops the writer's profile labels (commitphases.go).
+		go func(t *idemTable) {
+			pprof.SetGoroutineLabels(context.Background())
+			x.sorted <- t.entries()
+		}(x.frozen)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -307,30 +308,31 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		// the lock as long as such a Write waits for room in the queue.
 		wait = max(wait, groupcommit.SubmitWaitMax)
 	}
-	var d, cpu [commitPhases]time.Duration
+	var d [commitPhases]time.Duration
 	start := time.Now()
-	startTid, startCPU := threadCPU()
-	lap := func(phase int) {
+	// lap ends phase p and labels the writer with the next one
+	// (phaseLabels; commitPhases: outside commitTx).
+	lap := func(p, next int) {
 		now := time.Now()
-		tid, nowCPU := threadCPU()
-		d[phase], start = d[phase]+now.Sub(start), now
-		// Unknown (-1) if the goroutine moved to another thread in the
-		// phase: it waited for a core after a system call, or blocked.
-		if cpu[phase] >= 0 && nowCPU >= 0 && startCPU >= 0 && tid == startTid {
-			cpu[phase] += nowCPU - startCPU
+		d[p], start = d[p]+now.Sub(start), now
+		if next < commitPhases {
+			pprof.SetGoroutineLabels(phaseLabels[next])
 		} else {
-			cpu[phase] = -1
+			pprof.SetGoroutineLabels(betweenLabels)
 		}
-		startTid, startCPU = tid, nowCPU
 	}
+	defer pprof.SetGoroutineLabels(betweenLabels)
 	if db.walRestart.Swap(false) {
+		pprof.SetGoroutineLabels(phaseLabels[phaseCommit])
 		db.restartWAL()
-		lap(phaseCommit)
+		lap(phaseCommit, phaseLock)
+	} else {
+		pprof.SetGoroutineLabels(phaseLabels[phaseLock])
 	}
 	if err := w.beginWrite(wait); err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
-	lap(phaseLock)
+	lap(phaseLock, phaseApply)
 	began := start // the budget counts from the lock: waiting for it, the writer sleeps
 	rollback := func() {
 		_ = w.control(w.rollback) // fails if SQLite has rolled back already
@@ -357,7 +359,7 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
-	lap(phaseApply)
+	lap(phaseApply, phaseMerge)
 	// A chunk of the deferred indexes' tails (idemindex.go, custindex.go).
 	if err := w.mergeStep(); err != nil {
 		rollback()
@@ -367,19 +369,19 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
-	lap(phaseMerge)
+	lap(phaseMerge, phaseCommit)
 	if err := w.control(w.commit); err != nil {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: commit: %w", len(items), err)
 	}
-	lap(phaseCommit)
+	lap(phaseCommit, commitPhases)
 	for _, it := range later {
 		it.Later = true
 	}
 	info := commitInfo{items: len(items), later: len(later), idemMerged: w.idem.txMerged, custMerged: w.cust.txStep}
 	w.idem.committed()
 	w.cust.committed()
-	w.times.observe(d, cpu, info)
+	w.times.observe(d, info)
 	return nil
 }
 

@@ -184,38 +184,31 @@ func (t *Telemetry) RegisterIdemFilter(stats func() IdemFilterStat) error {
 	return t.reg.Register(newIdemFilterCollector(stats))
 }
 
-// RegisterCommitPhases adds the embedded store's time per phase of its
-// group commits (lock, apply, merge, commit), wall and CPU of the writer's
-// thread, read from seconds at every scrape: where a writer stall goes.
-// seconds must be cheap and safe for concurrent use
-// (sqlite.DB.CommitPhaseSeconds is).
-func (t *Telemetry) RegisterCommitPhases(seconds func() (wall, cpu map[string]float64)) error {
+// RegisterCommitPhases adds the embedded store's wall time per phase of
+// its group commits (lock, apply, merge, commit), read from seconds at
+// every scrape: where a writer stall goes. seconds must be cheap and safe
+// for concurrent use (sqlite.DB.CommitPhaseSeconds is). The writer's CPU
+// per phase is in a CPU profile, by its label surgepay_writer_phase.
+func (t *Telemetry) RegisterCommitPhases(seconds func() map[string]float64) error {
 	if !t.MetricsEnabled() {
 		return nil
 	}
 	return t.reg.Register(&commitPhasesCollector{seconds: seconds,
 		wall: desc("sqlite", "commit_phase_seconds_total", "Time the embedded store's writer spent in each phase of its group commits: "+
 			"lock (BEGIN, waiting for another process), apply (the statements), merge (the deferred indexes), "+
-			"commit (COMMIT: WAL write and sync, and the writer's own checkpoint).", "phase"),
-		cpu: desc("sqlite", "commit_phase_cpu_seconds_total", "CPU time of the embedded store's writer in each phase "+
-			"of its group commits, where it ran on one thread throughout the phase; the wall time less this is time the writer "+
-			"waited (on the disk, or for a core) or phases it moved thread in (not measured).", "phase")})
+			"commit (COMMIT: WAL write and sync, and the writer's own checkpoint).", "phase")})
 }
 
 type commitPhasesCollector struct {
-	seconds   func() (wall, cpu map[string]float64)
-	wall, cpu *prometheus.Desc
+	seconds func() map[string]float64
+	wall    *prometheus.Desc
 }
 
-func (c *commitPhasesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.wall; ch <- c.cpu }
+func (c *commitPhasesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.wall }
 
 func (c *commitPhasesCollector) Collect(ch chan<- prometheus.Metric) {
-	wall, cpu := c.seconds()
-	for phase, s := range wall {
+	for phase, s := range c.seconds() {
 		ch <- prometheus.MustNewConstMetric(c.wall, prometheus.CounterValue, s, phase)
-	}
-	for phase, s := range cpu {
-		ch <- prometheus.MustNewConstMetric(c.cpu, prometheus.CounterValue, s, phase)
 	}
 }
 
