@@ -24,6 +24,9 @@ const PurgeLimitMax = 10_000
 // idempotency records.
 type op struct {
 	w *surgepay.Write
+	// sale: the arguments of w's statement if w is a sale (saleArgs),
+	// made before the writer sees it.
+	sale []any
 	// run, if set (w nil), is work of its own on the writer: a webhook
 	// dispatcher's claim or results.
 	run func(ctx context.Context, w *writer) error
@@ -214,7 +217,14 @@ func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
 		cw.Idempotency = &rec
 		w = &cw
 	}
-	return db.submit(ctx, &op{w: w})
+	o := &op{w: w}
+	if isSale(w) {
+		var err error
+		if o.sale, err = saleArgs(w); err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+	}
+	return db.submit(ctx, o)
 }
 
 // DeleteIdempotencyBefore deletes up to limit (at most PurgeLimitMax)
@@ -461,7 +471,7 @@ func (w *writer) applyItem(it *groupcommit.Item[*op]) error {
 	o := it.Value
 	mark := len(w.idem.pending)
 	if o.w != nil && !needsSavepoint(o.w) {
-		err := w.applyWrite(it.Ctx, o.w)
+		err := w.applyWrite(it.Ctx, o.w, o.sale)
 		var guard *surgepay.Error
 		if errors.As(err, &guard) {
 			it.Err = guard // the guard's statement changed nothing
@@ -476,7 +486,7 @@ func (w *writer) applyItem(it *groupcommit.Item[*op]) error {
 	var err error
 	switch {
 	case o.w != nil:
-		err = w.applyWrite(it.Ctx, o.w)
+		err = w.applyWrite(it.Ctx, o.w, o.sale)
 	case o.run != nil:
 		err = o.run(it.Ctx, w)
 	default:
@@ -519,11 +529,11 @@ func errIdempotencyExists() error {
 
 // applyWrite runs the statements of one Write in the order of its fields;
 // a sale (idempotency record, payment, staged record) is one statement (see
-// isSale), plus its events. A failed guard is returned as a
-// *surgepay.Error.
-func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write) error {
+// isSale; sale: its arguments, or nil), plus its events. A failed guard
+// is returned as a *surgepay.Error.
+func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write, sale []any) error {
 	if isSale(wr) {
-		if err := w.insertSale(ctx, wr); err != nil {
+		if err := w.insertSale(ctx, wr, sale); err != nil {
 			return err
 		}
 		if err := w.insertEvents(ctx, wr.Events); err != nil {
