@@ -21,9 +21,11 @@ import (
 //
 // The filter never answers "absent" for a stored key: every hash in
 // idempotency_index is added by a build, which scans it, and every record
-// is added as it enters the memory tables (committed, absorb), before it
-// can leave them for idempotency_index; a build adds the memory tables'
-// hashes, and records that enter during a build go to both filters. A
+// is added as it enters the memory tables (committed, absorb: before the
+// tables, so that FindIdempotency can ask the filter first, and after, for
+// a build under way), before it can leave them for idempotency_index; a
+// build adds the memory tables' hashes, and records that enter during a
+// build go to both filters. A
 // purge does not remove hashes (a Bloom filter cannot): a purged key
 // costs a lookup, as every key did before. "Present" may be wrong
 // (false positives, about 1 % at capacity): then the SELECT decides. The
@@ -92,8 +94,13 @@ func (b *bloom) probes(h int64, f func(i uint64) bool) bool {
 }
 
 func (b *bloom) add(h int64) {
-	b.probes(h, func(i uint64) bool { b.words[i/64].Or(1 << (i % 64)); return true })
+	b.set(h)
 	b.added.Add(1)
+}
+
+// set sets h's bits without counting it (a hash added already).
+func (b *bloom) set(h int64) {
+	b.probes(h, func(i uint64) bool { b.words[i/64].Or(1 << (i % 64)); return true })
 }
 
 // mayContain is false only if h was never added.
@@ -148,6 +155,20 @@ func (f *idemFilter) add(n int, hash func(i int) int64) {
 	if cur != nil && next == nil && cur.full() &&
 		(cur.capacity < idemFilterKeysMax || time.Since(time.Unix(0, f.built.Load())) > idemFilterRebuildEvery) {
 		f.rebuild()
+	}
+}
+
+// again gives the filter being built, if any, n hashes that add gave
+// already, without counting them: records that entered the memory tables
+// after the build copied them (committed, absorb).
+func (f *idemFilter) again(n int, hash func(i int) int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.next == nil {
+		return
+	}
+	for i := range n {
+		f.next.set(hash(i))
 	}
 }
 

@@ -1,8 +1,13 @@
 package sqlite
 
 import (
+	"context"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
 )
 
 // TestBloom: no added hash is ever reported absent; at capacity about 1 %
@@ -56,5 +61,57 @@ func TestBloom(t *testing.T) {
 	f.add(1, func(int) int64 { return 42 })
 	if !next.mayContain(42) || !f.cur.Load().mayContain(42) {
 		t.Error("a hash added during a build is not in both filters")
+	}
+}
+
+// TestFindIdempotencyNewKeyWithoutTheTableLock: a lookup of a new key is
+// answered by the filter without the memory table's lock, which the
+// writer takes after each commit (readers queued on it held the writer
+// up under load); a stored key in the memory table is still found, once
+// the lock is free.
+func TestFindIdempotencyNewKeyWithoutTheTableLock(t *testing.T) {
+	db, err := Open(t.Context(), Config{Path: filepath.Join(t.TempDir(), "surgepay.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now().UTC()
+	m := &surgepay.Merchant{ID: surgepay.NewID("mch"), Name: "m", Created: now}
+	if err := db.Apply(t.Context(), &surgepay.Write{Merchant: m}); err != nil {
+		t.Fatal(err)
+	}
+	p := &surgepay.Payment{ID: surgepay.NewID("pay"), MerchantID: m.ID, PaymentMethodID: surgepay.NewID("pm"),
+		Amount: 1999, Currency: "usd", CaptureMethod: surgepay.CaptureAutomatic, Status: surgepay.StatusSucceeded,
+		AmountAuthorized: 1999, AmountCaptured: 1999, Path: "streamlined", Version: 1, Created: now, Updated: now}
+	key := surgepay.NewID("idem")
+	sale := &surgepay.Write{PaymentInsert: p, Idempotency: &surgepay.IdempotencyRecord{MerchantID: m.ID, Key: key,
+		StatusCode: 201, Body: []byte(`{"status":"succeeded"}`), Created: now}}
+	if err := db.Apply(t.Context(), sale); err != nil {
+		t.Fatal(err)
+	}
+
+	x := db.writer.idem
+	x.mu.Lock()
+	found := make(chan error, 1)
+	go func() {
+		_, err := db.FindIdempotency(context.Background(), m.ID, key)
+		found <- err
+	}()
+	newKey := make(chan error, 1)
+	go func() {
+		_, err := db.FindIdempotency(context.Background(), m.ID, surgepay.NewID("idem"))
+		newKey <- err
+	}()
+	select {
+	case err := <-newKey:
+		if surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+			t.Errorf("FindIdempotency(new key) = %v, want ENOTFOUND", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("FindIdempotency(new key) waited for the memory table's lock")
+	}
+	x.mu.Unlock()
+	if err := <-found; err != nil {
+		t.Errorf("FindIdempotency(stored key, in the memory table) = %v", err)
 	}
 }

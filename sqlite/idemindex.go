@@ -275,22 +275,30 @@ func (w *writer) absorb() error {
 		return fmt.Errorf("read idempotency records after %d: %w", x.next-1, err)
 	}
 	defer rows.Close()
-	var hs []int64
-	defer func() { x.filter.add(len(hs), func(i int) int64 { return hs[i] }) }() // after the tables
-	x.mu.Lock()
-	defer x.mu.Unlock()
+	type entry struct{ hash, row int64 }
+	var es []entry
 	for rows.Next() {
 		var row int64
 		var merchantID, key string
 		if err := rows.Scan(&row, &merchantID, &key); err != nil {
 			return fmt.Errorf("read idempotency records after %d: %w", x.next-1, err)
 		}
-		h := idemHash(merchantID, key)
-		x.active.add(h, row)
-		hs = append(hs, h)
-		x.next = max(x.next, row+1)
+		es = append(es, entry{idemHash(merchantID, key), row})
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read idempotency records after %d: %w", x.next-1, err)
+	}
+	// The filter before the tables and after them, as in committed.
+	hash := func(i int) int64 { return es[i].hash }
+	x.filter.add(len(es), hash)
+	x.mu.Lock()
+	for _, e := range es {
+		x.active.add(e.hash, e.row)
+		x.next = max(x.next, e.row+1)
+	}
+	x.mu.Unlock()
+	x.filter.again(len(es), hash)
+	return nil
 }
 
 // mergeStep merges the next chunk of the frozen table into
@@ -361,6 +369,14 @@ func (x *idemIndex) committed() {
 		x.txPurgedUpto = 0
 		return
 	}
+	// The filter before the table, and a filter being built again after
+	// it: before, because FindIdempotency asks the filter first, and a key
+	// it does not hold must not be in the table either; after, because a
+	// build copies the table once it has begun to take new hashes
+	// (buildIdemFilter), and a key added to the table after that copy
+	// must reach the new filter.
+	pending := func(i int) int64 { return x.pending[i].hash }
+	x.filter.add(len(x.pending), pending)
 	x.mu.Lock()
 	for _, p := range x.pending {
 		x.active.add(p.hash, p.row)
@@ -375,7 +391,7 @@ func (x *idemIndex) committed() {
 		x.frozenMax = x.next - 1
 	}
 	x.mu.Unlock()
-	x.filter.add(len(x.pending), func(i int) int64 { return x.pending[i].hash })
+	x.filter.again(len(x.pending), pending)
 	x.pending = x.pending[:0]
 	x.txMerged, x.txDone, x.txPurgedUpto = 0, false, 0
 	if freeze {
