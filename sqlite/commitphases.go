@@ -24,8 +24,9 @@ import (
 //     Config.WALPagesMax pages.
 //
 // The writer's goroutine carries pprof labels (phaseLabels): the phase
-// it is in, or "between" outside commitTx (groupcommit filling the next
-// batch, waiting for one), so that a CPU profile of the server splits the
+// it is in, or "between" after the COMMIT (the memory tables' bookkeeping,
+// committed) and outside commitTx (groupcommit filling the next batch,
+// waiting for one), so that a CPU profile of the server splits the
 // writer's CPU by phase (`go tool pprof -tagfocus surgepay_writer_phase=apply`)
 // and a goroutine dump shows where a stalled writer is. Its CPU time is
 // not read from its thread's clock: the goroutine is not locked to a
