@@ -22,11 +22,11 @@ import (
 // The filter never answers "absent" for a stored key: every hash in
 // idempotency_index is added by a build, which scans it, and every record
 // is added as it enters the memory tables (committed, absorb: before the
-// tables, so that FindIdempotency can ask the filter first, and after, for
-// a build under way), before it can leave them for idempotency_index; a
-// build adds the memory tables' hashes, and records that enter during a
-// build go to both filters. A
-// purge does not remove hashes (a Bloom filter cannot): a purged key
+// tables, so that FindIdempotency can ask the filter first, and after, to
+// a build under way: again), before it can leave them for
+// idempotency_index; a build adds the memory tables' hashes, and records
+// that enter during a build go to both filters. A purge does not remove
+// hashes (a Bloom filter cannot): a purged key
 // costs a lookup, as every key did before. "Present" may be wrong
 // (false positives, about 1 % at capacity): then the SELECT decides. The
 // writer's uniqueness check uses it for the rows in idempotency_index

@@ -275,15 +275,14 @@ func (w *writer) absorb() error {
 		return fmt.Errorf("read idempotency records after %d: %w", x.next-1, err)
 	}
 	defer rows.Close()
-	type entry struct{ hash, row int64 }
-	var es []entry
+	var es []idemEntry
 	for rows.Next() {
 		var row int64
 		var merchantID, key string
 		if err := rows.Scan(&row, &merchantID, &key); err != nil {
 			return fmt.Errorf("read idempotency records after %d: %w", x.next-1, err)
 		}
-		es = append(es, entry{idemHash(merchantID, key), row})
+		es = append(es, idemEntry{idemHash(merchantID, key), row})
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read idempotency records after %d: %w", x.next-1, err)
