@@ -267,11 +267,29 @@ func scanPaymentMethod(r scanner) (*surgepay.PaymentMethod, error) {
 	return &pm, nil
 }
 
-// paymentCols lists every column of payments, in the order of paymentArgs
-// and scanPayment; the key (merchant_id, id) comes first.
+// paymentCols lists the columns of payments that scanPayment reads; the
+// key (merchant_id, id) comes first.
 const paymentCols = "merchant_id, id, customer_id, payment_method_id, amount, amount_tax, currency, " +
 	"capture_method, status, amount_authorized, amount_captured, amount_refunded, description, metadata, " +
 	"tax, decline_code, failure_message, authorization_ref, transactions, pending, path, version, created, updated"
+
+// paymentWriteCols lists every column of payments, in the order of
+// paymentArgs: paymentCols and processor_ref, the authorization_ref of a
+// routed payment only (migration 0012), which FindPaymentByRef's index holds.
+const paymentWriteCols = paymentCols + ", processor_ref"
+
+// paymentWriteColsN is the number of columns in paymentWriteCols.
+const paymentWriteColsN = 25
+
+// processorRef is the value of processor_ref for an authorization
+// reference: the reference of a routed payment ("processor:ref", as the
+// engine's router writes it), NULL for any other.
+func processorRef(ref string) any {
+	if strings.Contains(ref, ":") {
+		return ref
+	}
+	return nil
+}
 
 func paymentArgs(p *surgepay.Payment) ([]any, error) {
 	md, err := metadataArg(p.Metadata)
@@ -293,7 +311,7 @@ func paymentArgs(p *surgepay.Payment) ([]any, error) {
 	return []any{p.MerchantID, p.ID, p.CustomerID, p.PaymentMethodID, p.Amount, p.AmountTax, p.Currency,
 		p.CaptureMethod, string(p.Status), p.AmountAuthorized, p.AmountCaptured, p.AmountRefunded,
 		p.Description, md, tax, p.DeclineCode, p.FailureMessage, p.AuthorizationRef, txs, pending,
-		p.Path, p.Version, timeArg(p.Created), timeArg(p.Updated)}, nil
+		p.Path, p.Version, timeArg(p.Created), timeArg(p.Updated), processorRef(p.AuthorizationRef)}, nil
 }
 
 func scanPayment(r scanner) (*surgepay.Payment, error) {

@@ -37,8 +37,8 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&r.paymentMethod, "SELECT " + paymentMethodCols + " FROM payment_methods WHERE merchant_id = ? AND id = ?"},
 		{&r.payment, "SELECT " + paymentCols + " FROM payments WHERE merchant_id = ? AND id = ?"},
 		{&r.processing, "SELECT " + paymentCols + " FROM payments WHERE status = 'processing' ORDER BY id LIMIT ?"},
-		// The GLOB term is the partial index's own (0007_processor_tokens).
-		{&r.paymentByRef, "SELECT " + paymentCols + " FROM payments WHERE authorization_ref = ? AND authorization_ref GLOB '*:*' LIMIT 1"},
+		// processor_ref: the partial index of routed payments (0012).
+		{&r.paymentByRef, "SELECT " + paymentCols + " FROM payments WHERE processor_ref = ? LIMIT 1"},
 		{&r.events, "SELECT " + eventCols + " FROM payment_events WHERE merchant_id = ? AND payment_id = ? ORDER BY seq"},
 		{&r.idempotency, "SELECT " + qualified("i", idempotencyCols) + " FROM idempotency_index x JOIN idempotency i ON i.rowid = x.row " +
 			"WHERE x.hash = ? AND i.merchant_id = ? AND i.key = ?"},

@@ -204,44 +204,107 @@ func TestApplyErrQueueFull(t *testing.T) {
 	}
 }
 
-// TestBatchFailureIsolatesBadWrite puts one Write that fails on a
-// constraint (not a guard) in a batch with good ones: the batch transaction
-// fails, each Write is retried alone, and only the bad one fails.
+// TestBatchFailureIsolatesBadWrite puts one bad Write in a batch with good
+// ones. A constraint error (not a guard) in either statement of a sale
+// rolls back the batch's transaction (INSERT OR ROLLBACK, migration 0012),
+// each Write is retried alone, and only the bad one fails, with nothing of
+// it stored. A key already in idempotency_index is the trigger's guard,
+// raised before the sale changes anything: the bad Write alone is refused.
+// What was stored before is unchanged in every case.
 func TestBatchFailureIsolatesBadWrite(t *testing.T) {
-	db := open(t, sqlite.Config{FlushInterval: 50 * time.Millisecond})
-	m := newMerchant(t, db)
-	stored, _ := purchase(m.ID)
-	if err := db.Apply(t.Context(), stored); err != nil {
-		t.Fatal(err)
-	}
+	for _, tt := range []struct {
+		name   string
+		spoil  func(bad *surgepay.Write, stored *surgepay.Write)
+		reason string // the bad Write's error reason; "" for an internal error
+	}{
+		{"EventConstraint", func(bad, stored *surgepay.Write) {
+			dup := *stored.Events[0] // an event ID that exists: the events' INSERT fails
+			dup.PaymentID = bad.PaymentInsert.ID
+			bad.Events = append(bad.Events, &dup)
+		}, ""},
+		{"PaymentConstraint", func(bad, stored *surgepay.Write) {
+			p := *bad.PaymentInsert // a payment ID that exists: the sale's INSERT fails in its trigger
+			p.ID = stored.PaymentInsert.ID
+			bad.PaymentInsert = &p
+		}, ""},
+		{"KeyInIndex", func(bad, stored *surgepay.Write) {
+			bad.Idempotency.Key = stored.Idempotency.Key // merged into idempotency_index: the trigger refuses it
+		}, "idempotency_key_exists"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "surgepay.db")
+			db := open(t, sqlite.Config{Path: path, FlushInterval: 50 * time.Millisecond, IdempotencyTableMax: 16})
+			m := newMerchant(t, db)
+			stored, storedPayment := purchase(m.ID)
+			if err := db.Apply(t.Context(), stored); err != nil {
+				t.Fatal(err)
+			}
+			// Enough sales after it that its key leaves the memory table
+			// for idempotency_index.
+			var more []*surgepay.Write
+			for range 100 {
+				w, _ := purchase(m.ID)
+				more = append(more, w)
+			}
+			for i, err := range applyAll(t, db, more) {
+				if err != nil {
+					t.Fatalf("Apply %d: %v", i, err)
+				}
+			}
+			if n := rawCount(t, path, "SELECT count(*) FROM idempotency_index"); n < 50 {
+				t.Fatalf("idempotency_index holds %d keys after 101 sales; the test needs the first merged", n)
+			}
 
-	const n = 20
-	ws := make([]*surgepay.Write, n)
-	ps := make([]*surgepay.Payment, n)
-	for i := range ws {
-		ws[i], ps[i] = purchase(m.ID)
-	}
-	const bad = 7
-	dup := *stored.Events[0] // an event ID that exists: the INSERT fails
-	dup.PaymentID = ps[bad].ID
-	ws[bad].Events = append(ws[bad].Events, &dup)
-	before := db.CommitStats()
-
-	errs := applyAll(t, db, ws)
-	after := db.CommitStats()
-	if after.Batches-before.Batches >= n {
-		t.Fatalf("%d writes took %d batches: the test needs them batched", n, after.Batches-before.Batches)
-	}
-	for i, err := range errs {
-		_, ferr := db.FindPayment(t.Context(), m.ID, ps[i].ID)
-		switch {
-		case i == bad && (err == nil || surgepay.ErrorCode(err) != surgepay.EINTERNAL):
-			t.Errorf("bad write: Apply = %v, want an internal error", err)
-		case i == bad && surgepay.ErrorCode(ferr) != surgepay.ENOTFOUND:
-			t.Errorf("bad write: FindPayment = %v, want ENOTFOUND", ferr)
-		case i != bad && (err != nil || ferr != nil):
-			t.Errorf("write %d beside a bad one: Apply = %v, FindPayment = %v; want both nil", i, err, ferr)
-		}
+			const n = 20
+			ws := make([]*surgepay.Write, n)
+			for i := range ws {
+				ws[i], _ = purchase(m.ID)
+			}
+			const bad = 7
+			tt.spoil(ws[bad], stored)
+			before := db.CommitStats()
+			errs := applyAll(t, db, ws)
+			after := db.CommitStats()
+			if after.Batches-before.Batches >= n {
+				t.Fatalf("%d writes took %d batches: the test needs them batched", n, after.Batches-before.Batches)
+			}
+			for i, err := range errs {
+				switch {
+				case i == bad && tt.reason == "" && (err == nil || surgepay.ErrorCode(err) != surgepay.EINTERNAL):
+					t.Errorf("bad write: Apply = %v, want an internal error", err)
+				case i == bad && tt.reason != "" && surgepay.ErrorReason(err) != tt.reason:
+					t.Errorf("bad write: Apply = %v, want %s", err, tt.reason)
+				case i != bad:
+					_, ferr := db.FindPayment(t.Context(), m.ID, ws[i].PaymentInsert.ID)
+					if err != nil || ferr != nil {
+						t.Errorf("write %d beside a bad one: Apply = %v, FindPayment = %v; want both nil", i, err, ferr)
+					}
+				}
+			}
+			// Nothing of the bad Write is stored.
+			if ws[bad].PaymentInsert.ID != storedPayment.ID {
+				if _, err := db.FindPayment(t.Context(), m.ID, ws[bad].PaymentInsert.ID); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+					t.Errorf("bad write: FindPayment = %v, want ENOTFOUND", err)
+				}
+			}
+			if ws[bad].Idempotency.Key != stored.Idempotency.Key {
+				if _, err := db.FindIdempotency(t.Context(), m.ID, ws[bad].Idempotency.Key); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+					t.Errorf("bad write: FindIdempotency = %v, want ENOTFOUND", err)
+				}
+			}
+			// What was stored before is as it was.
+			got, err := db.FindPayment(t.Context(), m.ID, storedPayment.ID)
+			if err != nil || got.PaymentMethodID != storedPayment.PaymentMethodID || got.Version != storedPayment.Version {
+				t.Errorf("stored payment after the batch: %+v, %v; want it unchanged", got, err)
+			}
+			rec, err := db.FindIdempotency(t.Context(), m.ID, stored.Idempotency.Key)
+			if err != nil || !bytes.Equal(rec.Body, stored.Idempotency.Body) {
+				t.Errorf("stored key after the batch: %+v, %v; want it unchanged", rec, err)
+			}
+			if got := rawCount(t, path, "SELECT count(*) FROM payments"); got != 101+n-1 {
+				t.Errorf("%d payments stored, want %d", got, 101+n-1)
+			}
+		})
 	}
 }
 
@@ -471,6 +534,73 @@ func BenchmarkApplyStagedSaleParallel(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 	if batches := st.Batches - before.Batches; batches > 0 {
 		b.ReportMetric(float64(st.Items-before.Items)/float64(batches), "writes/batch")
+	}
+}
+
+// TestMigrationProcessorRef opens a database written before migration 0012
+// (migrations 0001-0011 run from their files, a routed payment and a
+// simulator's stored by SQL): the routed payment is found by its
+// reference through the new index, the other is not, and a payment
+// stored after the migration is found too.
+func TestMigrationProcessorRef(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec("CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied INTEGER NOT NULL) STRICT"); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("migrations/00*.sql")
+	if err != nil || len(files) < 12 {
+		t.Fatalf("migrations: %v, %v", files, err)
+	}
+	for v, f := range files[:11] {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			_, err = raw.Exec(string(b))
+		}
+		if err == nil {
+			_, err = raw.Exec("INSERT INTO schema_migrations (version, applied) VALUES (?, 0)", v+1)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	insert := func(id, ref string) {
+		t.Helper()
+		_, err := raw.Exec(`INSERT INTO payments (merchant_id, id, customer_id, payment_method_id, amount, amount_tax,
+			currency, capture_method, status, amount_authorized, amount_captured, amount_refunded, description,
+			decline_code, failure_message, authorization_ref, path, version)
+			VALUES ('mch_old', ?, '', 'pm_old', 1999, 0, 'usd', 'automatic', 'succeeded', 1999, 1999, 0, '', '', '', ?, 'standard', 1)`,
+			id, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("pay_routed", "stripe_eu:pi_old")
+	insert("pay_plain", "auth_old")
+	raw.Close()
+
+	db := open(t, sqlite.Config{Path: path})
+	got, err := db.FindPaymentByRef(t.Context(), "stripe_eu:pi_old")
+	if err != nil || got.ID != "pay_routed" || got.AuthorizationRef != "stripe_eu:pi_old" {
+		t.Fatalf("FindPaymentByRef(a routed payment stored before 0012) = %+v, %v", got, err)
+	}
+	if _, err := db.FindPaymentByRef(t.Context(), "auth_old"); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+		t.Fatalf("FindPaymentByRef(a simulator's reference) = %v, want ENOTFOUND", err)
+	}
+	m := newMerchant(t, db)
+	w, p := purchase(m.ID)
+	p.AuthorizationRef = "stripe_us:pi_new"
+	if err := db.Apply(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.FindPaymentByRef(t.Context(), p.AuthorizationRef); err != nil || got.ID != p.ID {
+		t.Fatalf("FindPaymentByRef(a sale stored after 0012) = %+v, %v", got, err)
+	}
+	if n := rawCount(t, path, "SELECT count(*) FROM payments WHERE processor_ref IS NOT NULL"); n != 2 {
+		t.Fatalf("%d payments with a processor_ref, want the two routed ones", n)
 	}
 }
 

@@ -87,14 +87,14 @@ func scanStaged(r scanner) (*surgepay.StagedRecord, error) {
 	return &rec, nil
 }
 
-// saleCols are the columns of the view sales (migration 0010): the
+// saleCols are the columns of the view sales (migration 0012): the
 // idempotency record (with its rowid and hash), the payment and the staged
 // record.
 const saleCols = "idem_rowid, idem_hash, idem_merchant_id, idem_key, idem_request_hash, idem_status_code, idem_body, idem_created, " +
-	paymentCols + ", staged_id, staged_merchant_id, staged_payment_id, staged_sealed, staged_created"
+	paymentWriteCols + ", staged_id, staged_merchant_id, staged_payment_id, staged_sealed, staged_created"
 
 // saleColsN is the number of columns in saleCols.
-const saleColsN = 8 + 24 + 5
+const saleColsN = 8 + paymentWriteColsN + 5
 
 // saleConflict is the message the trigger of sales raises when the
 // idempotency key exists.

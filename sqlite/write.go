@@ -123,10 +123,15 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.customerVersion, "SELECT version FROM customers WHERE merchant_id = ? AND id = ?"},
 		{&w.insPaymentMethod, insertSQL("payment_methods", paymentMethodCols)},
 		{&w.delPaymentMethod, "DELETE FROM payment_methods WHERE merchant_id = ? AND id = ?"},
-		{&w.insPayment, insertSQL("payments", paymentCols)},
-		{&w.updPayment, "UPDATE payments SET " + setCols(paymentCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
+		{&w.insPayment, insertSQL("payments", paymentWriteCols)},
+		{&w.updPayment, "UPDATE payments SET " + setCols(paymentWriteCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
 		{&w.paymentVersion, "SELECT version FROM payments WHERE merchant_id = ? AND id = ?"},
-		{&w.insSale, "INSERT INTO sales (" + saleCols + ") VALUES " + placeholders(saleColsN)},
+		// OR ROLLBACK (and payment_events' below): any error but the
+		// trigger's guard rolls back the whole transaction here anyway
+		// (commitTx), and a statement that would roll back only itself
+		// keeps a statement journal, a copy of every page it changes
+		// (migration 0012).
+		{&w.insSale, "INSERT OR ROLLBACK INTO sales (" + saleCols + ") VALUES " + placeholders(saleColsN)},
 		{&w.insStaged, insertSQL("staged_captures", stagedCols)},
 		// One statement for any number of IDs: a JSON array bound as one parameter.
 		{&w.delStaged, "DELETE FROM staged_captures WHERE id IN (SELECT value FROM json_each(?))"},
@@ -158,7 +163,7 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 
 func insertEventsSQL(rows int) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO payment_events (" + eventCols + ") VALUES ")
+	b.WriteString("INSERT OR ROLLBACK INTO payment_events (" + eventCols + ") VALUES ")
 	row := placeholders(eventColsN)
 	for i := range rows {
 		if i > 0 {

@@ -378,8 +378,9 @@ func testEventsImmutable(t *testing.T, s surgepay.Store) {
 }
 
 // testPaymentFindByRef: a payment authorized at a configured processor is
-// found by its qualified reference, of any merchant; the default
-// processor's references (no "name:") are not indexed and not found.
+// found by its qualified reference, of any merchant, whether it was stored
+// with it or given it by an update; the default processor's references
+// (no "name:") are not indexed and not found.
 func testPaymentFindByRef(t *testing.T, s surgepay.Store) {
 	f, ok := s.(surgepay.PaymentByRefFinder)
 	if !ok {
@@ -400,4 +401,17 @@ func testPaymentFindByRef(t *testing.T, s surgepay.Store) {
 	wantNotFound(t, "FindPaymentByRef(a default processor's reference)", err)
 	_, err = f.FindPaymentByRef(t.Context(), "stripe_eu:pi_unknown")
 	wantNotFound(t, "FindPaymentByRef(unknown)", err)
+
+	// Routed by an update: stored with no reference yet (in processing),
+	// then given one.
+	later := samplePayment(m.ID, "", surgepay.NewID("pm"))
+	later.AuthorizationRef = ""
+	apply(t, s, &surgepay.Write{PaymentInsert: later})
+	u := nextPayment(later)
+	u.AuthorizationRef = "stripe_us:pi_" + later.ID
+	apply(t, s, &surgepay.Write{PaymentUpdate: u})
+	got, err = f.FindPaymentByRef(t.Context(), u.AuthorizationRef)
+	if err != nil || got.ID != later.ID || got.Version != u.Version {
+		t.Fatalf("FindPaymentByRef(%s, set by an update): got %v, %v; want payment %s", u.AuthorizationRef, got, err, later.ID)
+	}
 }
