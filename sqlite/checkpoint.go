@@ -101,7 +101,7 @@ func (s *ckptStats) record(d time.Duration, busy, log, done int64, err error) {
 	}
 }
 
-// walRestartFrames is the WAL's length (16 MiB) from which a complete
+// walRestartFrames is the WAL's length (8 MiB of 2 KiB pages) from which a complete
 // background checkpoint asks the writer to restart it.
 const walRestartFrames = 4096
 

@@ -1,9 +1,15 @@
 package sqlite
 
 import (
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
 )
 
 // TestWriterPragmas checks the durability settings of the writer
@@ -80,5 +86,65 @@ func TestMmapSize(t *testing.T) {
 				t.Errorf("mmap_size: writer %d, reader %d, checkpointer %d; want %d", w, r, c, tc.want)
 			}
 		})
+	}
+}
+
+// TestPageSize: a file Open creates gets Config.PageSize (default
+// PageSizeDefault); a file that exists keeps its own, whatever the
+// Config, and its sales are stored and found across the reopen. A size
+// SQLite cannot take is refused before any file is made.
+func TestPageSize(t *testing.T) {
+	pageSize := func(db *DB) int {
+		t.Helper()
+		var n int
+		if err := db.read.QueryRowContext(t.Context(), "PRAGMA page_size").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	dir := t.TempDir()
+	db, err := Open(t.Context(), Config{Path: filepath.Join(dir, "default.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pageSize(db); got != PageSizeDefault {
+		t.Errorf("a new file with the default: page_size %d, want %d", got, PageSizeDefault)
+	}
+	db.Close()
+
+	path := filepath.Join(dir, "small.db")
+	db, err = Open(t.Context(), Config{Path: path, PageSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pageSize(db); got != 1024 {
+		t.Errorf("a new file with PageSize 1024: page_size %d", got)
+	}
+	m := &surgepay.Merchant{ID: surgepay.NewID("mch"), Name: "pages", Created: time.Now().UTC()}
+	if err := db.Apply(t.Context(), &surgepay.Write{Merchant: m}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = Open(t.Context(), Config{Path: path, PageSize: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got := pageSize(db); got != 1024 {
+		t.Errorf("an existing file of 1024-byte pages opened with PageSize 8192: page_size %d, want 1024", got)
+	}
+	if _, err := db.FindMerchant(t.Context(), m.ID); err != nil {
+		t.Errorf("FindMerchant after the reopen: %v", err)
+	}
+
+	for _, n := range []int{-1, 256, 3000, 131072} {
+		bad := filepath.Join(dir, "bad.db")
+		if db, err := Open(t.Context(), Config{Path: bad, PageSize: n}); err == nil {
+			db.Close()
+			t.Errorf("Open with PageSize %d: nil error, want a refusal", n)
+		}
+		if _, err := os.Stat(bad); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Open with PageSize %d made the file (%v)", n, err)
+		}
 	}
 }

@@ -102,13 +102,18 @@ type Config struct {
 	// so the process to favour keeps the default and the other sets
 	// WriteLockRetryYield. Default WriteLockRetryMaxDefault.
 	WriteLockRetryMax time.Duration
-	// WALPagesMax is the WAL's size, in 4 KiB pages, at which the writer
+	// WALPagesMax is the WAL's size, in pages, at which the writer
 	// checkpoints it itself after a commit (SQLite's wal_autocheckpoint):
 	// the bound on the WAL should the background checkpoints fall behind.
 	// The writer restarts the WAL well before (at a quarter of it, at most
 	// walRestartFrames) once a background checkpoint has copied it all
 	// (checkpoint.go). Default WALPagesMaxDefault.
 	WALPagesMax int
+	// PageSize is the page size, in bytes, of a database file that Open
+	// creates: a power of two from 512 to 65536. A file that exists keeps
+	// the page size it was created with (SQLite cannot change it in WAL
+	// mode). Default PageSizeDefault.
+	PageSize int
 	// IdempotencyTableMax is how many idempotency keys the writer indexes
 	// in memory before it merges them, in hash order, into the database's
 	// index (see idemindex.go). Default IdempotencyTableMaxDefault.
@@ -172,6 +177,17 @@ const (
 	// where read(2) would return an error: a database on a failing disk
 	// stops the server either way.
 	MmapSizeDefault = 0x7fff0000
+	// PageSizeDefault is the default Config.PageSize. Every group commit
+	// writes each page it changed, whole, to the WAL: the last leaf of
+	// each table and index a sale appends to, whatever the few hundred
+	// bytes the sales put there. Half the page, half those bytes: at
+	// 3,000 sales/s 2 KiB pages wrote 10.0 KB per sale where 4 KiB wrote
+	// 12.8 KB (two pairs, same hour), the writer's CPU per sale the same
+	// within noise (56-60 against 56-58 µs), 6 % more bytes stored; 1 KiB
+	// wrote no less (10.2 KB), took 22 % more of the writer's CPU, and
+	// stored 50 % more (a payment's row overflows a 1 KiB page)
+	// (bench/RESULTS.md, issue 14 session 17).
+	PageSizeDefault = 2048
 	// WriteLockRetryMaxDefault is the default Config.WriteLockRetryMax.
 	//
 	// SQLite's own busy handler (busy_timeout) sleeps 1, 2, 5, 10, 15, 20,
@@ -219,6 +235,9 @@ func (c Config) withDefaults() Config {
 	if c.SlowCommit <= 0 {
 		c.SlowCommit = SlowCommitDefault
 	}
+	if c.PageSize == 0 {
+		c.PageSize = PageSizeDefault
+	}
 	if c.BatchSizeMax == 0 {
 		c.BatchSizeMax = BatchSizeMaxDefault
 	}
@@ -248,8 +267,16 @@ func (c Config) Validate() error {
 		return errors.New("sqlite: BatchSizeMax, QueueDepthMax, FlushInterval and ReadConnsMax must not be negative")
 	case c.ReadConnsMax > ReadConnsMax:
 		return fmt.Errorf("sqlite: ReadConnsMax %d exceeds %d", c.ReadConnsMax, ReadConnsMax)
+	case c.PageSize != 0 && !ValidPageSize(c.PageSize):
+		return fmt.Errorf("sqlite: PageSize %d must be a power of two from 512 to 65536", c.PageSize)
 	}
 	return nil
+}
+
+// ValidPageSize reports whether n is a page size SQLite takes: a power of
+// two from 512 to 65536.
+func ValidPageSize(n int) bool {
+	return n >= 512 && n <= 65536 && n&(n-1) == 0
 }
 
 // DB is a surgepay.Store on one SQLite database. Safe for concurrent use.
@@ -347,6 +374,9 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	// at a high mark, as the bound on the WAL should background checkpoints
 	// fall behind. Pages outside the small cache are read through the
 	// memory map (Config.MmapSize), not read(2).
+	if err := initFile(ctx, cfg.Path, cfg.PageSize); err != nil {
+		return err
+	}
 	mmap := "mmap_size(" + strconv.FormatInt(cfg.MmapSize, 10) + ")"
 	db.write, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout,
 		"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(0)", "temp_store(MEMORY)",
@@ -421,12 +451,13 @@ func (db *DB) Close() error {
 }
 
 // WALPagesMaxDefault is the default Config.WALPagesMax: the WAL size (in
-// 4 KiB pages, 64 MiB) at which the writer checkpoints by itself. The
+// pages: 32 MiB of 2 KiB pages, 64 MiB of the 4 KiB pages of a file made
+// before session 17) at which the writer checkpoints by itself. The
 // background checkpointer has copied most frames by then, so the writer's
 // checkpoint is short, and it restarts the WAL. Session 1 found that with
 // 80 MiB and a 10 ms interval the WAL never restarted under a steady load
 // and p99 rose within seconds; since issue 14 a commit writes a third of
-// the pages it did, so 64 MiB is about 1,600 commits at 5,000 sales/s,
+// the pages it did, so 16,000 pages are about 1,600 commits at 5,000 sales/s,
 // and with a 250 ms interval p99 stayed where 8 MiB had it (bench/RESULTS.md).
 const WALPagesMaxDefault = 16_000
 
@@ -590,6 +621,33 @@ func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
 		if _, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied) VALUES (?, ?)",
 			m.version, time.Now().UnixNano()); err != nil {
 			return fmt.Errorf("migrate: record %d: %w", m.version, err)
+		}
+	}
+	return nil
+}
+
+// initFile gives a database file that privateFiles has just created (still
+// empty) its page size, which SQLite fixes when it writes the file's first
+// page: here, by switching it to WAL. The writer's DSN cannot: the driver
+// runs a DSN's pragmas in alphabetical order, journal_mode before
+// page_size. A file with content is left as it is.
+func initFile(ctx context.Context, path string, pageSize int) error {
+	if fi, err := os.Stat(path); err != nil || fi.Size() > 0 {
+		return err
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for _, q := range []string{"PRAGMA page_size = " + strconv.Itoa(pageSize), "PRAGMA journal_mode = WAL"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("new file: %s: %w", q, err)
 		}
 	}
 	return nil

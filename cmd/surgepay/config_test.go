@@ -274,6 +274,7 @@ func TestValidate(t *testing.T) {
 		{"ErrFlightFilesNone", func(c *Config) { c.FlightRecorder.Enabled, c.FlightRecorder.FilesMax = true, 0 }, "config flight_recorder.files_max"},
 		{"ErrSQLiteReadConnsMax", func(c *Config) { c.SQLite.ReadConnsMax = 0 }, "config sqlite.read_conns_max"},
 		{"ErrSQLiteMmapOverCeiling", func(c *Config) { c.SQLite.MmapMiB = 2048 }, "config sqlite.mmap_mib"},
+		{"ErrSQLitePageSize", func(c *Config) { c.SQLite.PageSize = 3000 }, "config sqlite.page_size"},
 		{"ErrPostgresBatchSizeMax", func(c *Config) { c.Postgres.BatchSizeMax = 10_000_001 }, "config postgres.batch_size_max"},
 		{"ErrPostgresQueueDepthMax", func(c *Config) { c.Postgres.QueueDepthMax = 0 }, "config postgres.queue_depth_max"},
 		{"ErrPostgresWriters", func(c *Config) { c.Postgres.Writers = 0 }, "config postgres.writers"},

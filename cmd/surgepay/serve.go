@@ -340,7 +340,7 @@ func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, lo
 	return sqlite.Open(ctx, sqlite.Config{Path: cfg.SQLite.Path, BatchSizeMax: cfg.SQLite.BatchSizeMax, ApplyBudget: applyBudget,
 		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
 		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration,
-		WALPagesMax: cfg.SQLite.WALPagesMax, MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB),
+		WALPagesMax: cfg.SQLite.WALPagesMax, MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB), PageSize: cfg.SQLite.PageSize,
 		QueueDelayTarget: cfg.SQLite.QueueDelayTarget.Duration, WriteLockRetryMax: lockRetryMax, OnBatch: onBatch,
 		Logger: log, OnSlowCommit: onSlow})
 }
