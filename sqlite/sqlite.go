@@ -358,6 +358,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 }
 
 func (db *DB) open(ctx context.Context, cfg Config) error {
+	if err := initFile(ctx, cfg.Path, cfg.PageSize); err != nil {
+		return err
+	}
 	var err error
 	// The writer: WAL, and synchronous=FULL so that a COMMIT has reached the
 	// disk before its callers are answered.
@@ -374,9 +377,6 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	// at a high mark, as the bound on the WAL should background checkpoints
 	// fall behind. Pages outside the small cache are read through the
 	// memory map (Config.MmapSize), not read(2).
-	if err := initFile(ctx, cfg.Path, cfg.PageSize); err != nil {
-		return err
-	}
 	mmap := "mmap_size(" + strconv.FormatInt(cfg.MmapSize, 10) + ")"
 	db.write, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout,
 		"journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(0)", "temp_store(MEMORY)",
@@ -630,9 +630,14 @@ func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
 // empty) its page size, which SQLite fixes when it writes the file's first
 // page: here, by switching it to WAL. The writer's DSN cannot: the driver
 // runs a DSN's pragmas in alphabetical order, journal_mode before
-// page_size. A file with content is left as it is.
+// page_size. A file with content is left as it is, and so is a path
+// privateFiles does not create (":memory:", a "file:" URI).
 func initFile(ctx context.Context, path string, pageSize int) error {
-	if fi, err := os.Stat(path); err != nil || fi.Size() > 0 {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil || fi.Size() > 0 {
 		return err
 	}
 	db, err := sql.Open("sqlite", path)
