@@ -113,6 +113,9 @@ type Stats struct {
 	// waited on one transaction. A writer stuck in a commit shows here
 	// while it is stuck, not only once it ends.
 	StallMax time.Duration
+	// Committing is how many batches are being committed now: a writer
+	// that has taken its batch from the queue and not yet answered it.
+	Committing int
 }
 
 // Committer is a group-commit writer. Safe for concurrent use.
@@ -370,6 +373,7 @@ func (c *Committer[T]) Stats() Stats {
 	for _, t := range c.committing {
 		if !t.IsZero() {
 			s.StallMax = max(s.StallMax, now.Sub(t))
+			s.Committing++
 		}
 	}
 	return s

@@ -324,7 +324,8 @@ func TestSubmitWaitBoundedByContext(t *testing.T) {
 }
 
 // StallMax shows a commit in progress while it runs, keeps the longest
-// commit that ended for StallWindow, then forgets it.
+// commit that ended for StallWindow, then forgets it; Committing counts the
+// commit only while it runs.
 func TestStallMax(t *testing.T) {
 	var mu sync.Mutex
 	clock := time.Unix(1_700_000_000, 0)
@@ -347,6 +348,9 @@ func TestStallMax(t *testing.T) {
 	if got := c.Stats().StallMax; got != 3*time.Second {
 		t.Errorf("StallMax during a 3 s commit = %v, want 3s", got)
 	}
+	if got := c.Stats().Committing; got != 1 {
+		t.Errorf("Committing during a commit = %d, want 1", got)
+	}
 	advance(time.Second)
 	close(release)
 	if err := <-done; err != nil {
@@ -357,6 +361,9 @@ func TestStallMax(t *testing.T) {
 	}
 	if got := c.Stats().StallMax; got != 4*time.Second {
 		t.Errorf("StallMax after the 4 s commit ended = %v, want 4s", got)
+	}
+	if got := c.Stats().Committing; got != 0 {
+		t.Errorf("Committing with no commit running = %d, want 0", got)
 	}
 	advance(StallWindow)
 	if got := c.Stats().StallMax; got != 0 {

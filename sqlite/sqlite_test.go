@@ -175,7 +175,9 @@ func TestApplyErrQueueFull(t *testing.T) {
 	w2, _ := purchase(m.ID)
 	errs := make(chan error, 2)
 	go func() { errs <- db.Apply(t.Context(), w1) }()
-	waitFor(t, "the writer to take write #1", func() bool { return db.CommitStats().Items == 1 && db.QueueDepth() == 0 })
+	// Committing, not Items: Items already counts the merchant's Write,
+	// and write #2 sent while #1 still sits in the queue is refused.
+	waitFor(t, "the writer to take write #1", func() bool { return db.CommitStats().Committing == 1 && db.QueueDepth() == 0 })
 	go func() { errs <- db.Apply(t.Context(), w2) }()
 	waitFor(t, "write #2 to be queued", func() bool { return db.QueueDepth() == 1 })
 
