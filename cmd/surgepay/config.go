@@ -341,7 +341,7 @@ type ProviderConfig struct {
 	// simulator keeps for idempotency, lookups and later captures, by
 	// count and by age, whichever comes first (docs/simulator.md, Memory):
 	// the count must cover the longest stay of a payment in processing at
-	// the event's rate. Defaults sim.RecordsMaxDefault (200,000, about 40
+	// the event's rate. Defaults sim.RecordsMaxDefault (200,000, about 25
 	// MB) and 24h; sim.RecordsMaxMin to sim.RecordsMaxLimit, and
 	// sim.RetentionMin to sim.RetentionMax.
 	RecordsMax       int      `toml:"records_max"`

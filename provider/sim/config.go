@@ -11,14 +11,14 @@ import (
 
 // RecordsMaxDefault is the default Config.RecordsMax, sized for the
 // simulator inside `surgepay serve`, which must stay within 256 MB during
-// an event: a sale takes about 200 bytes with its key and payment ID
-// (TestRecordBytes), other operations less, so about 40 MB at this bound.
+// an event: a record takes about 130 bytes whatever its key's length
+// (TestRecordBytes), so about 25 MB at this bound.
 // At 5,000 sales/s it keeps the last 40 s of operations, 8 reconcile
 // intervals of serve (docs/simulator.md, Memory).
 const RecordsMaxDefault = 200_000
 
 // MainRecordsMaxDefault is the default --records-max of `surgepay
-// simulator` (Main): about 1 GB of its own process. It serves load tests
+// simulator` (Main): about 650 MB of its own process. It serves load tests
 // in which `surgepay settle` captures authorizations long after serve made
 // them (settle lags behind the API when capped with --max-rate), so it
 // keeps about 8 minutes at 5,000 sales and their captures a second.

@@ -18,8 +18,8 @@ import (
 // RecordsMaxDefault of them: the simulator's share of the 256 MB `surgepay
 // serve` must stay within (docs/simulator.md, Memory).
 const (
-	recordBytesMax = 200
-	recordsHeapMax = 48 << 20
+	recordBytesMax = 140
+	recordsHeapMax = 28 << 20
 )
 
 // heapInUse returns the bytes of live heap objects after a full collection.
@@ -148,6 +148,52 @@ func TestReplayOddParameters(t *testing.T) {
 		// The padded reference captured the authorization, once.
 		if e := p.Effects("pay_upper"); e.Captures != 1 || e.AmountCaptured != 500 || e.Currency != "USD" {
 			t.Fatalf("effects: got %+v, want one capture of 500 USD", e)
+		}
+	})
+}
+
+// TestLongKeyAndPaymentID: a record keeps a digest of its key and, in
+// place, a payment ID of up to 32 bytes. A key of the longest length, a
+// payment ID longer than 32 bytes and another sharing its first 32 bytes
+// each replay, look up, capture and count their effects as short ones do.
+func TestLongKeyAndPaymentID(t *testing.T) {
+	providers(t, sim.DefaultConfig(), func(t *testing.T, p *sim.Provider, c surgepay.Provider) {
+		ctx := t.Context()
+		key := strings.Repeat("k", surgepay.IdempotencyKeyBytesMax)
+		long := "pay_" + strings.Repeat("0", 28) + "first-payment" // 45 bytes, past the 32 kept in place.
+		other := long[:32] + "other-payment"
+		req := authReq("x", visa, 1000, false)
+		req.IdempotencyKey, req.PaymentID = key, long
+		auth, err := c.Authorize(ctx, req)
+		if err != nil || !auth.Approved || auth.PaymentID != long {
+			t.Fatalf("authorize: %+v, %v; want approved for %s", auth, err, long)
+		}
+		again, err := c.Authorize(ctx, req)
+		if err != nil || !cmp.Equal(auth, again) {
+			t.Fatalf("replay: %+v, %v; want %+v", again, err, auth)
+		}
+		// A key one byte shorter is another key.
+		req2 := authReq("x", visa, 700, true)
+		req2.IdempotencyKey, req2.PaymentID = key[1:], other
+		sale, err := c.Authorize(ctx, req2)
+		if err != nil || !sale.Approved || sale.Reference == auth.Reference || sale.PaymentID != other {
+			t.Fatalf("sale under the shorter key: %+v, %v; want a new sale for %s", sale, err, other)
+		}
+		if got, err := c.Lookup(ctx, key); err != nil || got.Reference != auth.Reference || got.PaymentID != long {
+			t.Fatalf("lookup: %+v, %v; want %s of %s", got, err, auth.Reference, long)
+		}
+		capture, err := c.Capture(ctx, &surgepay.CaptureRequest{IdempotencyKey: key[2:], AuthorizationRef: auth.Reference, Amount: 600, Currency: "usd"})
+		if err != nil || !capture.Approved {
+			t.Fatalf("capture: %+v, %v", capture, err)
+		}
+		if e := p.Effects(long); e.Authorizations != 1 || e.AmountAuthorized != 1000 || e.AmountCaptured != 600 {
+			t.Fatalf("effects of %s: %+v, want 1000 authorized, 600 captured", long, e)
+		}
+		if e := p.Effects(other); e.Authorizations != 1 || e.AmountCaptured != 700 {
+			t.Fatalf("effects of %s: %+v, want the sale of 700", other, e)
+		}
+		if e := p.Effects(long[:32]); e != (sim.Effects{}) {
+			t.Fatalf("effects of the shared 32-byte prefix: %+v, want none", e)
 		}
 	})
 }

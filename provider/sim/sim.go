@@ -205,54 +205,56 @@ func notPerformed(op string, err error) error {
 
 // before runs everything that happens before the network: key check,
 // outage, faults that stop the call (timeout, rate limit), and the latency
-// sleep. It returns the key's shard and the fault left for the operation
-// (none, decline or unknown). Sleeping before performing means a call
+// sleep. It returns the key's digest and shard and the fault left for the
+// operation (none, decline or unknown). Sleeping before performing means a call
 // cancelled during its latency is NotPerformed; answers lost after
 // performing are the AmountUnknown and UnknownRate path.
-func (p *Provider) before(ctx context.Context, op, key string, amount int64, faults bool) (*shard, fault, error) {
+func (p *Provider) before(ctx context.Context, op, key string, amount int64, faults bool) (*shard, keyDigest, fault, error) {
+	var d keyDigest
 	if key == "" || len(key) > surgepay.IdempotencyKeyBytesMax {
-		return nil, faultNone, notPerformed(op, ErrKeyInvalid)
+		return nil, d, faultNone, notPerformed(op, ErrKeyInvalid)
 	}
 	st := p.state.Load()
 	if st.cfg.Outage {
-		return nil, faultNone, notPerformed(op, ErrOutage)
+		return nil, d, faultNone, notPerformed(op, ErrOutage)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, faultNone, notPerformed(op, err)
+		return nil, d, faultNone, notPerformed(op, err)
 	}
-	s := p.shardOf(key)
+	d = digestOf(key)
+	s := p.shardOf(d)
 	f := faultNone
 	if faults {
 		f = amountFault(amount)
 	}
-	d := st.latency.fixed
+	wait := st.latency.fixed
 	if st.random {
 		s.mu.Lock()
 		u := s.rng.Float64()
 		if f == faultNone && faults {
 			f = st.randomFault(u)
 		}
-		d = st.latency.sample(s.rng)
+		wait = st.latency.sample(s.rng)
 		if f == faultTimeout {
-			d = st.timeoutLatency.sample(s.rng)
+			wait = st.timeoutLatency.sample(s.rng)
 		}
 		s.mu.Unlock()
 	} else if f == faultTimeout {
-		d = st.timeoutLatency.fixed
+		wait = st.timeoutLatency.fixed
 	}
 	switch f {
 	case faultTimeout:
-		if err := p.sleep(ctx, d); err != nil {
-			return nil, f, notPerformed(op, err)
+		if err := p.sleep(ctx, wait); err != nil {
+			return nil, d, f, notPerformed(op, err)
 		}
-		return nil, f, notPerformed(op, ErrTimeout)
+		return nil, d, f, notPerformed(op, ErrTimeout)
 	case faultRateLimit:
-		return nil, f, notPerformed(op, ErrRateLimited)
+		return nil, d, f, notPerformed(op, ErrRateLimited)
 	}
-	if err := p.sleep(ctx, d); err != nil {
-		return nil, f, notPerformed(op, err)
+	if err := p.sleep(ctx, wait); err != nil {
+		return nil, d, f, notPerformed(op, err)
 	}
-	return s, f, nil
+	return s, d, f, nil
 }
 
 // after turns a performed call into its answer: a freshly performed
@@ -272,14 +274,14 @@ func after(op string, res *surgepay.ProviderResult, fresh bool, f fault, err err
 // documentation for the test cards and amounts.
 func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
 	const op = surgepay.TxAuthorization
-	s, f, err := p.before(ctx, op, req.IdempotencyKey, req.Amount, true)
+	s, d, f, err := p.before(ctx, op, req.IdempotencyKey, req.Amount, true)
 	if err != nil {
 		return nil, err
 	}
 	prm := params{op: op, amount: req.Amount, currency: req.Currency, last4: req.Card.Number.Last4(), capture: req.Capture}
 	now := p.clock()
 	s.mu.Lock()
-	res, fresh, err := p.authorizeLocked(s, req, prm, f, now)
+	res, fresh, err := p.authorizeLocked(s, d, req, prm, f, now)
 	s.mu.Unlock()
 	if fresh && err == nil && res.Approved && req.Capture && req.Amount == AmountDisputed {
 		p.fileDispute(req.MerchantID, req.PaymentID, res.Reference, req.Amount)
@@ -287,12 +289,12 @@ func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest
 	return after(op, res, fresh, f, err)
 }
 
-func (p *Provider) authorizeLocked(s *shard, req *surgepay.AuthorizeRequest, prm params, f fault, now uint32) (*surgepay.ProviderResult, bool, error) {
-	if pos, ok := s.find(req.IdempotencyKey, now); ok {
+func (p *Provider) authorizeLocked(s *shard, d keyDigest, req *surgepay.AuthorizeRequest, prm params, f fault, now uint32) (*surgepay.ProviderResult, bool, error) {
+	if pos, ok := s.find(d, now); ok {
 		return p.replay(s, pos, prm)
 	}
-	r := p.newRecord(req.IdempotencyKey, &prm)
-	r.paymentID = req.PaymentID
+	r := p.newRecord(d, &prm)
+	r.setPaymentID(req.PaymentID)
 	number := req.Card.Number.Digits()
 	if code, msg := decideAuthorize(req, number, f); code != "" {
 		r.decline(code, msg)
@@ -308,7 +310,7 @@ func (p *Provider) authorizeLocked(s *shard, req *surgepay.AuthorizeRequest, prm
 		}
 		s.totals.authorized(req.Currency, req.Amount, req.Capture)
 	}
-	res := p.result(&r, s.store(&r, now))
+	res := p.result(&r.record, r.rare, req.PaymentID, s.store(&r.record, r.rare, now))
 	return &res, true, nil
 }
 
@@ -366,7 +368,7 @@ func (p *Provider) Refund(ctx context.Context, req *surgepay.RefundRequest) (*su
 // names. Both are locked, in shard order, so a replay check and the money
 // rules see one consistent state.
 func (p *Provider) refOp(ctx context.Context, op, key, ref, currency string, amount int64) (*surgepay.ProviderResult, error) {
-	ks, f, err := p.before(ctx, op, key, amount, true)
+	ks, d, f, err := p.before(ctx, op, key, amount, true)
 	if err != nil {
 		return nil, err
 	}
@@ -377,21 +379,22 @@ func (p *Provider) refOp(ctx context.Context, op, key, ref, currency string, amo
 	}
 	now := p.clock()
 	lockPair(ks, as)
-	res, fresh, err := p.refOpLocked(ks, as, n, known, key, prm, f, now)
+	res, fresh, err := p.refOpLocked(ks, as, n, known, d, prm, f, now)
 	unlockPair(ks, as)
 	return after(op, res, fresh, f, err)
 }
 
-func (p *Provider) refOpLocked(ks, as *shard, n uint64, known bool, key string, prm params, f fault, now uint32) (*surgepay.ProviderResult, bool, error) {
-	if pos, ok := ks.find(key, now); ok {
+func (p *Provider) refOpLocked(ks, as *shard, n uint64, known bool, d keyDigest, prm params, f fault, now uint32) (*surgepay.ProviderResult, bool, error) {
+	if pos, ok := ks.find(d, now); ok {
 		return p.replay(ks, pos, prm)
 	}
 	var a *record // valid until ks.store below.
+	var arf *rare
 	if known {
-		a = as.authorization(n, now)
+		a, arf = as.authorization(n, now)
 	}
-	r := p.newRecord(key, &prm)
-	if code, msg := decideRefOp(a, prm, f); code != "" {
+	r := p.newRecord(d, &prm)
+	if code, msg := decideRefOp(a, arf, prm, f); code != "" {
 		r.decline(code, msg)
 		as.totals.Declines++
 	} else {
@@ -401,13 +404,14 @@ func (p *Provider) refOpLocked(ks, as *shard, n uint64, known bool, key string, 
 		}
 		a.apply(prm, &as.totals)
 	}
-	res := p.result(&r, ks.store(&r, now))
+	res := p.result(&r.record, r.rare, "", ks.store(&r.record, r.rare, now))
 	return &res, true, nil
 }
 
 // decideRefOp applies the money rules to a capture, void or refund of a
-// (nil if unknown). It returns a decline code and message, or "".
-func decideRefOp(a *record, prm params, f fault) (code, msg string) {
+// (nil if unknown), whose rare fields are arf. It returns a decline code
+// and message, or "".
+func decideRefOp(a *record, arf *rare, prm params, f fault) (code, msg string) {
 	invalid := func(format string, args ...any) (string, string) {
 		return DeclineInvalidRequest, fmt.Sprintf(format, args...)
 	}
@@ -428,8 +432,8 @@ func decideRefOp(a *record, prm params, f fault) (code, msg string) {
 		return invalid("the authorization is already captured; an authorization is captured once")
 	case prm.op == surgepay.TxRefund && a.captured == 0:
 		return invalid("the authorization is not captured")
-	case !a.currencyIs(prm.currency):
-		return invalid("currency does not match the authorization's %s", a.currencyString())
+	case !a.currencyIs(arf, prm.currency):
+		return invalid("currency does not match the authorization's %s", a.currencyString(arf))
 	case prm.amount <= 0:
 		return invalid("%s amount must be positive", prm.op)
 	case prm.op == surgepay.TxCapture && prm.amount > a.amount:
@@ -451,16 +455,16 @@ func decideRefOp(a *record, prm params, f fault) (code, msg string) {
 // waits the configured latency and fails during an Outage, but never meets
 // a random fault.
 func (p *Provider) Lookup(ctx context.Context, key string) (*surgepay.ProviderResult, error) {
-	s, _, err := p.before(ctx, OpLookup, key, 0, false)
+	s, d, _, err := p.before(ctx, OpLookup, key, 0, false)
 	if err != nil {
 		return nil, err
 	}
 	now := p.clock()
 	s.mu.Lock()
-	pos, ok := s.find(key, now)
+	pos, ok := s.find(d, now)
 	var res surgepay.ProviderResult
 	if ok {
-		res = p.result(&s.recs[pos], s.refNumber(pos))
+		res = p.storedResult(s, pos)
 	}
 	s.mu.Unlock()
 	if !ok {

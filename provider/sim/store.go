@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"math/rand/v2"
 	"sync"
 
@@ -24,6 +26,10 @@ const shardCount = 64
 // refNumber), so an authorization is found from its reference with no
 // index of its own.
 //
+// A record holds no pointer, so the collector never scans recs (hundreds
+// of thousands of records): it keeps a digest of its key, its payment ID
+// in place, and what few records need in rares, by record number.
+//
 // A record older than retention is gone at once for every call: finding
 // it checks its age. Its memory is released from the head of the ring a
 // few records at a time, by each store (releaseStepMax) and by
@@ -39,14 +45,15 @@ type shard struct {
 	first     uint64 // oldest stored record; seq+1 when none is.
 	seq       uint64 // newest record. Never reset, so references are never reused.
 	recs      []record
-	byKey     table // idempotency key → position in recs.
-	byPayment table // payment ID → position of its newest authorization; see record.link.
+	rares     map[uint64]*rare // record number → what a flagRare record keeps apart.
+	byKey     table            // idempotency key → position in recs.
+	byPayment table            // payment ID → position of its newest authorization; see record.link.
 	totals    Totals
 	_         [64]byte // keeps neighbouring shards' mutexes off one cache line.
 }
 
 func (s *shard) clear() {
-	s.recs = nil
+	s.recs, s.rares = nil, nil
 	s.byKey, s.byPayment = table{}, table{}
 	s.base, s.first = s.seq+1, s.seq+1
 	s.totals = Totals{}
@@ -58,17 +65,49 @@ func (s *shard) count() int { return int(s.seq + 1 - s.first) }
 // pos returns the position in recs of record q.
 func (s *shard) pos(q uint64) uint32 { return uint32((q - s.base) % uint64(s.max)) }
 
+// number returns the record number of the stored record at pos.
+func (s *shard) number(pos uint32) uint64 {
+	m := uint64(s.max)
+	return s.first + (uint64(pos)+m-uint64(s.pos(s.first)))%m
+}
+
 // refNumber returns the number that the reference of the stored record at
 // pos carries: its record number times shardCount plus the shard's index,
 // unique per simulator, and naming the shard (n mod shardCount).
-func (s *shard) refNumber(pos uint32) uint64 {
-	m := uint64(s.max)
-	q := s.first + (uint64(pos)+m-uint64(s.pos(s.first)))%m
-	return q*shardCount + s.index
+func (s *shard) refNumber(pos uint32) uint64 { return s.number(pos)*shardCount + s.index }
+
+// rareAt returns what the stored record at pos keeps apart, or nil.
+func (s *shard) rareAt(pos uint32) *rare {
+	if !s.recs[pos].hasFlag(flagRare) {
+		return nil
+	}
+	return s.rares[s.number(pos)]
 }
 
-func (s *shard) keyHashAt(pos uint32) uint64     { return hash(s.recs[pos].key) }
-func (s *shard) paymentHashAt(pos uint32) uint64 { return hash(s.recs[pos].paymentID) }
+// paymentIDAt returns the payment ID of the stored record at pos.
+func (s *shard) paymentIDAt(pos uint32) string {
+	r := &s.recs[pos]
+	if r.pidLen > 0 {
+		return string(r.pid[:r.pidLen])
+	}
+	if rf := s.rareAt(pos); rf != nil {
+		return rf.paymentID
+	}
+	return ""
+}
+
+// paymentIDIs reports whether the stored record at pos has paymentID,
+// without making a string of its own.
+func (s *shard) paymentIDIs(pos uint32, paymentID string) bool {
+	r := &s.recs[pos]
+	if r.pidLen > 0 {
+		return string(r.pid[:r.pidLen]) == paymentID
+	}
+	return r.hasFlag(flagPaymentID) && s.paymentIDAt(pos) == paymentID
+}
+
+func (s *shard) keyHashAt(pos uint32) uint64     { return s.recs[pos].key.hash() }
+func (s *shard) paymentHashAt(pos uint32) uint64 { return hash(s.paymentIDAt(pos)) }
 
 // Bounds on releasing expired records, so that no call holds a shard's
 // lock for long after an idle period.
@@ -97,12 +136,12 @@ func (s *shard) releaseExpired(now uint32, n int) int {
 	return i
 }
 
-// find returns the position of the live record stored under key. An
-// expired one leaves the key index at once, so the key is free for a new
-// record; the ring releases it in its turn.
-func (s *shard) find(key string, now uint32) (uint32, bool) {
-	h := hash(key)
-	pos, ok := s.byKey.find(h, func(pos uint32) bool { return s.recs[pos].key == key })
+// find returns the position of the live record stored under the key of
+// digest d. An expired one leaves the key index at once, so the key is free
+// for a new record; the ring releases it in its turn.
+func (s *shard) find(d keyDigest, now uint32) (uint32, bool) {
+	h := d.hash()
+	pos, ok := s.byKey.find(h, func(pos uint32) bool { return s.recs[pos].key == d })
 	if ok && s.expired(&s.recs[pos], now) {
 		s.byKey.remove(h, pos, s.keyHashAt)
 		return 0, false
@@ -111,23 +150,25 @@ func (s *shard) find(key string, now uint32) (uint32, bool) {
 }
 
 // authorization returns the live authorization whose reference carries n
-// (its shard is s), or nil.
-func (s *shard) authorization(n uint64, now uint32) *record {
+// (its shard is s) and its rare fields, or nil.
+func (s *shard) authorization(n uint64, now uint32) (*record, *rare) {
 	q := n / shardCount
 	if q < s.first || q > s.seq {
-		return nil
+		return nil, nil
 	}
-	if r := &s.recs[s.pos(q)]; r.op == opAuthorization && !s.expired(r, now) {
-		return r
+	pos := s.pos(q)
+	if r := &s.recs[pos]; r.op == opAuthorization && !s.expired(r, now) {
+		return r, s.rareAt(pos)
 	}
-	return nil
+	return nil, nil
 }
 
-// store adds r as the newest record, stamped now or, if the clock went
-// back, as the newest before it. It first releases expired records, then
-// evicts the oldest if the shard still holds max. It returns r's reference
-// number. Pointers into recs are invalid afterwards: recs may have grown.
-func (s *shard) store(r *record, now uint32) uint64 {
+// store adds r, with rf (nil for most records), as the newest record,
+// stamped now or, if the clock went back, as the newest before it. It
+// first releases expired records, then evicts the oldest if the shard
+// still holds max. It returns r's reference number. Pointers into recs are
+// invalid afterwards: recs may have grown.
+func (s *shard) store(r *record, rf *rare, now uint32) uint64 {
 	s.releaseExpired(now, releaseStepMax)
 	if s.count() == s.max {
 		s.dropOldest()
@@ -140,23 +181,36 @@ func (s *shard) store(r *record, now uint32) uint64 {
 	if int(pos) == len(s.recs) {
 		s.grow()
 	}
+	if rf != nil {
+		r.flags |= flagRare
+		if s.rares == nil {
+			s.rares = make(map[uint64]*rare)
+		}
+		s.rares[s.seq] = rf
+	}
 	if r.indexedByPayment() {
-		h := hash(r.paymentID)
-		if prev, ok := s.findPayment(h, r.paymentID); ok {
+		id := string(r.pid[:r.pidLen])
+		if r.pidLen == 0 {
+			id = rf.paymentID
+		}
+		h := hash(id)
+		if prev, ok := s.findPayment(h, id); ok {
 			r.link = s.refNumber(prev)
 			s.byPayment.remove(h, prev, s.paymentHashAt)
 		}
+		s.recs[pos] = *r
 		s.byPayment.insert(h, pos, s.paymentHashAt)
+	} else {
+		s.recs[pos] = *r
 	}
-	s.recs[pos] = *r
-	s.byKey.insert(hash(r.key), pos, s.keyHashAt)
+	s.byKey.insert(r.key.hash(), pos, s.keyHashAt)
 	return s.seq*shardCount + s.index
 }
 
 // findPayment returns the position of the newest stored authorization of
 // paymentID, whose hash is h.
 func (s *shard) findPayment(h uint64, paymentID string) (uint32, bool) {
-	return s.byPayment.find(h, func(pos uint32) bool { return s.recs[pos].paymentID == paymentID })
+	return s.byPayment.find(h, func(pos uint32) bool { return s.paymentIDIs(pos, paymentID) })
 }
 
 // grow lengthens recs by one, doubling its capacity up to max when full,
@@ -174,11 +228,14 @@ func (s *shard) grow() {
 func (s *shard) dropOldest() {
 	pos := s.pos(s.first)
 	r := &s.recs[pos]
-	s.byKey.remove(hash(r.key), pos, s.keyHashAt)
+	s.byKey.remove(r.key.hash(), pos, s.keyHashAt)
 	if r.indexedByPayment() {
-		s.byPayment.remove(hash(r.paymentID), pos, s.paymentHashAt)
+		s.byPayment.remove(hash(s.paymentIDAt(pos)), pos, s.paymentHashAt)
 	}
-	*r = record{} // lets the key and payment ID go.
+	if r.hasFlag(flagRare) {
+		delete(s.rares, s.first)
+	}
+	*r = record{}
 	s.first++
 }
 
@@ -217,16 +274,36 @@ func opOf(name string) opKind {
 	return opNone
 }
 
+// keyDigest is what a record keeps of its idempotency key: the first 16
+// bytes of the key's SHA-256. Two keys share one with a probability of
+// about n²/2¹²⁹ for n keys stored (10⁻²⁷ at a million), and a client cannot
+// make two on purpose; keys are up to 255 bytes, the digest 16.
+type keyDigest [16]byte
+
+func digestOf(key string) keyDigest {
+	var buf [surgepay.IdempotencyKeyBytesMax]byte // callers check the key's length first.
+	sum := sha256.Sum256(buf[:copy(buf[:], key)])
+	return keyDigest(sum[:16])
+}
+
+// hash is the digest's hash for the key table and the choice of shard.
+func (d keyDigest) hash() uint64 { return binary.LittleEndian.Uint64(d[:8]) }
+
+// paymentIDInline is the longest payment ID a record holds in place (the
+// engine's are 30 bytes); a longer one is kept in rare.
+const paymentIDInline = 32
+
 // record is one operation stored under its idempotency key and, for an
 // authorization, its money state. It is kept compact, as hundreds of
-// thousands are (docs/simulator.md, Memory): the result and the
-// parameters are rebuilt from these fields (result, params), the
-// reference from the record's number, and what only declines or odd
-// requests need is behind rare.
+// thousands are (docs/simulator.md, Memory), and holds no pointer: the
+// result and the parameters are rebuilt from these fields (result,
+// params), the reference from the record's number, and what only declines
+// or odd requests need is in the shard's rares (flagRare).
 type record struct {
-	key       string
-	paymentID string // an authorization's AuthorizeRequest.PaymentID.
-	rare      *rare  // nil for most records.
+	key keyDigest
+	// pid[:pidLen] is an authorization's AuthorizeRequest.PaymentID when
+	// it fits; with flagPaymentID and pidLen 0, rare has it.
+	pid [paymentIDInline]byte
 	// amount is the request's; for an approved void, the amount it
 	// released (the authorized amount), which its result answers.
 	amount int64
@@ -245,10 +322,11 @@ type record struct {
 	currency [3]byte // with flagCurrency.
 	last4    [4]byte // with flagLast4.
 	op       opKind
+	pidLen   uint8
 	flags    recordFlags
 }
 
-type recordFlags uint8
+type recordFlags uint16
 
 const (
 	flagApproved        recordFlags = 1 << iota
@@ -258,57 +336,81 @@ const (
 	flagLast4                       // last4 holds the card number's last four bytes; else it had fewer.
 	flagCurrency                    // currency holds the request's currency; else rare has it, or it was "".
 	flagTarget                      // link names the authorization; else rare has the reference as sent, or it was "".
+	flagPaymentID                   // an authorization with a payment ID: in pid, or in rare if longer.
+	flagRare                        // the shard's rares has this record's rare fields.
 )
 
 // rare is what few records need: a decline's code and message, and
 // parameters that fit no compact field (a currency that is not three
-// bytes, a reference this simulator did not write).
+// bytes, a reference this simulator did not write, a payment ID longer
+// than paymentIDInline).
 type rare struct {
 	declineCode, message string
 	currency, ref        string
+	paymentID            string
 }
 
-func (r *record) approved() bool             { return r.flags&flagApproved != 0 }
-func (r *record) indexedByPayment() bool     { return r.op == opAuthorization && r.paymentID != "" }
-func (r *record) hasFlag(f recordFlags) bool { return r.flags&f != 0 }
+// newRecord is a record being made, with its rare fields (nil until one
+// is needed).
+type newRecord struct {
+	record
+	rare *rare
+}
 
-func (r *record) rareFields() *rare {
-	if r.rare == nil {
-		r.rare = &rare{}
+func (n *newRecord) rareFields() *rare {
+	if n.rare == nil {
+		n.rare = &rare{}
 	}
-	return r.rare
+	return n.rare
 }
 
-func (r *record) decline(code, msg string) {
-	rf := r.rareFields()
+func (n *newRecord) decline(code, msg string) {
+	rf := n.rareFields()
 	rf.declineCode, rf.message = code, msg
 }
 
-// currencyIs reports whether c is the currency r's request carried.
-func (r *record) currencyIs(c string) bool {
+func (n *newRecord) setPaymentID(id string) {
+	if id == "" {
+		return
+	}
+	n.flags |= flagPaymentID
+	if len(id) <= paymentIDInline {
+		n.pidLen = uint8(copy(n.pid[:], id))
+	} else {
+		n.rareFields().paymentID = id
+	}
+}
+
+func (r *record) approved() bool             { return r.flags&flagApproved != 0 }
+func (r *record) indexedByPayment() bool     { return r.op == opAuthorization && r.hasFlag(flagPaymentID) }
+func (r *record) hasFlag(f recordFlags) bool { return r.flags&f != 0 }
+
+// currencyIs reports whether c is the currency r's request carried; rf is
+// r's rare fields.
+func (r *record) currencyIs(rf *rare, c string) bool {
 	switch {
 	case r.hasFlag(flagCurrency):
 		return len(c) == 3 && string(r.currency[:]) == c
-	case r.rare != nil:
-		return r.rare.currency == c
+	case rf != nil:
+		return rf.currency == c
 	}
 	return c == ""
 }
 
-func (r *record) currencyString() string {
+func (r *record) currencyString(rf *rare) string {
 	switch {
 	case r.hasFlag(flagCurrency):
 		return string(r.currency[:])
-	case r.rare != nil:
-		return r.rare.currency
+	case rf != nil:
+		return rf.currency
 	}
 	return ""
 }
 
-// newRecord returns the record of an operation under key with parameters
-// prm, its outcome still to set.
-func (p *Provider) newRecord(key string, prm *params) record {
-	r := record{key: key, op: opOf(prm.op), amount: prm.amount}
+// newRecord returns the record of an operation under the key of digest d
+// with parameters prm, its outcome still to set.
+func (p *Provider) newRecord(d keyDigest, prm *params) newRecord {
+	r := newRecord{record: record{key: d, op: opOf(prm.op), amount: prm.amount}}
 	switch {
 	case len(prm.currency) == 3:
 		copy(r.currency[:], prm.currency)
@@ -332,9 +434,9 @@ func (p *Provider) newRecord(key string, prm *params) record {
 	return r
 }
 
-// params returns the parameters r was performed with.
-func (p *Provider) params(r *record) params {
-	prm := params{op: r.op.String(), amount: r.amount, currency: r.currencyString(), capture: r.hasFlag(flagSale)}
+// params returns the parameters r, with rare fields rf, was performed with.
+func (p *Provider) params(r *record, rf *rare) params {
+	prm := params{op: r.op.String(), amount: r.amount, currency: r.currencyString(rf), capture: r.hasFlag(flagSale)}
 	if r.op == opVoid {
 		prm.amount = 0 // a void names no amount; its record keeps the one released.
 	}
@@ -344,32 +446,36 @@ func (p *Provider) params(r *record) params {
 	switch {
 	case r.hasFlag(flagTarget):
 		prm.ref = p.ref(opAuthorization, r.link)
-	case r.rare != nil:
-		prm.ref = r.rare.ref
+	case rf != nil:
+		prm.ref = rf.ref
 	}
 	return prm
 }
 
-// result returns the answer to the operation of r, whose reference number
-// is n.
-func (p *Provider) result(r *record, n uint64) surgepay.ProviderResult {
+// result returns the answer to the operation of r, with rare fields rf and
+// payment ID paymentID, whose reference number is n.
+func (p *Provider) result(r *record, rf *rare, paymentID string, n uint64) surgepay.ProviderResult {
 	res := surgepay.ProviderResult{Approved: r.approved(), Reference: p.ref(r.op, n), Amount: r.amount,
-		Operation: r.op.String(), PaymentID: r.paymentID,
+		Operation: r.op.String(), PaymentID: paymentID,
 		Captured: r.op == opAuthorization && r.approved() && r.hasFlag(flagSale)}
-	if r.rare != nil {
-		res.DeclineCode, res.Message = r.rare.declineCode, r.rare.message
+	if rf != nil {
+		res.DeclineCode, res.Message = rf.declineCode, rf.message
 	}
 	return res
+}
+
+// storedResult returns the answer to the stored operation at pos in s.
+func (p *Provider) storedResult(s *shard, pos uint32) surgepay.ProviderResult {
+	return p.result(&s.recs[pos], s.rareAt(pos), s.paymentIDAt(pos), s.refNumber(pos))
 }
 
 // replay answers a repeated key, whose record is at pos in s: the stored
 // result for the same parameters, ErrKeyReused for different ones.
 func (p *Provider) replay(s *shard, pos uint32, prm params) (*surgepay.ProviderResult, bool, error) {
-	r := &s.recs[pos]
-	if p.params(r) != prm {
+	if p.params(&s.recs[pos], s.rareAt(pos)) != prm {
 		return nil, false, notPerformed(prm.op, ErrKeyReused)
 	}
-	res := p.result(r, s.refNumber(pos))
+	res := p.storedResult(s, pos)
 	return &res, false, nil
 }
 
@@ -409,8 +515,8 @@ type Effects struct {
 	Currency               string `json:"currency,omitempty"`
 }
 
-// add counts the authorization a.
-func (e *Effects) add(a *record) {
+// add counts the authorization a, whose rare fields are rf.
+func (e *Effects) add(a *record, rf *rare) {
 	if !a.approved() {
 		e.AuthorizationsDeclined++
 		return
@@ -426,7 +532,7 @@ func (e *Effects) add(a *record) {
 	}
 	e.Refunds += int(a.refunds)
 	e.AmountRefunded += a.refunded
-	e.Currency = a.currencyString()
+	e.Currency = a.currencyString(rf)
 }
 
 // Totals is what the network did since New or Reset. Eviction and expiry
@@ -483,11 +589,12 @@ func (t *Totals) merge(o *Totals) {
 	}
 }
 
-// shardOf returns the shard of an idempotency key (FNV-1a).
-func (p *Provider) shardOf(key string) *shard {
-	return &p.shards[hash(key)%shardCount]
+// shardOf returns the shard of the idempotency key of digest d.
+func (p *Provider) shardOf(d keyDigest) *shard {
+	return &p.shards[d.hash()%shardCount]
 }
 
+// hash is FNV-1a, for payment IDs.
 func hash(s string) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(s); i++ {
@@ -530,8 +637,13 @@ func (p *Provider) Effects(paymentID string) Effects {
 		s := &p.shards[i]
 		s.mu.Lock()
 		if pos, ok := s.findPayment(h, paymentID); ok {
-			for a := s.authorization(s.refNumber(pos), now); a != nil; a = s.authorization(a.link, now) {
-				e.add(a)
+			for n := s.refNumber(pos); ; {
+				a, rf := s.authorization(n, now)
+				if a == nil {
+					break
+				}
+				e.add(a, rf)
+				n = a.link
 			}
 		}
 		s.mu.Unlock()

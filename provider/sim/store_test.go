@@ -1,10 +1,15 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/surgepay/surgepay"
 )
 
 // TestTable inserts and removes positions at random and checks that the
@@ -62,8 +67,8 @@ func TestReleaseBoundedPerStore(t *testing.T) {
 	p := New(Config{Retention: Duration(time.Minute)})
 	s := &p.shards[0]
 	store := func(key string, now uint32) {
-		r := record{key: key, op: opCapture}
-		s.store(&r, now)
+		r := record{key: digestOf(key), op: opCapture}
+		s.store(&r, nil, now)
 	}
 	for i := range 100 {
 		store(fmt.Sprint("old", i), 0)
@@ -79,10 +84,71 @@ func TestReleaseBoundedPerStore(t *testing.T) {
 	if got, want := s.count(), 100/releaseStepMax+1; got != want || s.totals.RecordsExpired != 100 {
 		t.Fatalf("after %d stores: %d records and %d expired, want %d and 100", want, got, s.totals.RecordsExpired, want)
 	}
-	if _, ok := s.find("old99", late); ok {
+	if _, ok := s.find(digestOf("old99"), late); ok {
 		t.Fatal("an expired key is found")
 	}
-	if _, ok := s.find("new0", late); !ok {
+	if _, ok := s.find(digestOf("new0"), late); !ok {
 		t.Fatal("a live key is not found")
+	}
+}
+
+// TestRecordHoldsNoPointer: a record has no field the collector must
+// follow, so the rings of hundreds of thousands of records are never
+// scanned (docs/simulator.md, Memory). A string, slice, map or pointer
+// added to record fails here.
+func TestRecordHoldsNoPointer(t *testing.T) {
+	var pointerFree func(reflect.Type) bool
+	pointerFree = func(ty reflect.Type) bool {
+		switch ty.Kind() {
+		case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+			return true
+		case reflect.Array:
+			return pointerFree(ty.Elem())
+		case reflect.Struct:
+			for i := range ty.NumField() {
+				if !pointerFree(ty.Field(i).Type) {
+					t.Errorf("record field %s is a %s", ty.Field(i).Name, ty.Field(i).Type)
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	}
+	pointerFree(reflect.TypeFor[record]())
+}
+
+// TestRareFieldsLeaveWithTheirRecords: declined operations and long
+// payment IDs keep rare fields in the shard's map; evicted and expired
+// records take theirs with them, so the map is bounded by the records.
+func TestRareFieldsLeaveWithTheirRecords(t *testing.T) {
+	p := New(Config{RecordsMax: shardCount * 8, Retention: Duration(time.Minute)})
+	var clock time.Time = time.Unix(1_900_000_000, 0)
+	p.SetClock(func() time.Time { return clock })
+	ctx := context.Background()
+	authorize := func(i int) {
+		req := &surgepay.AuthorizeRequest{IdempotencyKey: fmt.Sprint("k", i), PaymentID: fmt.Sprintf("pay_%040d", i),
+			Amount: AmountDecline, Currency: "usd", Card: surgepay.ProviderCard{Number: "4242424242424242", ExpMonth: 1, ExpYear: 2040}}
+		if res, err := p.Authorize(ctx, req); err != nil || res.Approved || !strings.HasSuffix(res.PaymentID, fmt.Sprint(i)) {
+			t.Fatalf("authorization %d: %+v, %v; want declined, with its payment ID", i, res, err)
+		}
+	}
+	rares := func() (n int) {
+		for i := range p.shards {
+			n += len(p.shards[i].rares)
+		}
+		return n
+	}
+	for i := range 5000 { // evicted: far more than RecordsMax
+		authorize(i)
+	}
+	if got, want := rares(), int(p.TotalEffects().Records); got != want {
+		t.Fatalf("after eviction: %d rare entries for %d records, want one each", got, want)
+	}
+	clock = clock.Add(2 * time.Minute)
+	p.TotalEffects() // releases every expired record
+	if got := rares(); got != 0 {
+		t.Fatalf("after expiry: %d rare entries, want none", got)
 	}
 }
