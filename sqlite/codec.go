@@ -30,7 +30,32 @@ func timeOf(n sql.NullInt64) time.Time {
 // JSON columns have their own field names, so renaming a Go field does not
 // change stored rows. nil is NULL.
 
+// txJSON is a transaction as payments.transactions stores it: short names, and what the payment's row already holds
+// left out, as a sale's row was 660 bytes of which its two transactions
+// took 426 (bench/RESULTS.md, issue 14 session 18); now 246. A string field whose
+// value is "=" is its derived value (derived): the payment's
+// authorization_ref for ProviderRef, the payment's ID, "/" and the
+// transaction's type for IdempotencyKey (the engine's key for a
+// capture, a void, a refund without an Idempotency-Key); a stored value
+// that begins with "=" gets one more. Created is nanoseconds after the
+// payment's created (txBase), absent for the same instant; Zero marks the
+// zero time. Rows written by earlier versions keep txJSONv1's names, and
+// are read as such (transactionsOf tells them by their first name).
 type txJSON struct {
+	ID             string `json:"i"`
+	Type           string `json:"t"`
+	Status         string `json:"s"`
+	Amount         int64  `json:"a"`
+	ProviderRef    string `json:"r,omitempty"`
+	IdempotencyKey string `json:"k,omitempty"`
+	DeclineCode    string `json:"d,omitempty"`
+	Message        string `json:"m,omitempty"`
+	Created        int64  `json:"c,omitempty"`
+	Zero           bool   `json:"z,omitempty"`
+}
+
+// txJSONv1 is a transaction as rows written by earlier versions hold it.
+type txJSONv1 struct {
 	ID             string `json:"id"`
 	Type           string `json:"type"`
 	Status         string `json:"status"`
@@ -41,6 +66,31 @@ type txJSON struct {
 	Message        string `json:"message,omitempty"`
 	Created        *int64 `json:"created,omitempty"` // Unix nanoseconds; nil for the zero time
 }
+
+// derive writes v for a txJSON field whose derived value is d.
+func derive(v, d string) string {
+	switch {
+	case v == d && v != "":
+		return "="
+	case strings.HasPrefix(v, "="):
+		return "=" + v
+	}
+	return v
+}
+
+// underive reads what derive wrote.
+func underive(s, d string) string {
+	switch {
+	case s == "=":
+		return d
+	case strings.HasPrefix(s, "="):
+		return s[1:]
+	}
+	return s
+}
+
+// txKey is the idempotency key a transaction of p of type typ derives.
+func txKey(p *surgepay.Payment, typ string) string { return p.ID + "/" + typ }
 
 type pendingJSON struct {
 	Type           string          `json:"type"`
@@ -86,28 +136,61 @@ func fromJSON(col string, s sql.NullString, v any) error {
 
 func metadataArg(m map[string]string) (any, error) { return jsonArg(m == nil, m) }
 
-func transactionsArg(txs []surgepay.Transaction) (any, error) {
-	if txs == nil {
+// transactionsArg is p's transactions as payments.transactions stores them
+// (txJSON).
+func transactionsArg(p *surgepay.Payment) (any, error) {
+	if p.Transactions == nil {
 		return nil, nil
 	}
-	out := make([]txJSON, len(txs))
-	for i, tx := range txs {
+	out := make([]txJSON, len(p.Transactions))
+	for i, tx := range p.Transactions {
 		out[i] = txJSON{ID: tx.ID, Type: tx.Type, Status: tx.Status, Amount: tx.Amount,
-			ProviderRef: tx.ProviderRef, IdempotencyKey: tx.IdempotencyKey,
+			ProviderRef: derive(tx.ProviderRef, p.AuthorizationRef), IdempotencyKey: derive(tx.IdempotencyKey, txKey(p, tx.Type)),
 			DeclineCode: tx.DeclineCode, Message: tx.Message}
-		if !tx.Created.IsZero() {
-			n := tx.Created.UnixNano()
-			out[i].Created = &n
+		if tx.Created.IsZero() {
+			out[i].Zero = true
+		} else {
+			out[i].Created = tx.Created.UnixNano() - txBase(p)
 		}
 	}
 	return jsonArg(false, out)
 }
 
-func transactionsOf(s sql.NullString) ([]surgepay.Transaction, error) {
+// txBase is what txJSON.Created counts from: the payment's created, or 0.
+func txBase(p *surgepay.Payment) int64 {
+	if p.Created.IsZero() {
+		return 0
+	}
+	return p.Created.UnixNano()
+}
+
+// transactionsOf reads payments.transactions of p, whose other columns are
+// read: txJSON, or txJSONv1 in a row written by an earlier version.
+func transactionsOf(s sql.NullString, p *surgepay.Payment) ([]surgepay.Transaction, error) {
 	if !s.Valid {
 		return nil, nil
 	}
+	if strings.HasPrefix(s.String, `[{"id":`) {
+		return transactionsOfV1(s)
+	}
 	var in []txJSON
+	if err := fromJSON("transactions", s, &in); err != nil {
+		return nil, err
+	}
+	out := make([]surgepay.Transaction, len(in))
+	for i, tx := range in {
+		out[i] = surgepay.Transaction{ID: tx.ID, Type: tx.Type, Status: tx.Status, Amount: tx.Amount,
+			ProviderRef: underive(tx.ProviderRef, p.AuthorizationRef), IdempotencyKey: underive(tx.IdempotencyKey, txKey(p, tx.Type)),
+			DeclineCode: tx.DeclineCode, Message: tx.Message}
+		if !tx.Zero {
+			out[i].Created = time.Unix(0, txBase(p)+tx.Created).UTC()
+		}
+	}
+	return out, nil
+}
+
+func transactionsOfV1(s sql.NullString) ([]surgepay.Transaction, error) {
+	var in []txJSONv1
 	if err := fromJSON("transactions", s, &in); err != nil {
 		return nil, err
 	}
@@ -300,7 +383,7 @@ func paymentArgs(p *surgepay.Payment) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("payment %s tax: %w", p.ID, err)
 	}
-	txs, err := transactionsArg(p.Transactions)
+	txs, err := transactionsArg(p)
 	if err != nil {
 		return nil, fmt.Errorf("payment %s transactions: %w", p.ID, err)
 	}
@@ -328,7 +411,7 @@ func scanPayment(r scanner) (*surgepay.Payment, error) {
 	var err error
 	if err = fromJSON("metadata", md, &p.Metadata); err == nil {
 		if p.Tax, err = taxOf(tax); err == nil {
-			if p.Transactions, err = transactionsOf(txs); err == nil {
+			if p.Transactions, err = transactionsOf(txs, &p); err == nil {
 				p.Pending, err = pendingOf(pending)
 			}
 		}

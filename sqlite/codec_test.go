@@ -1,0 +1,97 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/surgepay/surgepay"
+)
+
+// TestTransactionsColumn: payments.transactions round-trips every
+// transaction exactly, the values it leaves out to the payment's row
+// included, with their edge cases (a value that is the derived one, one
+// that begins with "=", the zero time, a payment without created); rows in
+// the earlier format read as before; and a sale's column takes at most
+// 60 % of the earlier format's (246 bytes against 426).
+func TestTransactionsColumn(t *testing.T) {
+	created := time.Date(2026, 11, 28, 1, 2, 3, 456789012, time.UTC)
+	sale := func() *surgepay.Payment {
+		p := &surgepay.Payment{ID: "pay_01m8fqq850d5gbdmqprmfjya7m", AuthorizationRef: "auth_b3441cca_47d", Created: created}
+		p.Transactions = []surgepay.Transaction{
+			{ID: "txn_01m8fqq850d5gbdmqprn70v29x", Type: surgepay.TxAuthorization, Status: "succeeded", Amount: 19177,
+				ProviderRef: p.AuthorizationRef, IdempotencyKey: "auth/mer_01m8fqq67eyrvj316xefae6587/8c4ba5de704a6d0d24a4908a", Created: created},
+			{ID: "txn_01m8fqq850d5gbdmqprqned4z7", Type: surgepay.TxCapture, Status: "pending", Amount: 19177,
+				IdempotencyKey: p.ID + "/capture", Created: created},
+		}
+		return p
+	}
+	odd := func() *surgepay.Payment {
+		p := &surgepay.Payment{ID: "pay_2", AuthorizationRef: "=ref", Created: created}
+		p.Transactions = []surgepay.Transaction{
+			{ID: "t1", Type: surgepay.TxAuthorization, Status: "failed", Amount: 1, ProviderRef: "=", IdempotencyKey: "=",
+				DeclineCode: "card_declined", Message: "declined", Created: created.Add(-time.Second)},
+			{ID: "t2", Type: surgepay.TxAuthorization, Status: "succeeded", Amount: 2, ProviderRef: "=ref",
+				IdempotencyKey: "pay_2/authorization", Created: created.Add(time.Hour)},
+			{ID: "t3", Type: surgepay.TxRefund, Status: "pending", Amount: 3, ProviderRef: "==x", IdempotencyKey: "==y"},
+			{ID: "t4", Type: surgepay.TxVoid, Status: "succeeded", Amount: 0, ProviderRef: "other", IdempotencyKey: "pay_2/capture", Created: created},
+		}
+		return p
+	}
+	undated := func() *surgepay.Payment { // no created: transactions count from 0
+		p := &surgepay.Payment{ID: "pay_3"}
+		p.Transactions = []surgepay.Transaction{
+			{ID: "t1", Type: surgepay.TxCapture, Status: "succeeded", Amount: 5, Created: time.Unix(0, 0).UTC()},
+			{ID: "t2", Type: surgepay.TxCapture, Status: "succeeded", Amount: 5},
+			{ID: "t3", Type: surgepay.TxCapture, Status: "succeeded", Amount: 5, Created: created},
+		}
+		return p
+	}
+	for name, mk := range map[string]func() *surgepay.Payment{"Sale": sale, "Odd": odd, "Undated": undated} {
+		t.Run(name, func(t *testing.T) {
+			p := mk()
+			arg, err := transactionsArg(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := transactionsOf(sql.NullString{String: arg.(string), Valid: true}, mk())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(p.Transactions, got); diff != "" {
+				t.Errorf("round trip of %s (-want +got):\n%s", arg, diff)
+			}
+		})
+	}
+
+	p := sale()
+	var v1 []txJSONv1
+	for _, tx := range p.Transactions {
+		n := tx.Created.UnixNano()
+		v1 = append(v1, txJSONv1{ID: tx.ID, Type: tx.Type, Status: tx.Status, Amount: tx.Amount,
+			ProviderRef: tx.ProviderRef, IdempotencyKey: tx.IdempotencyKey, Created: &n})
+	}
+	old, err := json.Marshal(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := transactionsOf(sql.NullString{String: string(old), Valid: true}, sale())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(p.Transactions, got); diff != "" {
+		t.Errorf("a row in the earlier format (-want +got):\n%s", diff)
+	}
+	arg, err := transactionsArg(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(arg.(string)); 10*n > 6*len(old) {
+		t.Errorf("a sale's transactions take %d bytes (%s), the earlier format %d: want at most 60 %%", n, arg, len(old))
+	}
+	if got, err := transactionsOf(sql.NullString{}, p); got != nil || err != nil {
+		t.Errorf("NULL column: %v, %v; want nil", got, err)
+	}
+}
