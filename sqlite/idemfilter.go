@@ -39,19 +39,25 @@ import (
 // Open builds the first filter (one scan of idempotency_index: about a
 // second for a few million records). Once more hashes were added than the
 // filter holds at 1 %, a new one is built in the background, sized for
-// twice the records then stored, at most idemFilterKeysMax, and lookups
+// half as many again as the records then stored (idemFilterGrowth), at
+// most idemFilterKeysMax, and lookups
 // use the old one meanwhile. A full filter of that size is rebuilt at
 // most hourly (purged keys leave it); in between its false positive rate
 // grows and lookups fall back to the SELECT, never to a wrong answer.
 
 const (
-	// idemFilterKeysMin is the fewest keys a filter is sized for (a
-	// filter has a power of two of bits, at least 10 a key): the first
-	// holds 3.3 M keys at 1 % in 4 MiB.
-	idemFilterKeysMin = 1 << 21
+	// idemFilterKeysMin is the fewest keys a filter is sized for (10
+	// bits a key): the first holds 3.3 M keys at 1 % in 4 MiB.
+	idemFilterKeysMin = 3_355_443
 	// idemFilterKeysMax bounds a filter: 27 M keys at 1 % in 32 MiB,
 	// three half-hour events at 5,000 sales/s.
-	idemFilterKeysMax = 1 << 24
+	idemFilterKeysMax = 26_843_545
+	// idemFilterGrowth is a new filter's keys per key stored, in halves:
+	// 3, half as many again. Each rebuild scans idempotency_index, so a
+	// smaller step means more scans (geometric: at most three times the
+	// keys in all); 2 left the filter of a half hour at 5,000 sales/s
+	// twice its keys.
+	idemFilterGrowth = 3
 	// idemFilterBitsPerKey and idemFilterProbes give about 1 % false
 	// positives at capacity.
 	idemFilterBitsPerKey = 10
@@ -67,17 +73,22 @@ const (
 )
 
 // bloom is a Bloom filter of 64-bit hashes, safe for one writer and any
-// readers at once.
+// readers at once. Its size is the keys it is built for times
+// idemFilterBitsPerKey, to the word: a probe maps a 64-bit hash onto the
+// bits by multiplying (Lemire's reduction), so no power of two is needed,
+// which had made the filter of a half hour at 5,000 sales/s 16 MiB for
+// 6.7 M keys rather than 8 (bench/RESULTS.md, issue 14 session 18).
 type bloom struct {
 	words    []atomic.Uint64
-	mask     uint64 // bits - 1; bits is a power of two
+	bits     uint64 // len(words) * 64
 	capacity int64  // keys it holds at about 1 % false positives
 	added    atomic.Int64
 }
 
 func newBloom(keys int) *bloom {
-	n := uint64(1) << bits.Len64(uint64(keys*idemFilterBitsPerKey-1))
-	return &bloom{words: make([]atomic.Uint64, n/64), mask: n - 1, capacity: int64(n / idemFilterBitsPerKey)}
+	words := (uint64(max(keys, 1))*idemFilterBitsPerKey + 63) / 64
+	n := words * 64
+	return &bloom{words: make([]atomic.Uint64, words), bits: n, capacity: int64(n / idemFilterBitsPerKey)}
 }
 
 // probes calls f with the filter's bit indexes of h (double hashing; h is
@@ -86,7 +97,7 @@ func (b *bloom) probes(h int64, f func(i uint64) bool) bool {
 	h1 := uint64(h)
 	h2 := h1*0x9e3779b97f4a7c15 ^ h1>>29 | 1
 	for i := range uint64(idemFilterProbes) {
-		if !f((h1 + i*h2) & b.mask) {
+		if j, _ := bits.Mul64(h1+i*h2, b.bits); !f(j) {
 			return false
 		}
 	}
@@ -273,7 +284,7 @@ func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 	if err := db.read.QueryRowContext(ctx, idemSpanQuery).Scan(&stored); err != nil {
 		return fmt.Errorf("size idempotency filter: %w", err)
 	}
-	next := newBloom(min(max(idemFilterKeysMin, 2*stored), idemFilterKeysMax))
+	next := newBloom(min(max(idemFilterKeysMin, stored*idemFilterGrowth/2), idemFilterKeysMax))
 	f.mu.Lock()
 	f.next = next
 	f.mu.Unlock()
