@@ -40,10 +40,10 @@ import (
 // second for a few million records). Once more hashes were added than the
 // filter holds at 1 %, a new one is built in the background, sized for
 // half as many again as the records then stored (idemFilterGrowth), at
-// most idemFilterKeysMax, and lookups
-// use the old one meanwhile. A full filter of that size is rebuilt at
-// most hourly (purged keys leave it); in between its false positive rate
-// grows and lookups fall back to the SELECT, never to a wrong answer.
+// most idemFilterKeysMax, and lookups use the old one meanwhile. A full
+// filter of that size is rebuilt at most hourly (purged keys leave it); in
+// between its false positive rate grows and lookups fall back to the
+// SELECT, never to a wrong answer.
 
 const (
 	// idemFilterKeysMin is the fewest keys a filter is sized for (10
