@@ -376,7 +376,7 @@ const ReadHeaderTimeoutDefault = 5 * time.Second
 // flight then sat at the limit, the collector ran all the time, the
 // server's capacity fell to ~2,600 sales/s and half the requests of a
 // half-hour event were refused (bench/RESULTS.md). A limit must sit well
-// above the live heap (~90 MB at 5,000/s); gc_percent 100 keeps the heap
+// above the live heap (55-70 MB at 5,000/s); gc_percent 100 keeps the heap
 // near twice the live one. Session 8 raised it from 384 to 1024: under
 // overload (5,000 sales/s offered to a slower 2-core machine that takes
 // ~3,800) the requests in flight and the clients' connections took the
