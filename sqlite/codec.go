@@ -30,17 +30,18 @@ func timeOf(n sql.NullInt64) time.Time {
 // JSON columns have their own field names, so renaming a Go field does not
 // change stored rows. nil is NULL.
 
-// txJSON is a transaction as payments.transactions stores it: short names, and what the payment's row already holds
-// left out, as a sale's row was 660 bytes of which its two transactions
-// took 426 (bench/RESULTS.md, issue 14 session 18); now 246. A string field whose
-// value is "=" is its derived value (derived): the payment's
-// authorization_ref for ProviderRef, the payment's ID, "/" and the
-// transaction's type for IdempotencyKey (the engine's key for a
-// capture, a void, a refund without an Idempotency-Key); a stored value
-// that begins with "=" gets one more. Created is nanoseconds after the
-// payment's created (txBase), absent for the same instant; Zero marks the
-// zero time. Rows written by earlier versions keep txJSONv1's names, and
-// are read as such (transactionsOf tells them by their first name).
+// txJSON is a transaction as payments.transactions stores it: short
+// names, and what the payment's row already holds left out. A sale's row
+// was 660 bytes, 426 of them its two transactions (bench/RESULTS.md,
+// issue 14 session 18); now 246. A string field whose value is "=" is its
+// derived value (derive): the payment's authorization_ref for
+// ProviderRef; the payment's ID, "/" and the transaction's type for
+// IdempotencyKey (the engine's key for a capture, a void, a refund
+// without an Idempotency-Key). A stored value that begins with "=" gets
+// one more. Created is nanoseconds after the payment's created (txBase),
+// absent for the same instant; Zero marks the zero time. Rows written by
+// earlier versions keep txJSONv1's names and are read as such
+// (transactionsOf tells them by their first name).
 type txJSON struct {
 	ID             string `json:"i"`
 	Type           string `json:"t"`
