@@ -14,7 +14,7 @@ import (
 // Payments by customer (migration 0010): the table payments_by_customer
 // holds (merchant_id, customer_id, id) of every payment up to
 // deferred_indexes.indexed_upto; the writer merges the payments after it
-// in chunks of customerMergeRows, sorted, so that a merge writes each
+// in chunks of Config.CustomerMergeRows, sorted, so that a merge writes each
 // customer's leaf once for all of the chunk's payments of that customer,
 // where an index on payments wrote one leaf per sale. A list by customer
 // reads the table and the tail (ListPayments). Nothing of it is in memory
@@ -33,17 +33,22 @@ import (
 // commit's transaction: a rolled-back commit takes its step back, and a
 // crash or a second writer starts the chunk again (INSERT OR IGNORE).
 
-// customerMergeRows is how many payments one merge indexes: the most a
-// list by customer reads beyond the index (about as many rows, plus a
-// chunk in progress and a batch). With 200 customers a merge writes about
-// 200 leaves for 2,048 sales: a tenth of a page per sale, against one.
-const customerMergeRows = 2048
+// CustomerMergeRowsDefault is the default Config.CustomerMergeRows: how
+// many payments one merge indexes, and so about the most a list by
+// customer reads beyond the index (plus a chunk in progress and a batch).
+// A merge writes each customer's leaf, and the siblings a leaf split
+// rewrites, once for all of the chunk's payments of that customer: with
+// 200 customers, 2,048 took 2.0 KB written a sale (the largest share, 31
+// % of a sale's WAL and checkpoint writes at 5,000 sales/s), 8,192 about
+// 0.7 KB (bench/RESULTS.md, issue 14 session 19), for a list's scan of up
+// to ~12,000 rows of the tail (~5 ms, BenchmarkListPaymentsOfCustomerFullTail).
+const CustomerMergeRowsDefault = 8192
 
 // customerMergeStep is the fewest rows a step of a chunk's merge reads or
-// inserts: a chunk takes at most 2 x 2,048 / 256 = 16 commits, a few
-// milliseconds each. A step takes twice the batch's writes when that is
-// more, so that merging keeps up with any rate: a chunk is done within
-// the commits of 2,048 sales.
+// inserts: a chunk of the default size takes at most 2 x 8,192 / 256 = 64
+// commits, a few milliseconds each. A step takes twice the batch's writes
+// when that is more, so that merging keeps up with any rate: a chunk is
+// done within the commits of a chunk's sales.
 const customerMergeStep = 256
 
 // custKey is a key of payments_by_customer.
@@ -111,6 +116,8 @@ type custChunk struct {
 // custMerge is the writer's view of payments_by_customer. Only the writer
 // goroutine uses it.
 type custMerge struct {
+	rows int64 // payments a chunk indexes: Config.CustomerMergeRows
+
 	upto int64 // indexed_upto, as this writer last set or read it
 	tail int64 // payments after upto, as far as this writer knows
 	tx   int64 // payments inserted in the open transaction
@@ -143,14 +150,14 @@ func (w *writer) mergeCustomers(writes int) error {
 	c := &w.cust
 	ch := c.chunk
 	if ch.to == 0 {
-		if c.tail+c.tx < customerMergeRows {
+		if c.tail+c.tx < c.rows {
 			return nil
 		}
 		var last int64
 		if err := w.custSt.last.QueryRowContext(context.Background()).Scan(&last); err != nil {
 			return fmt.Errorf("merge payments by customer: %w", err)
 		}
-		ch = custChunk{from: c.upto, to: min(last, c.upto+customerMergeRows), read: c.upto}
+		ch = custChunk{from: c.upto, to: min(last, c.upto+c.rows), read: c.upto}
 		ch.keys = make([]custKey, 0, ch.to-ch.from)
 	}
 	n := max(customerMergeStep, 2*writes)

@@ -18,14 +18,15 @@ import (
 // payments up to indexed_upto.
 func TestPaymentsByCustomerAcrossMerges(t *testing.T) {
 	const (
-		sales = 5000 // more than two merges of customerMergeRows
+		chunk = 2048
+		sales = 5000 // more than two merges of a chunk
 		batch = 50
 	)
 	path := filepath.Join(t.TempDir(), "surgepay.db")
 	// A batch of 50 is one to 50 commits: no apply budget cuts it finer
 	// (under -race 5 ms holds a few Writes, and a whole chunk merged
 	// within one batch, never seen half merged).
-	cfg := sqlite.Config{Path: path, ApplyBudget: -1}
+	cfg := sqlite.Config{Path: path, ApplyBudget: -1, CustomerMergeRows: chunk}
 	db := open(t, cfg)
 	m := newMerchant(t, db)
 	customers := []string{surgepay.NewID("cus"), surgepay.NewID("cus"), surgepay.NewID("cus")}
@@ -103,7 +104,7 @@ func TestPaymentsByCustomerAcrossMerges(t *testing.T) {
 		t.Fatal("no chunk was ever seen half merged")
 	}
 	upto := rawCount(t, path, "SELECT indexed_upto FROM deferred_indexes WHERE name = 'payments_by_customer'")
-	if upto < 2*2048 || upto >= sales {
+	if upto < 2*chunk || upto >= sales {
 		t.Fatalf("indexed_upto %d of %d payments: want the merged chunks and a tail", upto, sales)
 	}
 	// Exactly the payments up to indexed_upto, and (INSERT OR IGNORE) none twice.
@@ -115,5 +116,53 @@ func TestPaymentsByCustomerAcrossMerges(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	check(open(t, sqlite.Config{Path: path}))
+	check(open(t, sqlite.Config{Path: path, CustomerMergeRows: chunk}))
+}
+
+// BenchmarkListPaymentsOfCustomerFullTail lists a page of one customer's
+// payments (of 200) when the tail beyond payments_by_customer is at its
+// longest: a chunk's payments less one, all of which the list scans. The
+// cost of a larger Config.CustomerMergeRows, which makes a merge write
+// fewer pages a sale.
+func BenchmarkListPaymentsOfCustomerFullTail(b *testing.B) {
+	for _, chunk := range []int{2048, sqlite.CustomerMergeRowsDefault} {
+		b.Run(strconv.Itoa(chunk), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "surgepay.db")
+			db := open(b, sqlite.Config{Path: path, CustomerMergeRows: chunk})
+			m := newMerchant(b, db)
+			customers := make([]string, 200)
+			for i := range customers {
+				customers[i] = surgepay.NewID("cus")
+			}
+			// Two chunks merged, then a chunk less one in the tail. The
+			// first customer buys only in the first chunk: its list finds
+			// nothing in the tail, having read all of it.
+			for i := 0; i < 3*chunk-1; i += 256 {
+				var ws []*surgepay.Write
+				for j := i; j < min(i+256, 3*chunk-1); j++ {
+					w, p := purchase(m.ID)
+					p.CustomerID = customers[j%len(customers)]
+					if p.CustomerID == customers[0] && j >= chunk {
+						p.CustomerID = customers[1]
+					}
+					ws = append(ws, w)
+				}
+				for _, err := range applyAll(b, db, ws) {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if tail := 3*chunk - 1 - rawCount(b, path, "SELECT indexed_upto FROM deferred_indexes WHERE name = 'payments_by_customer'"); tail < chunk-1 {
+				b.Fatalf("tail of %d payments, want at least %d", tail, chunk-1)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				ps, _, err := db.ListPayments(b.Context(), m.ID, surgepay.PaymentFilter{CustomerID: customers[0], Page: surgepay.Page{Limit: 10}})
+				if err != nil || len(ps) != 10 {
+					b.Fatalf("list: %d payments, %v", len(ps), err)
+				}
+			}
+		})
+	}
 }

@@ -13,7 +13,7 @@ import (
 
 // rawCount returns a count(*) query's answer on a separate read-only
 // connection to the file at path.
-func rawCount(t *testing.T, path, query string) int {
+func rawCount(t testing.TB, path, query string) int {
 	t.Helper()
 	db, err := sql.Open("sqlite", path+"?_pragma=query_only(1)")
 	if err != nil {

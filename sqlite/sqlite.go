@@ -118,6 +118,11 @@ type Config struct {
 	// in memory before it merges them, in hash order, into the database's
 	// index (see idemindex.go). Default IdempotencyTableMaxDefault.
 	IdempotencyTableMax int
+	// CustomerMergeRows is how many payments the writer indexes by
+	// customer in one merge into payments_by_customer (custindex.go): the
+	// most a list by customer scans beyond that index. Default
+	// CustomerMergeRowsDefault.
+	CustomerMergeRows int
 	// OnBatch, if set, observes every group commit (size, commit time).
 	OnBatch func(size int, d time.Duration)
 	// Logger, if set, gets a warning for a group commit that took over
@@ -231,6 +236,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdempotencyTableMax <= 0 {
 		c.IdempotencyTableMax = IdempotencyTableMaxDefault
+	}
+	if c.CustomerMergeRows <= 0 {
+		c.CustomerMergeRows = CustomerMergeRowsDefault
 	}
 	if c.SlowCommit <= 0 {
 		c.SlowCommit = SlowCommitDefault
@@ -408,6 +416,7 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	db.writer.applyBudget = cfg.ApplyBudget
 	db.writer.times.log, db.writer.times.slow, db.writer.times.onSlow = cfg.Logger, cfg.SlowCommit, cfg.OnSlowCommit
 	db.writer.idem = newIdemIndex(cfg.IdempotencyTableMax)
+	db.writer.cust.rows = int64(cfg.CustomerMergeRows)
 	if err := db.indexRecent(ctx); err != nil {
 		return err
 	}

@@ -286,7 +286,7 @@ type SQLiteConfig struct {
 	// next one (sqlite.Config.ApplyBudget). Default 5ms; 0s: off; at most 1s.
 	ApplyBudget   Duration `toml:"apply_budget"`
 	QueueDepthMax int      `toml:"queue_depth_max"` // writes waiting; beyond: 503. Default 4096
-	FlushInterval Duration `toml:"flush_interval"`  // linger for a fuller batch under load; default 2ms
+	FlushInterval Duration `toml:"flush_interval"`  // linger for a fuller batch under load; default 8ms
 	// QueueDelayTarget: after each window of ten times this long in
 	// which every write taken from the queue had waited longer, a larger
 	// share of new writes (10 %, then doubling) is refused 503
@@ -418,6 +418,17 @@ const (
 // choice, 50ms where overload is likelier than a long busy peak.
 const QueueDelayTargetDefault = 0
 
+// SQLiteFlushIntervalDefault is sqlite.flush_interval's default: how long
+// the writer lingers for a fuller batch once batches have company. Every
+// group commit writes whole pages (the last leaf of each table, a split's
+// siblings, page 1), so the bytes written and the CPU per sale fall as
+// batches grow: at 5,000 sales/s for 90 s (bench/RESULTS.md, issue 14
+// session 19) 2ms made batches of 18 and wrote 8,172 B a sale at 152 µs of
+// server CPU; 4ms 31, 7,322 B, 143 µs; 8ms 54, 6,798 B, 130 µs, for a
+// median 5.5 ms longer (4.2 → 9.8 ms) and a p99 still under 20 ms. One
+// sale at a time never lingers.
+const SQLiteFlushIntervalDefault = 8 * time.Millisecond
+
 // DefaultConfig returns the embedded default: SQLite in ./data, the
 // in-process simulator, 127.0.0.1:8080.
 func DefaultConfig() Config {
@@ -426,7 +437,7 @@ func DefaultConfig() Config {
 		InflightMax: 4096, GCPercent: GCPercentDefault, MemoryLimitMiB: MemoryLimitMiBDefault, ReadHeaderTimeout: Duration{ReadHeaderTimeoutDefault},
 		BodyReadTimeout: Duration{api.BodyReadTimeoutDefault}, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
 		SQLite: SQLiteConfig{BatchSizeMax: sqlite.BatchSizeMaxDefault, ApplyBudget: Duration{sqlite.ApplyBudgetDefault}, QueueDepthMax: 4096, ReadConnsMax: 4,
-			FlushInterval: Duration{2 * time.Millisecond}, CheckpointInterval: Duration{sqlite.CheckpointIntervalDefault}, WALPagesMax: sqlite.WALPagesMaxDefault,
+			FlushInterval: Duration{SQLiteFlushIntervalDefault}, CheckpointInterval: Duration{sqlite.CheckpointIntervalDefault}, WALPagesMax: sqlite.WALPagesMaxDefault,
 			MmapMiB: 0, PageSize: sqlite.PageSizeDefault, QueueDelayTarget: Duration{QueueDelayTargetDefault}},
 		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096,
 			QueueDelayTarget: Duration{QueueDelayTargetDefault}},
