@@ -78,7 +78,7 @@ func stagedSale(merchantID string) (*surgepay.Write, *surgepay.StagedRecord) {
 		{ID: surgepay.NewID("tx"), Type: surgepay.TxCapture, Status: surgepay.TxPending, Amount: p.Amount, Created: p.Created},
 	}
 	rec := &surgepay.StagedRecord{ID: surgepay.NewID("stg"), MerchantID: merchantID, PaymentID: p.ID,
-		Sealed: bytes.Repeat([]byte{0xa5}, 300), Created: p.Created} // about the size of an HPKE-sealed instruction
+		Sealed: bytes.Repeat([]byte{0xa5}, 245), Created: p.Created} // about the size of a sale's sealed instruction (stage.Seal)
 	return &surgepay.Write{Idempotency: idem(merchantID, surgepay.NewID("k")), PaymentInsert: p, Staged: rec}, rec
 }
 

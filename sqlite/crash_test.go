@@ -63,7 +63,7 @@ func TestStagedDurableAfterCrash(t *testing.T) {
 		if _, err := db.FindPayment(t.Context(), a[0], a[1]); err != nil {
 			t.Errorf("acknowledged sale's payment %s after the crash: %v", a[1], err)
 		}
-		if r := staged[a[2]]; r == nil || r.PaymentID != a[1] || len(r.Sealed) != 300 {
+		if r := staged[a[2]]; r == nil || r.PaymentID != a[1] || len(r.Sealed) != stagedSealedBytes {
 			t.Errorf("acknowledged staged record %s after the crash: %+v, want it, of payment %s", a[2], r, a[1])
 		}
 	}

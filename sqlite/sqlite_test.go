@@ -474,6 +474,10 @@ func BenchmarkApplyPurchaseParallel(b *testing.B) {
 	}
 }
 
+// stagedSealedBytes is the size of stagedSale's sealed instruction: about
+// a sale's (stage.Seal, record version 2).
+const stagedSealedBytes = 245
+
 // stagedSale returns a streamlined sale's Write: idempotency record,
 // payment with its capture pending, and the staged capture; no events.
 func stagedSale(merchantID string) (*surgepay.Write, *surgepay.StagedRecord) {
@@ -482,7 +486,7 @@ func stagedSale(merchantID string) (*surgepay.Write, *surgepay.StagedRecord) {
 	p.Transactions = append(p.Transactions, surgepay.Transaction{ID: surgepay.NewID("tx"), Type: surgepay.TxCapture,
 		Status: surgepay.TxPending, Amount: p.Amount, IdempotencyKey: p.ID + "/capture", Created: p.Created})
 	w.Staged = &surgepay.StagedRecord{ID: surgepay.NewID("stg"), MerchantID: merchantID, PaymentID: p.ID,
-		Sealed: bytes.Repeat([]byte{0xa5}, 300), Created: p.Created} // about the size of an HPKE-sealed instruction
+		Sealed: bytes.Repeat([]byte{0xa5}, stagedSealedBytes), Created: p.Created}
 	return w, w.Staged
 }
 

@@ -2,10 +2,13 @@ package stage
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,24 +60,115 @@ func TestSealOpen(t *testing.T) {
 	}
 }
 
-func TestInstructionJSONMatchesMarshal(t *testing.T) {
+// TestInstructionRoundTrip: what appendInstruction writes decodes to the
+// same instruction, for the odd cases too (a key not derived from the
+// payment, escapes and non-ASCII, a zone, the zero time, long strings).
+func TestInstructionRoundTrip(t *testing.T) {
 	cases := map[string]*surgepay.CaptureInstruction{"Plain": testInstruction(), "Zero": {}}
+	key := testInstruction()
+	key.IdempotencyKey = "pay_01hzzzzzzzzzzzzzzzzzzzzzzy/capture" // another payment's
+	cases["OtherKey"] = key
+	near := testInstruction()
+	near.IdempotencyKey = near.PaymentID + "/capturf"
+	cases["NearKey"] = near
 	esc := testInstruction()
-	esc.MerchantID, esc.AuthorizationRef = "mer_\"<&>\\\n", "réf"
+	esc.MerchantID, esc.AuthorizationRef = "mer_\"<&>\\\n", "réf\x00"
 	cases["Escaped"] = esc
 	loc := testInstruction()
 	loc.Authorized = loc.Authorized.In(time.FixedZone("X", 3600+1800))
 	cases["Zone"] = loc
+	long := testInstruction()
+	long.AuthorizationRef, long.Amount = strings.Repeat("r", 1000), -1<<62
+	cases["Long"] = long
+	old := testInstruction()
+	old.Authorized = time.Date(1900, 1, 1, 0, 0, 0, 999_999_999, time.UTC)
+	cases["Before1970"] = old
 	for name, ins := range cases {
 		t.Run(name, func(t *testing.T) {
-			want, err := json.Marshal(ins)
-			if err != nil {
+			b := appendInstruction([]byte("prefix"), ins)
+			if string(b[:6]) != "prefix" {
+				t.Fatalf("appended over the prefix: %q", b[:6])
+			}
+			var got surgepay.CaptureInstruction
+			if err := decodeInstruction(b[6:], &got); err != nil {
 				t.Fatal(err)
 			}
-			if got := appendInstructionJSON(nil, ins); string(got) != string(want) {
-				t.Errorf("got %s, want %s", got, want)
+			if diff := cmp.Diff(ins, &got); diff != "" {
+				t.Errorf("decoded (-want +got):\n%s", diff)
+			}
+			if ins.Authorized.IsZero() != got.Authorized.IsZero() {
+				t.Errorf("zero time %v decoded as %v", ins.Authorized, got.Authorized)
+			}
+			// Every truncation and any extra byte fail.
+			for n := range len(b) - 6 {
+				if err := decodeInstruction(b[6:6+n], &got); err == nil {
+					t.Fatalf("truncated to %d of %d bytes: decoded", n, len(b)-6)
+				}
+			}
+			if err := decodeInstruction(append(b[6:len(b):len(b)], 0), &got); err == nil {
+				t.Fatal("a trailing byte decoded")
 			}
 		})
+	}
+}
+
+// TestInstructionMalformed: a key form other than 0 or 1, nanoseconds of
+// a second or more, and a string longer than what is left fail to decode.
+func TestInstructionMalformed(t *testing.T) {
+	ins := testInstruction()
+	head := appendString(appendString(nil, ins.PaymentID), ins.MerchantID)
+	head = binary.AppendVarint(head, ins.Amount)
+	head = appendString(appendString(head, ins.Currency), ins.AuthorizationRef)
+	for name, b := range map[string][]byte{
+		"KeyForm":      binary.AppendUvarint(binary.AppendVarint(append(slices.Clip(head), 2), 1), 0),
+		"Nanoseconds":  binary.AppendUvarint(binary.AppendVarint(append(slices.Clip(head), 0), 1), uint64(time.Second)),
+		"StringLength": binary.AppendUvarint(nil, 1<<20),
+		"Empty":        nil,
+	} {
+		var got surgepay.CaptureInstruction
+		if err := decodeInstruction(b, &got); err == nil {
+			t.Errorf("%s: decoded %+v", name, got)
+		}
+	}
+	good := binary.AppendUvarint(binary.AppendVarint(append(slices.Clip(head), 0), 1), uint64(time.Second-1))
+	var got surgepay.CaptureInstruction
+	if err := decodeInstruction(good, &got); err != nil {
+		t.Fatalf("the well-formed control: %v", err)
+	}
+}
+
+// TestOpenVersion1: a record of the first format (a JSON instruction),
+// as builds before version 2 staged, still opens, zone and all; and a
+// sale's version 2 record is the smaller by the difference of the two.
+func TestOpenVersion1(t *testing.T) {
+	s, o, _ := newPair(t)
+	s1, _, _ := newPair(t)
+	s1.pub, s1.keyID, s1.version = s.pub, s.keyID, recordVersionJSON
+	want := testInstruction()
+	want.Authorized = want.Authorized.In(time.FixedZone("X", 3600))
+	v1, err := s1.Seal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v1[0] != recordVersionJSON {
+		t.Fatalf("version %d, want %d", v1[0], recordVersionJSON)
+	}
+	got, err := o.Open(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, off := got.Authorized.Zone(); cmp.Diff(want, got) != "" || off != 3600 {
+		t.Errorf("Open of version 1 (-want +got):\n%s (zone offset %d s)", cmp.Diff(want, got), off)
+	}
+	v2, err := s.Seal(testInstruction())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := json.Marshal(testInstruction())
+	t.Logf("a sale's record: version 1 %d bytes (JSON %d), version 2 %d bytes", len(v1), len(j), len(v2))
+	if v2[0] != recordVersion || len(v2) > RecordOverheadBytes+120 || len(v1)-len(v2) < len(j)-120 {
+		t.Errorf("version %d record of %d bytes (version 1: %d, its JSON %d): want version %d, at most %d bytes",
+			v2[0], len(v2), len(v1), len(j), recordVersion, RecordOverheadBytes+120)
 	}
 }
 
