@@ -40,7 +40,7 @@ import (
 // rewrites, once for all of the chunk's payments of that customer: with
 // 200 customers, 2,048 took 2.0 KB written a sale (the largest share, 31
 // % of a sale's WAL and checkpoint writes at 5,000 sales/s), 8,192 about
-// 0.7 KB (bench/RESULTS.md, issue 14 session 19), for a list's scan of up
+// 0.6 KB (bench/RESULTS.md, issue 14 session 19), for a list's scan of up
 // to ~12,000 rows of the tail (~5 ms, BenchmarkListPaymentsOfCustomerFullTail).
 const CustomerMergeRowsDefault = 8192
 

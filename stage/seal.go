@@ -18,8 +18,8 @@
 //	version (1) | key ID (8) | segment ID (16) | enc (32) | wrapped data key (48) | nonce (12) | AES-256-GCM(instruction)
 //
 // Version 2 (what Seal writes) has the instruction in a binary form
-// (appendInstruction), ~110 bytes for a sale's; version 1 had its JSON,
-// ~330 bytes, and still opens, so records staged by an older build settle.
+// (appendInstruction), ~100 bytes for a sale's; version 1 had its JSON,
+// ~370 bytes, and still opens, so records staged by an older build settle.
 // A settle older than version 2 leaves a version-2 record at the stage
 // (ErrVersion): upgrade settle first.
 //
@@ -422,7 +422,7 @@ const captureKeySuffix = "/capture"
 // idempotency key as one byte 0 when it is PaymentID+"/capture" (every
 // sale's) or 1 and the string, and the authorization time as Unix
 // seconds (varint) and nanoseconds (uvarint), which opens in UTC. A
-// sale's instruction takes ~110 bytes where its JSON took ~330: the
+// sale's instruction takes ~100 bytes where its JSON took ~370: the
 // embedded stage's row was the largest a sale wrote.
 func appendInstruction(b []byte, ins *surgepay.CaptureInstruction) []byte {
 	b = appendString(b, ins.PaymentID)
