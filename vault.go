@@ -9,8 +9,9 @@ type Vault interface {
 	Decrypt(sealed, aad []byte) ([]byte, error)
 	// Fingerprint returns a keyed, irreversible, per-merchant card fingerprint.
 	Fingerprint(merchantID string, pan []byte) string
-	// APIKeySecret returns the server secret API keys are hashed with.
-	APIKeySecret() []byte
+	// APIKeyHash returns the keyed hash of an API key's secret (HMAC-SHA256
+	// under a server secret), which is what the store holds.
+	APIKeyHash(secret string) []byte
 }
 
 // TaxTable answers tax rates from an in-memory table.

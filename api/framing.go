@@ -79,10 +79,30 @@ func (c *framingConn) NetConn() net.Conn { return c.Conn }
 // read with a past deadline and reads on afterwards. It reads into p
 // itself (feed copies what it keeps before p is filled): a buffer of the
 // connection's own would be held through every idle keep-alive wait, 4 KiB
-// for each of thousands of connections after a stall.
+// for each of thousands of connections after a stall. When nothing is
+// held, what arrives is first passed on in place (pass): whole heads that
+// need no change and the Content-Length bodies after them, which is every
+// usual request; feed takes the rest.
 func (c *framingConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
+	}
+	if len(c.out) == 0 && len(c.head) == 0 && c.fatal == nil && c.state != stPass {
+		n, err := c.Conn.Read(p)
+		k := c.pass(p[:n])
+		if k < n {
+			c.fatal = c.feed(p[k:n])
+		}
+		switch {
+		case k > 0 && len(c.out) == 0 && c.fatal == nil:
+			return k, err
+		case k > 0:
+			return k, nil // c.out or c.fatal on the next Read
+		case c.fatal != nil:
+			return 0, c.fatal
+		case err != nil && len(c.out) == 0:
+			return 0, err
+		}
 	}
 	for len(c.out) == 0 {
 		if c.fatal != nil {
@@ -105,6 +125,57 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		c.out = c.out[:0:0]
 	}
 	return n, nil
+}
+
+// pass moves the framing states over the start of data that passes
+// unchanged and leaves nothing held: Content-Length bodies, blank lines
+// before a request line, and whole heads that need no change. It returns
+// how many bytes that is; it stops at a head not whole in data, at a head
+// refused or renamed, and in chunked framing, which feed takes from there
+// with the same rules.
+func (c *framingConn) pass(data []byte) int {
+	done := 0
+	for done < len(data) {
+		switch c.state {
+		case stBody:
+			n := int(min(int64(len(data)-done), c.remaining))
+			done += n
+			if c.remaining -= int64(n); c.remaining == 0 {
+				c.state = stHead
+			}
+		case stHead:
+			// As feed: a line at a time, the head whole at a blank line, a
+			// lone blank line passed on, too long a head left to feed.
+			start, end := done, done
+			for {
+				i := bytes.IndexByte(data[end:], '\n')
+				if i < 0 {
+					return done
+				}
+				end += i + 1
+				head := data[start:end]
+				if bytes.HasSuffix(head, []byte("\n\r\n")) || bytes.HasSuffix(head, []byte("\n\n")) {
+					break
+				}
+				if len(bytes.TrimRight(head, "\r\n")) == 0 {
+					done, start = end, end
+					continue
+				}
+				if len(head) > FramingHeadBytesMax {
+					return done
+				}
+			}
+			act, state, remaining := judgeHead(data[start:end])
+			if act != headPass {
+				return done
+			}
+			c.state, c.remaining = state, remaining
+			done = end
+		default:
+			return done
+		}
+	}
+	return done
 }
 
 // feed moves data through the framing states into out.
@@ -209,25 +280,32 @@ func (c *framingConn) refuse(lines [][]byte) {
 	c.state = stPass
 }
 
-// endHead reads a complete request head: its framing decides what
-// follows, and a head with both Content-Length and Transfer-Encoding (in
-// HTTP/1.1, where Go honours Transfer-Encoding) has its Content-Length
-// renamed to framingConflictHeader.
-func (c *framingConn) endHead() {
-	lines := bytes.SplitAfter(c.head, []byte("\n"))
-	http10 := bytes.HasSuffix(bytes.TrimRight(lines[0], "\r\n"), []byte("HTTP/1.0"))
-	var cl, te [][]byte // values
-	var clLines []int
-	for _, l := range lines[1:] {
+// What a whole request head asks of the guard (judgeHead).
+const (
+	headPass     = iota // passed on unchanged
+	headRefuse          // passed on marked, nothing more read (refuse)
+	headConflict        // Content-Length and Transfer-Encoding: Content-Length renamed
+)
+
+// judgeHead reads a whole request head: its framing decides what follows
+// (state and remaining, for headPass). A head with both Content-Length and
+// Transfer-Encoding (in HTTP/1.1, where Go honours Transfer-Encoding) is a
+// conflict; an obsolete folded line, an encoding other than chunked alone
+// and a Content-Length that is not a length are refused.
+func judgeHead(head []byte) (act, state int, remaining int64) {
+	first, rest, _ := bytes.Cut(head, []byte("\n"))
+	http10 := bytes.HasSuffix(bytes.TrimRight(first, "\r"), []byte("HTTP/1.0"))
+	var cl, te []byte // the first value of each
+	var ncl, nte int
+	for len(rest) > 0 {
+		var l []byte
+		l, rest, _ = bytes.Cut(rest, []byte("\n"))
 		if len(l) > 0 && (l[0] == ' ' || l[0] == '\t') {
 			// Obsolete line folding: Go joins the lines, a proxy may not;
 			// "Transfer-Encoding:\r\n chunked" would read here as no
 			// encoding. Refused (RFC 9112 5.2 allows it).
-			c.refuse(lines)
-			return
+			return headRefuse, stPass, 0
 		}
-	}
-	for i, l := range lines[1:] {
 		name, value, ok := bytes.Cut(l, []byte(":"))
 		if !ok {
 			continue
@@ -235,40 +313,59 @@ func (c *framingConn) endHead() {
 		value = bytes.TrimSpace(value)
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
-			cl = append(cl, value)
-			clLines = append(clLines, i+1)
+			if ncl++; ncl == 1 {
+				cl = value
+			}
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			te = append(te, value)
+			if nte++; nte == 1 {
+				te = value
+			}
 		}
 	}
 	switch {
-	case len(te) > 0 && !http10 && len(cl) > 0:
-		for _, i := range clLines {
-			_, value, _ := bytes.Cut(lines[i], []byte(":"))
-			lines[i] = append([]byte(framingConflictHeader+":"), value...)
+	case nte > 0 && !http10 && ncl > 0:
+		return headConflict, stPass, 0
+	case nte > 0 && !http10:
+		if nte == 1 && bytes.EqualFold(te, []byte("chunked")) {
+			return headPass, stChunkSize, 0
+		}
+		// Another encoding, or one this reading cannot follow: refused
+		// here rather than trusted to read alike in the server.
+		return headRefuse, stPass, 0
+	case ncl > 0:
+		n, err := strconv.ParseInt(string(cl), 10, 64)
+		switch {
+		case err != nil || n < 0:
+			return headRefuse, stPass, 0 // not a length this reading can follow
+		case n > 0:
+			return headPass, stBody, n
+		}
+	}
+	return headPass, stHead, 0
+}
+
+// endHead passes on the whole head in c.head as judgeHead says: a
+// conflicting head has its Content-Length renamed to
+// framingConflictHeader.
+func (c *framingConn) endHead() {
+	act, state, remaining := judgeHead(c.head)
+	switch act {
+	case headRefuse:
+		c.refuse(bytes.SplitAfter(c.head, []byte("\n")))
+		return
+	case headConflict:
+		lines := bytes.SplitAfter(c.head, []byte("\n"))
+		for i, l := range lines[1:] {
+			name, value, ok := bytes.Cut(l, []byte(":"))
+			if ok && bytes.EqualFold(name, []byte("Content-Length")) {
+				lines[i+1] = append([]byte(framingConflictHeader+":"), value...)
+			}
 		}
 		c.out = append(c.out, bytes.Join(lines, nil)...)
 		c.head = c.head[:0]
 		c.state = stPass
 		return
-	case len(te) > 0 && !http10:
-		if len(te) == 1 && bytes.EqualFold(te[0], []byte("chunked")) {
-			c.state = stChunkSize
-		} else {
-			// Another encoding, or one this reading cannot follow: refused
-			// here rather than trusted to read alike in the server.
-			c.refuse(lines)
-			return
-		}
-	case len(cl) > 0:
-		n, err := strconv.ParseInt(string(cl[0]), 10, 64)
-		switch {
-		case err != nil || n < 0:
-			c.refuse(lines) // not a length this reading can follow
-			return
-		case n > 0:
-			c.state, c.remaining = stBody, n
-		}
 	}
+	c.state, c.remaining = state, remaining
 	c.flushHead()
 }

@@ -236,7 +236,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		q.End(telemetry.RequestEnd{Route: r.Pattern, Method: r.Method, Status: rw.status, Merchant: st.merchant,
 			ErrorCode: st.errorCode})
-		if s.tel.AccessLog() {
+		// The line's attributes cost ~1 KB a request: built only for a
+		// logger that writes info.
+		if s.tel.AccessLog() && s.log.Enabled(r.Context(), slog.LevelInfo) {
 			s.accessLog(r, rw.status, q, st)
 		}
 		if v == http.ErrAbortHandler {

@@ -28,6 +28,9 @@ type Call struct {
 	// the API writes the very bytes that were stored.
 	RenderedStatus int
 	RenderedBody   []byte
+
+	// cacheKey is idemCacheKey's answer, made once per call.
+	cacheKey string
 }
 
 // Replay is returned instead of a result when a request repeats an
@@ -40,13 +43,18 @@ type Replay struct {
 func (r *Replay) Error() string { return "idempotent replay" }
 
 func (c *Call) idemCacheKey() string {
-	return c.MerchantID + "/" + hex.EncodeToString([]byte(c.IdempotencyKey))
+	if c.cacheKey == "" {
+		c.cacheKey = c.MerchantID + "/" + hex.EncodeToString([]byte(c.IdempotencyKey))
+	}
+	return c.cacheKey
 }
 
 // keyDigest is a short digest of the idempotency key for provider keys, so a
 // client's key never reaches the provider verbatim.
 func (c *Call) keyDigest() string {
-	h := sha256.Sum256([]byte(c.MerchantID + "\x00" + c.IdempotencyKey))
+	var buf [256]byte
+	b := append(append(append(buf[:0], c.MerchantID...), 0), c.IdempotencyKey...)
+	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:12])
 }
 

@@ -14,8 +14,6 @@ package engine
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -260,8 +258,4 @@ func unauthorized() error {
 	return &surgepay.Error{Code: surgepay.EUNAUTH, Reason: "invalid_api_key", Message: "missing or invalid API key"}
 }
 
-func (e *Engine) hashKey(secret string) []byte {
-	m := hmac.New(sha256.New, e.vault.APIKeySecret())
-	m.Write([]byte(secret))
-	return m.Sum(nil)
-}
+func (e *Engine) hashKey(secret string) []byte { return e.vault.APIKeyHash(secret) }

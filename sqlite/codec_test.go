@@ -3,6 +3,7 @@ package sqlite
 import (
 	"database/sql"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +94,30 @@ func TestTransactionsColumn(t *testing.T) {
 	}
 	if got, err := transactionsOf(sql.NullString{}, p); got != nil || err != nil {
 		t.Errorf("NULL column: %v, %v; want nil", got, err)
+	}
+}
+
+// TestDriverArgs: a sale's arguments reach the driver as database/sql
+// would pass them: an int as an int64, a named string type as a string,
+// the driver's own types as they are, numbered from 1; a type no driver
+// takes is an error naming the argument.
+func TestDriverArgs(t *testing.T) {
+	created := time.Date(2026, 11, 28, 1, 2, 3, 0, time.UTC)
+	in := []any{nil, 7, int64(8), surgepay.StatusSucceeded, "s", []byte{1}, 1.5, true, created, uint16(9)}
+	got, err := driverArgs(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{nil, int64(7), int64(8), string(surgepay.StatusSucceeded), "s", []byte{1}, 1.5, true, created, int64(9)}
+	if len(got) != len(want) {
+		t.Fatalf("%d arguments, want %d", len(got), len(want))
+	}
+	for i, v := range got {
+		if v.Ordinal != i+1 || v.Name != "" || !cmp.Equal(v.Value, want[i]) {
+			t.Errorf("argument %d = %+v (%T), want ordinal %d value %v (%T)", i, v, v.Value, i+1, want[i], want[i])
+		}
+	}
+	if _, err := driverArgs([]any{"a", struct{}{}}); err == nil || !strings.Contains(err.Error(), "argument 2") {
+		t.Fatalf("a struct: err = %v, want one naming argument 2", err)
 	}
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,8 +130,9 @@ func checkStaged(w *surgepay.Write) error {
 // writer is the bottleneck, and encoding the payment's JSON columns there
 // was 15 % of its apply phase (bench/RESULTS.md, session 16). The first
 // two, the idempotency record's rowid and the hash to probe, are left nil
-// for the writer (claimIdempotency).
-func saleArgs(wr *surgepay.Write) ([]any, error) {
+// for the writer (claimIdempotency). They are driver values, for the raw
+// statement (rawStmt).
+func saleArgs(wr *surgepay.Write) ([]driver.NamedValue, error) {
 	p := wr.PaymentInsert
 	payment, err := paymentArgs(p)
 	if err != nil {
@@ -149,13 +151,13 @@ func saleArgs(wr *surgepay.Write) ([]any, error) {
 	} else {
 		args = append(args, nil, nil, nil, nil, nil) // staged_id NULL: no record
 	}
-	return args, nil
+	return driverArgs(args)
 }
 
 // insertSale stores a sale (see isSale) with one counted statement, args
 // from saleArgs (made here if nil); the Write's events, if any, are a
 // second.
-func (w *writer) insertSale(ctx context.Context, wr *surgepay.Write, args []any) error {
+func (w *writer) insertSale(ctx context.Context, wr *surgepay.Write, args []driver.NamedValue) error {
 	p := wr.PaymentInsert
 	if args == nil {
 		var err error
@@ -171,9 +173,10 @@ func (w *writer) insertSale(ctx context.Context, wr *surgepay.Write, args []any)
 		if err != nil {
 			return err
 		}
-		args[0], args[1] = row, probe
+		args[0].Value, args[1].Value = row, probe
 	}
-	_, err := exec(ctx, surgepay.StmtInsert, w.insSale, args...)
+	surgepay.CountStatement(ctx, surgepay.StmtInsert)
+	err := w.insSale.exec(args)
 	var se interface{ Code() int }
 	if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_TRIGGER &&
 		strings.Contains(err.Error(), saleConflict) {

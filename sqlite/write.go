@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"runtime/pprof"
@@ -26,7 +27,7 @@ type op struct {
 	w *surgepay.Write
 	// sale: the arguments of w's statement if w is a sale (saleArgs),
 	// made before the writer sees it.
-	sale []any
+	sale []driver.NamedValue
 	// run, if set (w nil), is work of its own on the writer: a webhook
 	// dispatcher's claim or results.
 	run func(ctx context.Context, w *writer) error
@@ -59,7 +60,8 @@ type writer struct {
 	customerVersion                                           *sql.Stmt
 	insPaymentMethod, delPaymentMethod                        *sql.Stmt
 	insPayment, updPayment, paymentVersion                    *sql.Stmt
-	insSale, insStaged, delStaged                             *sql.Stmt
+	insStaged, delStaged                                      *sql.Stmt
+	insSale                                                   *rawStmt
 	insEvents                                                 [eventStmtsCached + 1]*sql.Stmt // by rows; [0] unused
 	webhook                                                   webhookStmts
 	analytics                                                 analyticsStmts
@@ -126,12 +128,6 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.insPayment, insertSQL("payments", paymentWriteCols)},
 		{&w.updPayment, "UPDATE payments SET " + setCols(paymentWriteCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
 		{&w.paymentVersion, "SELECT version FROM payments WHERE merchant_id = ? AND id = ?"},
-		// OR ROLLBACK (and payment_events' below): any error but the
-		// trigger's guard rolls back the whole transaction here anyway
-		// (commitTx), and a statement that would roll back only itself
-		// keeps a statement journal, a copy of every page it changes
-		// (migration 0012).
-		{&w.insSale, "INSERT OR ROLLBACK INTO sales (" + saleCols + ") VALUES " + placeholders(saleColsN)},
 		{&w.insStaged, insertSQL("staged_captures", stagedCols)},
 		// One statement for any number of IDs: a JSON array bound as one parameter.
 		{&w.delStaged, "DELETE FROM staged_captures WHERE id IN (SELECT value FROM json_each(?))"},
@@ -148,6 +144,15 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 			return fmt.Errorf("prepare %q: %w", s.query, err)
 		}
 		*s.dst = st
+	}
+	// OR ROLLBACK (and payment_events' above): any error but the
+	// trigger's guard rolls back the whole transaction here anyway
+	// (commitTx), and a statement that would roll back only itself keeps
+	// a statement journal, a copy of every page it changes (migration
+	// 0012).
+	var err error
+	if w.insSale, err = prepareRaw(ctx, conn, "INSERT OR ROLLBACK INTO sales ("+saleCols+") VALUES "+placeholders(saleColsN)); err != nil {
+		return fmt.Errorf("prepare the sale's statement: %w", err)
 	}
 	if err := w.webhook.prepare(ctx, conn); err != nil {
 		return err
@@ -179,7 +184,7 @@ func (w *writer) close() error {
 	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
 		w.insIdempotency, w.insMerchant, w.insAPIKey, w.revokeAPIKey, w.merchantStatus, w.expireAPIKey, w.useAPIKey, w.insAudit, w.insCustomer, w.updCustomer, w.delCustomer,
 		w.delCustomerMethods, w.customerVersion, w.insPaymentMethod, w.delPaymentMethod, w.insPayment,
-		w.updPayment, w.paymentVersion, w.insSale, w.insStaged, w.delStaged} {
+		w.updPayment, w.paymentVersion, w.insStaged, w.delStaged} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -189,7 +194,7 @@ func (w *writer) close() error {
 			errs = append(errs, st.Close())
 		}
 	}
-	errs = append(errs, w.webhook.close(), w.analytics.close(), w.idemSt.close(), w.custSt.close())
+	errs = append(errs, w.insSale.Close(), w.webhook.close(), w.analytics.close(), w.idemSt.close(), w.custSt.close())
 	return errors.Join(errs...)
 }
 
@@ -536,7 +541,7 @@ func errIdempotencyExists() error {
 // a sale (idempotency record, payment, staged record) is one statement (see
 // isSale; sale: its arguments, or nil), plus its events. A failed guard
 // is returned as a *surgepay.Error.
-func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write, sale []any) error {
+func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write, sale []driver.NamedValue) error {
 	if isSale(wr) {
 		if err := w.insertSale(ctx, wr, sale); err != nil {
 			return err

@@ -187,6 +187,7 @@ func (f *keyringFile) state() (*state, error) {
 	if s.apiKeySecret, err = decodeSecret("api_key_secret", f.APIKeySecret, secretBytesMin, secretBytesMax); err != nil {
 		return nil, err
 	}
+	s.apiKeyMACs = newAPIKeyMACs(s.apiKeySecret)
 	for i, fk := range f.Keys {
 		if !validKeyID(fk.ID) {
 			return nil, fmt.Errorf("keys[%d]: id %q not [A-Za-z0-9_-]{1,%d}: %w", i, fk.ID, KeyIDBytesMax, ErrKeyringInvalid)

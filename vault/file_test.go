@@ -1,6 +1,7 @@
 package vault
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ func sameKeys(t *testing.T, a, b *Keyring) {
 	}
 	if string(a.APIKeySecret()) != string(b.APIKeySecret()) {
 		t.Fatal("API key secrets differ")
+	}
+	if !bytes.Equal(a.APIKeyHash("sk_test_x"), b.APIKeyHash("sk_test_x")) {
+		t.Fatal("a loaded keyring hashes API keys differently")
 	}
 }
 

@@ -41,6 +41,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"strings"
 	"sync"
@@ -126,6 +127,16 @@ type state struct {
 	order             []string // Key IDs, oldest first.
 	fingerprintSecret []byte
 	apiKeySecret      []byte
+	// apiKeyMACs holds HMAC-SHA256 states keyed with apiKeySecret, reset
+	// between uses: every request hashes its API key (APIKeyHash), and a
+	// new HMAC costs five allocations. Clones share it, as they share the
+	// secret; a state with a new secret gets its own (newAPIKeyMACs).
+	apiKeyMACs *sync.Pool
+}
+
+// newAPIKeyMACs returns a pool of HMAC-SHA256 states keyed with secret.
+func newAPIKeyMACs(secret []byte) *sync.Pool {
+	return &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}
 }
 
 type dataKey struct {
@@ -190,6 +201,7 @@ func Generate() (*Keyring, error) {
 		fingerprintSecret: randomBytes(secretBytesMin),
 		apiKeySecret:      randomBytes(secretBytesMin),
 	}
+	s.apiKeyMACs = newAPIKeyMACs(s.apiKeySecret)
 	id := newKeyID(now, s.keys)
 	dk, err := newDataKey(id, now, randomBytes(keyBytes))
 	if err != nil {
@@ -463,6 +475,18 @@ func (k *Keyring) Fingerprint(merchantID string, pan []byte) string {
 // before they are stored or compared.
 func (k *Keyring) APIKeySecret() []byte {
 	return append([]byte(nil), k.state().apiKeySecret...)
+}
+
+// APIKeyHash returns HMAC-SHA256 of an API key's secret under the server
+// secret (APIKeySecret): what is stored and looked up, never the key.
+func (k *Keyring) APIKeyHash(secret string) []byte {
+	pool := k.state().apiKeyMACs
+	m := pool.Get().(hash.Hash)
+	m.Write([]byte(secret))
+	sum := m.Sum(make([]byte, 0, sha256.Size))
+	m.Reset()
+	pool.Put(m)
+	return sum
 }
 
 // String describes the keyring by key IDs only; it never shows secrets.

@@ -2,6 +2,8 @@ package vault
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -400,5 +402,34 @@ func TestAddKeySetPrimary(t *testing.T) {
 	b, _ := k.Encrypt([]byte("4242424242424242"), nil)
 	if got, _ := k.KeyIDOf(b); got != id {
 		t.Fatalf("blob key ID = %q, want %q", got, id)
+	}
+}
+
+// TestAPIKeyHash: the pooled HMAC gives HMAC-SHA256 under APIKeySecret,
+// the same on reuse (each state is reset), and a keyring loaded from the
+// same file gives the same hash while another keyring does not.
+func TestAPIKeyHash(t *testing.T) {
+	k, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(secret string) []byte {
+		m := hmac.New(sha256.New, k.APIKeySecret())
+		m.Write([]byte(secret))
+		return m.Sum(nil)
+	}
+	for i := range 3 {
+		for _, s := range []string{"sk_test_a", "sk_test_b", ""} {
+			if got := k.APIKeyHash(s); !bytes.Equal(got, want(s)) {
+				t.Fatalf("round %d: APIKeyHash(%q) = %x, want %x", i, s, got, want(s))
+			}
+		}
+	}
+	other, err := Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(other.APIKeyHash("sk_test_a"), k.APIKeyHash("sk_test_a")) {
+		t.Fatal("two keyrings hash a key alike")
 	}
 }
