@@ -111,21 +111,41 @@ func storedBody(body []byte) []byte {
 
 // compressBody returns body as stored: compressed when that is shorter.
 // Its encoder needs 64 KiB of stack; callers outside tests use storedBody.
+// It encodes into a scratch buffer and returns a copy of the exact size:
+// the answer is kept until its sale commits, and s2's bound on the encoded
+// length is three times what an answer compresses to.
 func compressBody(body []byte) []byte {
 	if len(body) < bodyCompressMin {
 		return body
 	}
-	dst := make([]byte, 2+s2.MaxEncodedLen(len(body)))
-	dst[0], dst[1] = bodyMark, bodyDictID
-	enc := bodyDicts()[bodyDictID].Encode(dst[2:], body)
+	n := s2.MaxEncodedLen(len(body))
+	var dst []byte
+	if n <= bodyScratchKeepMax {
+		scratch := bodyScratch.Get().(*[]byte)
+		defer bodyScratch.Put(scratch)
+		if cap(*scratch) < n {
+			*scratch = make([]byte, bodyScratchKeepMax)
+		}
+		dst = (*scratch)[:n]
+	} else {
+		dst = make([]byte, n)
+	}
+	enc := bodyDicts()[bodyDictID].Encode(dst, body)
 	if len(enc)+2 >= len(body) {
 		return body
 	}
-	if &enc[0] == &dst[2] { // encoded in place
-		return dst[:2+len(enc)]
-	}
-	return append(dst[:2], enc...)
+	out := make([]byte, 2+len(enc))
+	out[0], out[1] = bodyMark, bodyDictID
+	copy(out[2:], enc)
+	return out
 }
+
+// bodyScratch holds compressBody's scratch buffers (*[]byte) of
+// bodyScratchKeepMax bytes, one per compressor at most at a time; a
+// longer answer (rare: a page of a list) gets a buffer of its own.
+var bodyScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+const bodyScratchKeepMax = 16 << 10
 
 // decompressBody returns the answer stored as b.
 func decompressBody(b []byte) ([]byte, error) {

@@ -60,3 +60,38 @@ func TestStoredBodyKeepsCallerStacksSmall(t *testing.T) {
 		t.Fatalf("storedBody's callers grew their stacks by %d KiB, more than a quarter of the control's %d KiB", off>>10, on>>10)
 	}
 }
+
+// TestCompressBodyRoundTrip: answers of every size round-trip, those
+// longer than the kept scratch buffer too; a compressed answer is stored
+// in a slice of its own exact size (not the encoder's bound, and not the
+// scratch buffer the next answer overwrites); one that does not compress
+// is kept as it is.
+func TestCompressBodyRoundTrip(t *testing.T) {
+	unit := `{"id":"pay_01m89ygh23phsbtq93t0h6qpbp","object":"payment","status":"succeeded","amount":12403},`
+	noise := make([]byte, 4096)
+	for i := range noise {
+		noise[i] = byte(i*7919>>3) ^ byte(i*31)
+	}
+	var prev []byte
+	var prevCopy []byte
+	for _, body := range [][]byte{
+		[]byte(unit[:bodyCompressMin-1]),
+		[]byte(strings.Repeat(unit, 2)),
+		[]byte(strings.Repeat(unit, 10)),
+		[]byte(strings.Repeat(unit, 2*bodyScratchKeepMax/len(unit))),
+		noise,
+	} {
+		stored := compressBody(body)
+		got, err := decompressBody(stored)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%d bytes: round trip err %v, equal %v", len(body), err, bytes.Equal(got, body))
+		}
+		if len(stored) > 0 && stored[0] == bodyMark && cap(stored) != len(stored) {
+			t.Errorf("%d bytes: stored in %d of a slice of %d", len(body), len(stored), cap(stored))
+		}
+		if prev != nil && !bytes.Equal(prev, prevCopy) {
+			t.Fatalf("the previous answer changed under the next one's encoding")
+		}
+		prev, prevCopy = stored, bytes.Clone(stored)
+	}
+}

@@ -61,17 +61,22 @@ func (r *rawStmt) Close() error {
 // database/sql would (driver.DefaultParameterConverter: an int becomes an
 // int64, a named string type a string).
 func driverArgs(vals []any) ([]driver.NamedValue, error) {
-	out := make([]driver.NamedValue, len(vals))
-	for i, v := range vals {
+	return appendDriverArgs(make([]driver.NamedValue, 0, len(vals)), vals...)
+}
+
+// appendDriverArgs appends vals to args as driverArgs converts them,
+// numbered after args.
+func appendDriverArgs(args []driver.NamedValue, vals ...any) ([]driver.NamedValue, error) {
+	for _, v := range vals {
 		switch v.(type) {
 		case nil, int64, float64, bool, []byte, string, time.Time:
 		default:
 			var err error
 			if v, err = driver.DefaultParameterConverter.ConvertValue(v); err != nil {
-				return nil, fmt.Errorf("argument %d: %w", i+1, err)
+				return args, fmt.Errorf("argument %d: %w", len(args)+1, err)
 			}
 		}
-		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+		args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
 	}
-	return out, nil
+	return args, nil
 }

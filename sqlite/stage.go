@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
@@ -138,20 +139,46 @@ func saleArgs(wr *surgepay.Write) ([]driver.NamedValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("insert sale %s: %w", p.ID, err)
 	}
-	args := make([]any, 0, saleColsN)
-	args = append(args, nil, nil)
+	args := saleArgBufs.Get().(*saleArgBuf)[:0]
+	args, _ = appendDriverArgs(args, nil, nil)
 	if r := wr.Idempotency; r != nil {
-		args = append(args, idempotencyArgs(r)...)
+		args, err = appendDriverArgs(args, idempotencyArgs(r)...)
 	} else {
-		args = append(args, nil, nil, nil, nil, nil, nil) // idem_key NULL: no record
+		args, err = appendDriverArgs(args, nil, nil, nil, nil, nil, nil) // idem_key NULL: no record
 	}
-	args = append(args, payment...)
-	if r := wr.Staged; r != nil {
-		args = append(args, stagedArgs(r)...)
-	} else {
-		args = append(args, nil, nil, nil, nil, nil) // staged_id NULL: no record
+	if err == nil {
+		args, err = appendDriverArgs(args, payment...)
 	}
-	return driverArgs(args)
+	if err == nil {
+		if r := wr.Staged; r != nil {
+			args, err = appendDriverArgs(args, stagedArgs(r)...)
+		} else {
+			args, err = appendDriverArgs(args, nil, nil, nil, nil, nil) // staged_id NULL: no record
+		}
+	}
+	if err != nil {
+		releaseSaleArgs(args)
+		return nil, fmt.Errorf("insert sale %s: %w", p.ID, err)
+	}
+	return args, nil
+}
+
+// saleArgBuf holds a sale's arguments; Apply takes one from saleArgBufs
+// and gives it back once the writer is done with its Write (~1.5 KB a
+// sale less to allocate and collect).
+type saleArgBuf = [saleColsN]driver.NamedValue
+
+var saleArgBufs = sync.Pool{New: func() any { return new(saleArgBuf) }}
+
+// releaseSaleArgs gives args, from saleArgs, back to saleArgBufs, cleared
+// of the values it held. The caller must not use args after it.
+func releaseSaleArgs(args []driver.NamedValue) {
+	if cap(args) != saleColsN {
+		return
+	}
+	buf := (*saleArgBuf)(args[:saleColsN])
+	clear(buf[:])
+	saleArgBufs.Put(buf)
 }
 
 // insertSale stores a sale (see isSale) with one counted statement, args

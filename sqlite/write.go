@@ -233,6 +233,9 @@ func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
 		if o.sale, err = saleArgs(w); err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
+		// submit returns once the writer is done with o: committed, rolled
+		// back, or never queued.
+		defer releaseSaleArgs(o.sale)
 	}
 	return db.submit(ctx, o)
 }
