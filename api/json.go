@@ -207,12 +207,20 @@ func render(v any, err error) (int, []byte) {
 		b, _ := json.Marshal(eb)
 		return status, append(b, '\n')
 	}
+	if p, ok := v.(*surgepay.Payment); ok {
+		pj := paymentOf(p)
+		return http.StatusOK, append(appendPaymentJSON(make([]byte, 0, paymentJSONBytes), &pj), '\n')
+	}
 	b, merr := json.Marshal(toJSON(v))
 	if merr != nil {
 		return render(nil, fmt.Errorf("marshal response: %w", merr))
 	}
 	return http.StatusOK, append(b, '\n')
 }
+
+// paymentJSONBytes is the buffer a payment's answer starts in: a sale's
+// is ~730 bytes.
+const paymentJSONBytes = 1024
 
 // toJSON maps domain values to their API representation.
 func toJSON(v any) any {
