@@ -170,15 +170,17 @@ type saleArgBuf = [saleColsN]driver.NamedValue
 
 var saleArgBufs = sync.Pool{New: func() any { return new(saleArgBuf) }}
 
-// releaseSaleArgs gives args, from saleArgs, back to saleArgBufs, cleared
-// of the values it held. The caller must not use args after it.
+// releaseSaleArgs gives args, from saleArgs, back to saleArgBufs. The
+// caller must not use args after it. The values stay until the next sale
+// overwrites every one of them (or the pool drops the buffer at a
+// collection): clearing them cost more than the pool saved (0.4 % of the
+// CPU, write barriers while the collector marks), and they hold no card
+// data, only what the sale stored.
 func releaseSaleArgs(args []driver.NamedValue) {
 	if cap(args) != saleColsN {
 		return
 	}
-	buf := (*saleArgBuf)(args[:saleColsN])
-	clear(buf[:])
-	saleArgBufs.Put(buf)
+	saleArgBufs.Put((*saleArgBuf)(args[:saleColsN]))
 }
 
 // insertSale stores a sale (see isSale) with one counted statement, args

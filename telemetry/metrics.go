@@ -62,6 +62,32 @@ type metrics struct {
 	spansExported   prometheus.Counter
 	spanExportFails prometheus.Counter
 	spansRedacted   prometheus.Counter
+
+	// routes holds each route's and method's series (routeKey →
+	// *routeSeries), resolved once: WithLabelValues hashes every label
+	// value and takes its vector's lock, five times a request.
+	routes sync.Map
+}
+
+type routeKey struct{ route, method string }
+
+// routeSeries are a route's and method's series, each resolved on its
+// first use (so that what is exported is what was observed, as before).
+type routeSeries struct {
+	seconds, sqlPer, store prometheus.Observer
+	byStatus               sync.Map // status label → prometheus.Counter
+	stmts                  [len(stmtKindNames)]atomic.Pointer[prometheus.Counter]
+}
+
+// series returns route's and method's series.
+func (m *metrics) series(route, method string) *routeSeries {
+	k := routeKey{route, method}
+	if v, ok := m.routes.Load(k); ok {
+		return v.(*routeSeries)
+	}
+	v, _ := m.routes.LoadOrStore(k, &routeSeries{seconds: m.requestSeconds.WithLabelValues(route, method),
+		sqlPer: m.sqlPerRequest.WithLabelValues(route), store: m.storeSeconds.WithLabelValues(route)})
+	return v.(*routeSeries)
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -182,23 +208,39 @@ func statusLabel(code int) string {
 	return "other"
 }
 
-// observeRequest records one answered request.
+// observeRequest records one answered request. route and method are
+// bounded labels (routeLabel, methodLabel), and so are the series
+// routes holds.
 func (m *metrics) observeRequest(route, method string, status int, d time.Duration, sql *surgepay.StatementCounter) {
-	m.requests.WithLabelValues(route, method, statusLabel(status)).Inc()
-	m.requestSeconds.WithLabelValues(route, method).Observe(d.Seconds())
+	r := m.series(route, method)
+	code := statusLabel(status)
+	requests, ok := r.byStatus.Load(code)
+	if !ok {
+		requests, _ = r.byStatus.LoadOrStore(code, m.requests.WithLabelValues(route, method, code))
+	}
+	requests.(prometheus.Counter).Inc()
+	r.seconds.Observe(d.Seconds())
 	if sql == nil {
 		return
 	}
 	total := sql.Total()
-	m.sqlPerRequest.WithLabelValues(route).Observe(float64(total))
+	r.sqlPer.Observe(float64(total))
 	if total > 0 {
 		for kind, name := range stmtKindNames {
-			if n := sql.Kind(kind); n > 0 {
-				m.sqlStatements.WithLabelValues(route, name).Add(float64(n))
+			n := sql.Kind(kind)
+			if n == 0 {
+				continue
 			}
+			c := r.stmts[kind].Load()
+			if c == nil {
+				v := m.sqlStatements.WithLabelValues(route, name)
+				c = &v
+				r.stmts[kind].Store(c)
+			}
+			(*c).Add(float64(n))
 		}
 	}
-	m.storeSeconds.WithLabelValues(route).Observe(sql.StoreTime().Seconds())
+	r.store.Observe(sql.StoreTime().Seconds())
 }
 
 // RateLimitedMerchantsMax bounds the merchant label of

@@ -339,3 +339,63 @@ func TestStageCollectorCost(t *testing.T) {
 		t.Errorf("after the read: reads %d depth %v age %v; want 8, 800, 60", reads, depth, age)
 	}
 }
+
+// TestObserveRequestSeries: the series a request observes, resolved once
+// per route and method, count per route, method and status as the
+// vectors' own WithLabelValues would, concurrently; a statement kind no
+// request used exports no series.
+func TestObserveRequestSeries(t *testing.T) {
+	m := newMetrics(prometheus.NewRegistry())
+	var sale, read surgepay.StatementCounter
+	ctx := surgepay.WithStatementCounter(context.Background(), &sale)
+	surgepay.CountStatement(ctx, surgepay.StmtInsert)
+	surgepay.CountStatement(ctx, surgepay.StmtInsert)
+	surgepay.CountStatement(surgepay.WithStatementCounter(context.Background(), &read), surgepay.StmtSelect)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				m.observeRequest("POST /v1/payments", "POST", 200+(i%2)*202, time.Millisecond, &sale)
+				if g == 0 {
+					m.observeRequest("GET /v1/payments/{id}", "GET", 200, time.Millisecond, &read)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, c := range []struct {
+		got  prometheus.Counter
+		want float64
+	}{
+		{m.requests.WithLabelValues("POST /v1/payments", "POST", "200"), 400},
+		{m.requests.WithLabelValues("POST /v1/payments", "POST", "402"), 400},
+		{m.requests.WithLabelValues("GET /v1/payments/{id}", "GET", "200"), 100},
+		{m.sqlStatements.WithLabelValues("POST /v1/payments", "insert"), 1600},
+		{m.sqlStatements.WithLabelValues("GET /v1/payments/{id}", "select"), 100},
+	} {
+		if got := counterValue(t, c.got); got != c.want {
+			t.Errorf("%s = %v, want %v", c.got.Desc(), got, c.want)
+		}
+	}
+	// select and insert on the two routes only, and the two just read.
+	if n := seriesCount(m.sqlStatements); n != 2 {
+		t.Errorf("%d statement series, want 2 (no series for a kind never used)", n)
+	}
+	if n := seriesCount(m.requestSeconds); n != 2 {
+		t.Errorf("%d duration series, want 2", n)
+	}
+}
+
+// seriesCount returns how many series c exports.
+func seriesCount(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	n := 0
+	for range ch {
+		n++
+	}
+	return n
+}
