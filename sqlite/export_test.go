@@ -1,6 +1,10 @@
 package sqlite
 
-import "context"
+import (
+	"context"
+	"database/sql"
+	"slices"
+)
 
 // IdemFilterReady reports whether the filter of idempotency keys is built.
 func (db *DB) IdemFilterReady() bool { return db.writer.idem.filter.cur.Load() != nil }
@@ -24,4 +28,40 @@ func (db *DB) SetStagedCountChunk(n int) { db.stagedChunk = n }
 func (db *DB) RebuildIdemFilter(ctx context.Context, chunk int) error {
 	db.idemFilterChunk = chunk
 	return db.buildIdemFilter(ctx, true)
+}
+
+// SetRunDropMin sets the fewest entries of purged runs of
+// idempotency_index one purge deletes.
+func (db *DB) SetRunDropMin(n int) { db.writer.idem.dropMin = n }
+
+// IdemHash is idempotency_index's hash of merchantID's key.
+func IdemHash(merchantID, key string) int64 { return idemHash(merchantID, key) }
+
+// MigrateTo creates the database file at path with the migrations up to
+// version only: a file an older surgepay left.
+func MigrateTo(ctx context.Context, path string, version int) error {
+	ms, err := listMigrations()
+	if err != nil {
+		return err
+	}
+	ms = slices.DeleteFunc(ms, func(m migration) bool { return m.version > version })
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	if err := migrateTx(ctx, conn, ms); err != nil {
+		_, _ = conn.ExecContext(ctx, "ROLLBACK")
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "COMMIT")
+	return err
 }

@@ -267,6 +267,11 @@ func (db *DB) runIdemFilter(ctx context.Context) {
 // issue 14, session 12). TestReadsUseThePrimaryKey checks the plan.
 const idemSpanQuery = "SELECT coalesce((SELECT max(rowid) FROM idempotency) - (SELECT min(rowid) FROM idempotency) + 1, 0)"
 
+// idemFilterPageQuery reads a page of idempotency_index after an entry
+// (run, hash, row), in key order.
+const idemFilterPageQuery = "SELECT run, hash, row FROM idempotency_index WHERE (run, hash, row) > (?, ?, ?) " +
+	"ORDER BY run, hash, row LIMIT ?"
+
 // buildIdemFilter builds a filter of every stored record's hash and puts
 // it in use: the memory tables' hashes, then idempotency_index, a page of
 // hashes per SELECT; records that enter meanwhile are added to both. If
@@ -336,32 +341,28 @@ func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 	if err := rest(); err != nil {
 		return err
 	}
-	// Pages of hashes from "from" on; a hash of two records may end one
-	// page and begin the next, whose first SELECT skips it: it is in.
-	from := int64(math.MinInt64)
+	// Pages of entries in key order, each after the last one read.
+	run, hash, row := int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64)
 	for {
-		var after int64
-		rows, err := db.read.QueryContext(ctx, "SELECT hash FROM idempotency_index WHERE hash >= ? ORDER BY hash LIMIT ?",
-			from, db.idemFilterChunk)
+		rows, err := db.read.QueryContext(ctx, idemFilterPageQuery, run, hash, row, db.idemFilterChunk)
 		if err != nil {
 			return fmt.Errorf("read idempotency index: %w", err)
 		}
 		n := 0
 		for rows.Next() {
-			if err := rows.Scan(&after); err != nil {
+			if err := rows.Scan(&run, &hash, &row); err != nil {
 				rows.Close()
 				return fmt.Errorf("read idempotency index: %w", err)
 			}
-			next.add(after)
+			next.add(hash)
 			n++
 		}
 		if err := rows.Close(); err != nil {
 			return fmt.Errorf("read idempotency index: %w", err)
 		}
-		if n < db.idemFilterChunk || after == math.MaxInt64 {
+		if n < db.idemFilterChunk {
 			break
 		}
-		from = after + 1
 		if err := rest(); err != nil {
 			return err
 		}

@@ -24,10 +24,20 @@ import (
 // every row up to deferred_indexes.indexed_upto, and through
 // idemIndex, in memory, for the rows after it. The memory table is merged
 // into idempotency_index in hash order, a chunk per group commit, once it
-// holds IdempotencyTableMax entries: a chunk of sorted keys lands on
-// neighbouring leaves, where the per-sale inserts of a unique index landed
-// each on a random leaf and made every commit write one whole page per
-// sale (twice, with the checkpoint).
+// holds IdempotencyTableMax entries, as a run of its own (migration 0013):
+// its sorted entries are appended at the end of the run, a few pages a
+// commit, where the per-sale inserts of a unique index landed each on a
+// random leaf and made every commit write one whole page per sale (twice,
+// with the checkpoint), and a merge into one B-tree of every key touched
+// more of its leaves the more it held.
+//
+// A lookup in idempotency_index probes each run (idempotency_runs). The
+// runs are few: one per IdempotencyTableMax records kept (36 after half an
+// hour at 5,000 sales/s), at most Config.IdempotencyRunsMax (past it a
+// merge goes into the newest run, at random leaves as before), and a
+// lookup reaches the index only when the filter of stored keys holds the
+// hash (idemfilter.go). The purge deletes a run whole once every record
+// it indexes is purged (dropRuns).
 //
 // What survives a crash is the rows; the memory table is rebuilt from them
 // by the next Open (indexRecent), which indexes every row after
@@ -42,6 +52,17 @@ import (
 // writes about L·(1-e^(-N/L)) pages: at 9 M records (64,000 leaves) and
 // this N, about one page per 4 sales.
 const IdempotencyTableMaxDefault = 1 << 18
+
+// IdempotencyRunsMaxDefault is the default Config.IdempotencyRunsMax:
+// 16.8 M records kept (24 h at 194 sales/s, or an hour of 5,000/s) before a
+// merge goes into the newest run; a lookup that reaches the index probes
+// at most as many runs (a few microseconds each, their upper pages cached).
+const IdempotencyRunsMaxDefault = 64
+
+// idemRunDropChunk is the fewest entries of a purged run one purge
+// deletes (at least twice the records it purges, so that runs are dropped
+// faster than records expire): a short write.
+const idemRunDropChunk = 16384
 
 // idemFlushChunk is the fewest entries a commit merges into
 // idempotency_index while a frozen table waits; a commit merges at least
@@ -135,6 +156,8 @@ type idemIndex struct {
 	frozen *idemTable // rows being merged into idempotency_index; nil if none
 
 	tableMax int   // entries in active that freeze it
+	runsMax  int   // runs of idempotency_index at most
+	dropMin  int   // fewest entries of purged runs a purge deletes (idemRunDropChunk)
 	next     int64 // rowid of the next record
 
 	pending []idemPending // records of the open transaction
@@ -145,6 +168,7 @@ type idemIndex struct {
 	txMerged  int              // entries of merge written in the open transaction
 	txDone    bool             // the open transaction ends the merge
 	frozenMax int64            // the highest rowid in frozen
+	mergeRun  int64            // the run merge goes into; 0 before its first chunk
 
 	// filter holds the hash of every stored record (idemfilter.go).
 	filter *idemFilter
@@ -154,8 +178,10 @@ type idemIndex struct {
 	purgedUpto, txPurgedUpto int64
 }
 
-func newIdemIndex(tableMax int) *idemIndex {
-	return &idemIndex{active: newIdemTable(), tableMax: tableMax, sorted: make(chan []idemEntry, 1), filter: newIdemFilter()}
+func newIdemIndex(tableMax, runsMax int) *idemIndex {
+	return &idemIndex{active: newIdemTable(), tableMax: tableMax, runsMax: runsMax, dropMin: idemRunDropChunk,
+		sorted: make(chan []idemEntry, 1),
+		filter: newIdemFilter()}
 }
 
 // candidates returns the rowids the memory tables hold for h.
@@ -171,7 +197,8 @@ func (x *idemIndex) candidates(h int64) []int64 {
 
 // idemStmts are the writer's statements of the deferred index.
 type idemStmts struct {
-	row, last, after, mergeMany, mergeOne, state, purgeScan, purgeEntry, purgeRows *sql.Stmt
+	row, last, after, mergeMany, mergeOne, state, purgeScan, purgeRows *sql.Stmt
+	runs, newRun, extendRun, deadRun, dropEntries, dropRun             *sql.Stmt
 }
 
 func (s *idemStmts) prepare(ctx context.Context, conn *sql.Conn) error {
@@ -182,12 +209,22 @@ func (s *idemStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.row, "SELECT merchant_id, key FROM idempotency WHERE rowid = ?"},
 		{&s.last, "SELECT coalesce(max(rowid), 0) FROM idempotency"},
 		{&s.after, "SELECT rowid, merchant_id, key FROM idempotency WHERE rowid > ? ORDER BY rowid"},
-		{&s.mergeMany, "INSERT OR IGNORE INTO idempotency_index (hash, row) VALUES " + rowsOf(idemFlushRows, 2)},
-		{&s.mergeOne, "INSERT OR IGNORE INTO idempotency_index (hash, row) VALUES (?, ?)"},
+		{&s.mergeMany, "INSERT OR IGNORE INTO idempotency_index (run, hash, row) VALUES " + rowsOf(idemFlushRows, 3)},
+		{&s.mergeOne, "INSERT OR IGNORE INTO idempotency_index (run, hash, row) VALUES (?, ?, ?)"},
 		{&s.state, "UPDATE deferred_indexes SET indexed_upto = max(indexed_upto, ?) WHERE name = 'idempotency'"},
 		{&s.purgeScan, "SELECT rowid, merchant_id, key, created FROM idempotency ORDER BY rowid LIMIT ?"},
-		{&s.purgeEntry, "DELETE FROM idempotency_index WHERE hash = ? AND row = ?"},
 		{&s.purgeRows, "DELETE FROM idempotency WHERE rowid <= ?"},
+		{&s.runs, "SELECT coalesce(max(run), 0), count(*) FROM idempotency_runs"},
+		{&s.newRun, "INSERT INTO idempotency_runs (run, upto) VALUES (?, ?)"},
+		{&s.extendRun, "UPDATE idempotency_runs SET upto = max(upto, ?2) WHERE run = ?1"},
+		// The oldest run whose records are all purged (the purge deletes
+		// from the front), but not the one a merge is writing.
+		{&s.deadRun, "SELECT run FROM idempotency_runs WHERE upto < coalesce((SELECT min(rowid) FROM idempotency), ?1) " +
+			"AND run <> ?2 ORDER BY run LIMIT 1"},
+		// The first ?2 entries of run ?1 in key order, or all of them.
+		{&s.dropEntries, "DELETE FROM idempotency_index WHERE run = ?1 AND hash <= coalesce(" +
+			"(SELECT hash FROM idempotency_index WHERE run = ?1 ORDER BY hash LIMIT 1 OFFSET ?2), 9223372036854775807)"},
+		{&s.dropRun, "DELETE FROM idempotency_runs WHERE run = ?1 AND NOT EXISTS (SELECT 1 FROM idempotency_index WHERE run = ?1)"},
 	} {
 		st, err := conn.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -200,7 +237,8 @@ func (s *idemStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 
 func (s *idemStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.row, s.last, s.after, s.mergeMany, s.mergeOne, s.state, s.purgeScan, s.purgeEntry, s.purgeRows} {
+	for _, st := range []*sql.Stmt{s.row, s.last, s.after, s.mergeMany, s.mergeOne, s.state, s.purgeScan, s.purgeRows,
+		s.runs, s.newRun, s.extendRun, s.deadRun, s.dropEntries, s.dropRun} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -300,7 +338,27 @@ func (w *writer) absorb() error {
 	return nil
 }
 
-// mergeStep merges the next chunk of the frozen table into
+// openRun returns the run of idempotency_index that the entries of records
+// up to upto go into, inside the open transaction: a new one, or the
+// newest if the index holds runsMax runs.
+func (w *writer) openRun(ctx context.Context, upto int64) (int64, error) {
+	var last, n int64
+	if err := w.idemSt.runs.QueryRowContext(ctx).Scan(&last, &n); err != nil {
+		return 0, fmt.Errorf("read idempotency runs: %w", err)
+	}
+	if last > 0 && n >= int64(w.idem.runsMax) {
+		if _, err := w.idemSt.extendRun.ExecContext(ctx, last, upto); err != nil {
+			return 0, fmt.Errorf("extend idempotency run %d: %w", last, err)
+		}
+		return last, nil
+	}
+	if _, err := w.idemSt.newRun.ExecContext(ctx, last+1, upto); err != nil {
+		return 0, fmt.Errorf("add idempotency run %d: %w", last+1, err)
+	}
+	return last + 1, nil
+}
+
+// mergeStep merges the next chunk of the frozen table into its run of
 // idempotency_index inside the open transaction, and ends the merge (the
 // state row) once every entry is written.
 func (w *writer) mergeStep() error {
@@ -314,10 +372,18 @@ func (w *writer) mergeStep() error {
 		}
 	}
 	start := x.merged + x.txMerged
+	if start == 0 {
+		// The merge's first chunk (again, if its transaction rolled back).
+		run, err := w.openRun(context.Background(), x.frozenMax)
+		if err != nil {
+			return fmt.Errorf("merge idempotency index: %w", err)
+		}
+		x.mergeRun = run
+	}
 	n := max(idemFlushChunk, 2*len(x.pending))
 	end := min(len(x.merge), start+n)
 	chunk := x.merge[start:end]
-	args := make([]any, 0, 2*idemFlushRows)
+	args := make([]any, 0, 3*idemFlushRows)
 	flush := func(st *sql.Stmt) error {
 		_, err := st.ExecContext(context.Background(), args...)
 		args = args[:0]
@@ -328,15 +394,15 @@ func (w *writer) mergeStep() error {
 		if e.row <= purged {
 			continue // purged before it was merged
 		}
-		args = append(args, e.hash, e.row)
+		args = append(args, x.mergeRun, e.hash, e.row)
 		if len(args) == cap(args) {
 			if err := flush(w.idemSt.mergeMany); err != nil {
 				return fmt.Errorf("merge idempotency index: %w", err)
 			}
 		}
 	}
-	for i := 0; i < len(args); i += 2 {
-		if _, err := w.idemSt.mergeOne.ExecContext(context.Background(), args[i], args[i+1]); err != nil {
+	for i := 0; i < len(args); i += 3 {
+		if _, err := w.idemSt.mergeOne.ExecContext(context.Background(), args[i:i+3]...); err != nil {
 			return fmt.Errorf("merge idempotency index: %w", err)
 		}
 	}
@@ -382,7 +448,7 @@ func (x *idemIndex) committed() {
 	}
 	x.merged += x.txMerged
 	if x.txDone {
-		x.frozen, x.merge, x.merged = nil, nil, 0
+		x.frozen, x.merge, x.merged, x.mergeRun = nil, nil, 0, 0
 	}
 	freeze := x.frozen == nil && x.active.len() >= x.tableMax
 	if freeze {
@@ -416,11 +482,20 @@ func (db *DB) indexRecent(ctx context.Context) error {
 		return fmt.Errorf("read idempotency index state: %w", err)
 	}
 	w.idem.next = max(upto, maxRow) + 1
+	// One run for all of them, opened by the first transaction.
+	var run int64
 	for upto < maxRow {
 		if err := w.beginWrite(w.lockWait); err != nil {
 			return fmt.Errorf("index idempotency records: begin: %w", err)
 		}
-		last, err := db.indexRows(ctx, upto)
+		var err error
+		if run == 0 {
+			run, err = w.openRun(ctx, maxRow)
+		}
+		last := upto
+		if err == nil {
+			last, err = db.indexRows(ctx, run, upto)
+		}
 		if err == nil {
 			_, err = w.idemSt.state.ExecContext(ctx, last)
 		}
@@ -439,9 +514,9 @@ func (db *DB) indexRecent(ctx context.Context) error {
 	return nil
 }
 
-// indexRows indexes up to indexRecentRows rows after upto and returns the
-// last rowid it read (upto if none).
-func (db *DB) indexRows(ctx context.Context, upto int64) (int64, error) {
+// indexRows indexes, in run, up to indexRecentRows rows after upto and
+// returns the last rowid it read (upto if none).
+func (db *DB) indexRows(ctx context.Context, run, upto int64) (int64, error) {
 	rows, err := db.wconn.QueryContext(ctx, "SELECT rowid, merchant_id, key FROM idempotency WHERE rowid > ? ORDER BY rowid LIMIT ?",
 		upto, indexRecentRows)
 	if err != nil {
@@ -466,7 +541,7 @@ func (db *DB) indexRows(ctx context.Context, upto int64) (int64, error) {
 		return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.row, b.row))
 	})
 	for _, e := range es {
-		if _, err := db.writer.idemSt.mergeOne.ExecContext(ctx, e.hash, e.row); err != nil {
+		if _, err := db.writer.idemSt.mergeOne.ExecContext(ctx, run, e.hash, e.row); err != nil {
 			return upto, err
 		}
 	}
@@ -474,9 +549,12 @@ func (db *DB) indexRows(ctx context.Context, upto int64) (int64, error) {
 }
 
 // purge deletes up to o.purgeLimit of the oldest records created before
-// o.purgeBefore, with their index entries. Records are in rowid order of
+// o.purgeBefore, and then entries of the runs of idempotency_index whose
+// records are all purged (dropRuns). Records are in rowid order of
 // creation (within the few milliseconds a request takes): the purge stops
-// at the first one not yet expired.
+// at the first one not yet expired. The entries of purged records in a run
+// that still indexes live ones stay until the run goes: they point at no
+// row, and a lookup finds nothing through them.
 func (w *writer) purge(ctx context.Context, o *op) (int, error) {
 	surgepay.CountStatement(ctx, surgepay.StmtSelect)
 	rows, err := w.idemSt.purgeScan.QueryContext(context.Background(), o.purgeLimit)
@@ -484,7 +562,7 @@ func (w *writer) purge(ctx context.Context, o *op) (int, error) {
 		return 0, fmt.Errorf("purge idempotency records: %w", err)
 	}
 	cutoff := o.purgeBefore.UnixNano()
-	var es []idemEntry
+	var last int64
 	for rows.Next() {
 		var row, created int64
 		var merchantID, key string
@@ -495,27 +573,54 @@ func (w *writer) purge(ctx context.Context, o *op) (int, error) {
 		if created >= cutoff {
 			break
 		}
-		es = append(es, idemEntry{idemHash(merchantID, key), row})
+		last = row
 	}
 	if err := rows.Close(); err != nil {
 		return 0, fmt.Errorf("purge idempotency records: %w", err)
 	}
-	if len(es) == 0 {
-		return 0, nil
-	}
-	last := es[len(es)-1].row
-	slices.SortFunc(es, func(a, b idemEntry) int { return cmp.Compare(a.hash, b.hash) })
-	for _, e := range es {
-		if _, err := exec(ctx, surgepay.StmtDelete, w.idemSt.purgeEntry, e.hash, e.row); err != nil {
-			return 0, fmt.Errorf("purge idempotency index: %w", err)
+	var n int64
+	if last > 0 {
+		if n, err = exec(ctx, surgepay.StmtDelete, w.idemSt.purgeRows, last); err != nil {
+			return 0, fmt.Errorf("purge idempotency records: %w", err)
 		}
+		// Rows still in the memory tables are skipped when merged; a
+		// lookup that finds their rowid finds no row.
+		w.idem.txPurgedUpto = max(w.idem.txPurgedUpto, last)
 	}
-	n, err := exec(ctx, surgepay.StmtDelete, w.idemSt.purgeRows, last)
-	if err != nil {
-		return 0, fmt.Errorf("purge idempotency records: %w", err)
+	if err := w.dropRuns(ctx, max(w.idem.dropMin, 2*int(n))); err != nil {
+		return 0, err
 	}
-	// Rows still in the memory tables are skipped when merged; a lookup
-	// that finds their rowid finds no row.
-	w.idem.txPurgedUpto = max(w.idem.txPurgedUpto, last)
 	return int(n), nil
+}
+
+// dropRuns deletes up to limit entries (and a few more of the same hash)
+// of the runs of idempotency_index whose records are all purged, oldest
+// first, and a run's row once its entries are gone. The run a merge is
+// writing is never one of them: its records are not all purged, or the
+// merge goes on writing after them.
+func (w *writer) dropRuns(ctx context.Context, limit int) error {
+	for limit > 0 {
+		var run int64
+		surgepay.CountStatement(ctx, surgepay.StmtSelect)
+		err := w.idemSt.deadRun.QueryRowContext(context.Background(), w.idem.next, w.idem.mergeRun).Scan(&run)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("find purged idempotency runs: %w", err)
+		}
+		n, err := exec(ctx, surgepay.StmtDelete, w.idemSt.dropEntries, run, limit-1)
+		if err != nil {
+			return fmt.Errorf("drop idempotency run %d: %w", run, err)
+		}
+		gone, err := exec(ctx, surgepay.StmtDelete, w.idemSt.dropRun, run)
+		if err != nil {
+			return fmt.Errorf("drop idempotency run %d: %w", run, err)
+		}
+		if gone == 0 {
+			return nil // limit reached inside the run
+		}
+		limit -= int(n)
+	}
+	return nil
 }

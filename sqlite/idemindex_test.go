@@ -137,18 +137,20 @@ func TestIdempotencyIndexDeferred(t *testing.T) {
 }
 
 // TestIdempotencyPurgeDeferredIndex purges expired records wherever their
-// key is (merged or in memory): they are gone with their index entries, the
-// newer ones stay, and a purged key is free again.
+// key is (merged or in memory): they are gone, the newer ones stay, a
+// purged key is free again, and the runs of idempotency_index whose
+// records are all purged go, over several purges (a few entries each).
 func TestIdempotencyPurgeDeferredIndex(t *testing.T) {
 	const tableMax = 8
 	path := filepath.Join(t.TempDir(), "surgepay.db")
 	db := open(t, sqlite.Config{Path: path, IdempotencyTableMax: tableMax})
+	db.SetRunDropMin(1) // a purge of 2 records drops 4 entries of a run of 8
 	m := newMerchant(t, db)
 	old := time.Now().Add(-48 * time.Hour)
 	var oldKeys, newKeys []string
 	for i := range 60 {
 		w, _ := purchase(m.ID)
-		if i < 40 {
+		if i < 37 { // not a whole number of tables: a run holds both
 			w.Idempotency.Created = old.Add(time.Duration(i) * time.Millisecond)
 			oldKeys = append(oldKeys, w.Idempotency.Key)
 		} else {
@@ -158,16 +160,21 @@ func TestIdempotencyPurgeDeferredIndex(t *testing.T) {
 			t.Fatalf("Apply %d: %v", i, err)
 		}
 	}
-	purged := 0
-	for range 10 {
-		n, err := db.DeleteIdempotencyBefore(t.Context(), time.Now().Add(-24*time.Hour), 7)
+	const deadRuns = "SELECT count(*) FROM idempotency_runs WHERE upto < (SELECT min(rowid) FROM idempotency)"
+	purged, partly := 0, false
+	for range 25 {
+		n, err := db.DeleteIdempotencyBefore(t.Context(), time.Now().Add(-24*time.Hour), 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n > 7 {
-			t.Fatalf("DeleteIdempotencyBefore(limit 7) deleted %d", n)
+		if n > 2 {
+			t.Fatalf("DeleteIdempotencyBefore(limit 2) deleted %d", n)
 		}
 		purged += n
+		partly = partly || rawCount(t, path, deadRuns) > 0
+	}
+	if !partly {
+		t.Fatal("every run of purged records went in one purge: the test needs one dropped over several")
 	}
 	if purged != len(oldKeys) {
 		t.Fatalf("purged %d records, want the %d expired", purged, len(oldKeys))
@@ -182,15 +189,29 @@ func TestIdempotencyPurgeDeferredIndex(t *testing.T) {
 		wantTaken(t, db, m.ID, k)
 	}
 	// More sales merge what is in memory; no entry of a purged record is
-	// merged, or left behind by the purge.
+	// merged. Purges with nothing left to expire drop the runs of purged
+	// records, a few entries each.
 	for range 40 {
 		w, _ := purchase(m.ID)
 		if err := db.Apply(t.Context(), w); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for i := 0; rawCount(t, path, deadRuns) > 0; i++ {
+		if i == 40 {
+			t.Fatalf("%d runs of purged records after %d purges", rawCount(t, path, deadRuns), i)
+		}
+		if n, err := db.DeleteIdempotencyBefore(t.Context(), time.Now().Add(-24*time.Hour), 2); err != nil || n != 0 {
+			t.Fatalf("DeleteIdempotencyBefore = %d, %v; want nothing left to purge", n, err)
+		}
+	}
+	if n := rawCount(t, path, "SELECT count(*) FROM idempotency_index WHERE run NOT IN (SELECT run FROM idempotency_runs)"); n != 0 {
+		t.Fatalf("%d index entries outside every run", n)
+	}
+	// Entries of purged records are left only in the run that also
+	// indexes live ones.
 	dangling := rawCount(t, path, "SELECT count(*) FROM idempotency_index x WHERE NOT EXISTS (SELECT 1 FROM idempotency i WHERE i.rowid = x.row)")
-	if dangling != 0 {
+	if dangling >= 2*tableMax {
 		t.Fatalf("%d index entries point at purged records", dangling)
 	}
 	w, _ := purchase(m.ID)
@@ -438,5 +459,120 @@ func TestIdempotencyFilterInsert(t *testing.T) {
 	if err := db.Apply(t.Context(), w); err != nil {
 		t.Fatalf("with an emptied filter, a merged key was still refused (%v): the probe no longer depends on the filter; "+
 			"update this test and idemfilter.go's comment", err)
+	}
+}
+
+// TestIdempotencyRuns: each merged memory table is a run of its own, up to
+// IdempotencyRunsMax; past it merges go into the newest run; every key is
+// found and taken wherever its entry is, before and after a reopen.
+func TestIdempotencyRuns(t *testing.T) {
+	const tableMax, runsMax = 8, 3
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	cfg := sqlite.Config{Path: path, IdempotencyTableMax: tableMax, IdempotencyRunsMax: runsMax}
+	db, err := sqlite.Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMerchant(t, db)
+	var keys []string
+	for range 150 {
+		w, _ := purchase(m.ID)
+		if err := db.Apply(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, w.Idempotency.Key)
+	}
+	check := func(when string) {
+		t.Helper()
+		if n := rawCount(t, path, "SELECT count(*) FROM idempotency_runs"); n != runsMax {
+			t.Fatalf("%s: %d runs, want %d (the most)", when, n, runsMax)
+		}
+		// A run holds records up to its upto only, and the newest took
+		// the merges past the bound.
+		if n := rawCount(t, path, "SELECT count(*) FROM idempotency_index x JOIN idempotency_runs r USING (run) WHERE x.row > r.upto"); n != 0 {
+			t.Fatalf("%s: %d entries above their run's upto", when, n)
+		}
+		newest := rawCount(t, path, "SELECT count(*) FROM idempotency_index WHERE run = (SELECT max(run) FROM idempotency_runs)")
+		if newest <= tableMax {
+			t.Fatalf("%s: the newest run holds %d entries; want the merges past the bound", when, newest)
+		}
+		for _, k := range keys {
+			wantRecord(t, db, m.ID, k)
+		}
+		for _, k := range []string{keys[0], keys[tableMax+1], keys[len(keys)/2], keys[len(keys)-1]} {
+			wantTaken(t, db, m.ID, k)
+		}
+	}
+	check("open")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The reopen indexes what the memory table held, in the newest run
+	// too, and builds the filter from every run.
+	db = open(t, cfg)
+	check("reopened")
+	if n := rawCount(t, path, "SELECT count(*) FROM idempotency_index"); n < len(keys) {
+		t.Fatalf("after reopen the index holds %d entries for %d records", n, len(keys))
+	}
+}
+
+// TestIdempotencyRunsMigration: a file of the schema before runs
+// (migration 0012) keeps its merged keys, as run 1: found, taken, and
+// counted in the filter.
+func TestIdempotencyRunsMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	if err := sqlite.MigrateTo(t.Context(), path, 12); err != nil {
+		t.Fatal(err)
+	}
+	const merchantID, records = "mch_before_runs", 20
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i := range records {
+		key := fmt.Sprintf("key-%d", i)
+		keys = append(keys, key)
+		row := int64(i + 1)
+		if _, err := raw.ExecContext(t.Context(), "INSERT INTO idempotency (rowid, merchant_id, key, request_hash, status_code, body, created) "+
+			"VALUES (?, ?, ?, zeroblob(32), 201, x'7b7d', ?)", row, merchantID, key, time.Now().UnixNano()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.ExecContext(t.Context(), "INSERT INTO idempotency_index (hash, row) VALUES (?, ?)",
+			sqlite.IdemHash(merchantID, key), row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := raw.ExecContext(t.Context(), "UPDATE deferred_indexes SET indexed_upto = ? WHERE name = 'idempotency'", records); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db := open(t, sqlite.Config{Path: path, IdempotencyTableMax: 8})
+	if n := rawCount(t, path, "SELECT count(*) FROM idempotency_index WHERE run = 1"); n != records {
+		t.Fatalf("run 1 holds %d entries, want the %d merged before", n, records)
+	}
+	if n := rawCount(t, path, "SELECT upto FROM idempotency_runs WHERE run = 1"); n != records {
+		t.Fatalf("run 1 upto %d, want %d", n, records)
+	}
+	m := &surgepay.Merchant{ID: merchantID, Name: "before runs", Created: time.Now().UTC()}
+	if err := db.Apply(t.Context(), &surgepay.Write{Merchant: m}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		wantRecord(t, db, merchantID, k)
+	}
+	wantTaken(t, db, merchantID, keys[0])
+	wantTaken(t, db, merchantID, keys[records-1])
+	// New records merge into runs after it.
+	for range 30 {
+		w, _ := purchase(merchantID)
+		if err := db.Apply(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rawCount(t, path, "SELECT count(*) FROM idempotency_index WHERE run > 1"); n == 0 {
+		t.Fatal("no entry merged after run 1")
 	}
 }

@@ -40,8 +40,7 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 		// processor_ref: the partial index of routed payments (0012).
 		{&r.paymentByRef, "SELECT " + paymentCols + " FROM payments WHERE processor_ref = ? LIMIT 1"},
 		{&r.events, "SELECT " + eventCols + " FROM payment_events WHERE merchant_id = ? AND payment_id = ? ORDER BY seq"},
-		{&r.idempotency, "SELECT " + qualified("i", idempotencyCols) + " FROM idempotency_index x JOIN idempotency i ON i.rowid = x.row " +
-			"WHERE x.hash = ? AND i.merchant_id = ? AND i.key = ?"},
+		{&r.idempotency, idempotencyLookupQuery},
 		{&r.idempotencyRow, "SELECT " + idempotencyCols + " FROM idempotency WHERE rowid = ?"},
 		{&r.staged, "SELECT " + stagedCols + " FROM staged_captures WHERE id > ? ORDER BY id LIMIT ?"},
 		{&r.stagedCount, stagedCountQuery},
@@ -182,6 +181,12 @@ func (db *DB) FindPayment(ctx context.Context, merchantID, id string) (*surgepay
 func (db *DB) FindPaymentByRef(ctx context.Context, ref string) (*surgepay.Payment, error) {
 	return findOne(ctx, db.readSt.paymentByRef, scanPayment, "reference", "payment", ref)
 }
+
+// idempotencyLookupQuery finds a merchant's record by its key's hash in
+// idempotency_index: one probe of each run (migration 0013).
+var idempotencyLookupQuery = "SELECT " + qualified("i", idempotencyCols) +
+	" FROM idempotency_index x JOIN idempotency i ON i.rowid = x.row" +
+	" WHERE x.run IN (SELECT run FROM idempotency_runs) AND x.hash = ? AND i.merchant_id = ? AND i.key = ?"
 
 // FindIdempotency returns ENOTFOUND if the merchant has no record for key.
 // The newest records are found through the writer's memory table, the

@@ -118,6 +118,11 @@ type Config struct {
 	// in memory before it merges them, in hash order, into the database's
 	// index (see idemindex.go). Default IdempotencyTableMaxDefault.
 	IdempotencyTableMax int
+	// IdempotencyRunsMax is how many runs idempotency_index holds at most
+	// (migration 0013): each merge of a memory table appends a run, and a
+	// lookup that reaches the index probes every run. Past it, a merge goes
+	// into the newest run. Default IdempotencyRunsMaxDefault.
+	IdempotencyRunsMax int
 	// CustomerMergeRows is how many payments the writer indexes by
 	// customer in one merge into payments_by_customer (custindex.go): the
 	// most a list by customer scans beyond that index. Default
@@ -236,6 +241,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdempotencyTableMax <= 0 {
 		c.IdempotencyTableMax = IdempotencyTableMaxDefault
+	}
+	if c.IdempotencyRunsMax <= 0 {
+		c.IdempotencyRunsMax = IdempotencyRunsMaxDefault
 	}
 	if c.CustomerMergeRows <= 0 {
 		c.CustomerMergeRows = CustomerMergeRowsDefault
@@ -415,7 +423,7 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	db.writer.lockWait, db.writer.lockRetryMax = cfg.BusyTimeout, cfg.WriteLockRetryMax
 	db.writer.applyBudget = cfg.ApplyBudget
 	db.writer.times.log, db.writer.times.slow, db.writer.times.onSlow = cfg.Logger, cfg.SlowCommit, cfg.OnSlowCommit
-	db.writer.idem = newIdemIndex(cfg.IdempotencyTableMax)
+	db.writer.idem = newIdemIndex(cfg.IdempotencyTableMax, cfg.IdempotencyRunsMax)
 	db.writer.cust.rows = int64(cfg.CustomerMergeRows)
 	if err := db.indexRecent(ctx); err != nil {
 		return err

@@ -110,7 +110,7 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		// of sales, migration 0011).
 		{&w.insIdempotency, "INSERT INTO idempotency (rowid, " + idempotencyCols + ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 " +
 			"WHERE ?8 IS NULL OR NOT EXISTS (SELECT 1 FROM idempotency_index x JOIN idempotency i ON i.rowid = x.row " +
-			"WHERE x.hash = ?8 AND i.merchant_id = ?2 AND i.key = ?3)"},
+			"WHERE x.run IN (SELECT run FROM idempotency_runs) AND x.hash = ?8 AND i.merchant_id = ?2 AND i.key = ?3)"},
 		{&w.insMerchant, insertSQL("merchants", merchantCols)},
 		{&w.insAPIKey, insertSQL("api_keys", apiKeyCols)},
 		{&w.revokeAPIKey, "UPDATE api_keys SET revoked = 1 WHERE id = ?"},
