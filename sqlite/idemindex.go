@@ -212,7 +212,7 @@ func (s *idemStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.mergeMany, "INSERT OR IGNORE INTO idempotency_index (run, hash, row) VALUES " + rowsOf(idemFlushRows, 3)},
 		{&s.mergeOne, "INSERT OR IGNORE INTO idempotency_index (run, hash, row) VALUES (?, ?, ?)"},
 		{&s.state, "UPDATE deferred_indexes SET indexed_upto = max(indexed_upto, ?) WHERE name = 'idempotency'"},
-		{&s.purgeScan, "SELECT rowid, merchant_id, key, created FROM idempotency ORDER BY rowid LIMIT ?"},
+		{&s.purgeScan, "SELECT rowid, created FROM idempotency ORDER BY rowid LIMIT ?"},
 		{&s.purgeRows, "DELETE FROM idempotency WHERE rowid <= ?"},
 		{&s.runs, "SELECT coalesce(max(run), 0), count(*) FROM idempotency_runs"},
 		{&s.newRun, "INSERT INTO idempotency_runs (run, upto) VALUES (?, ?)"},
@@ -565,8 +565,7 @@ func (w *writer) purge(ctx context.Context, o *op) (int, error) {
 	var last int64
 	for rows.Next() {
 		var row, created int64
-		var merchantID, key string
-		if err := rows.Scan(&row, &merchantID, &key, &created); err != nil {
+		if err := rows.Scan(&row, &created); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("purge idempotency records: %w", err)
 		}
