@@ -618,6 +618,12 @@ func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
 	if err := rows.Close(); err != nil {
 		return fmt.Errorf("migrate: read versions: %w", err)
 	}
+	if len(ms) > 0 && latest > ms[len(ms)-1].version {
+		// A newer surgepay changed the schema in ways this one does not
+		// know: writing to it could break what the newer one relies on.
+		return fmt.Errorf("migrate: the database has migration %d, newer than this surgepay's last (%d): "+
+			"run the surgepay that wrote it, or a later one", latest, ms[len(ms)-1].version)
+	}
 	for _, m := range ms {
 		if applied[m.version] {
 			continue

@@ -644,6 +644,35 @@ func TestMigrationOutOfOrderRefused(t *testing.T) {
 	}
 }
 
+// TestMigrationNewerRefused: a file a newer surgepay migrated (a version
+// above every embedded one) is refused at open, naming both versions.
+func TestMigrationNewerRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec("INSERT INTO schema_migrations (version, applied) VALUES (9999, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	db, err = sqlite.Open(t.Context(), sqlite.Config{Path: path})
+	if err == nil {
+		db.Close()
+		t.Fatal("Open of a file with migration 9999: nil error, want a refusal")
+	}
+	if !strings.Contains(err.Error(), "9999") || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("Open: %v; want it to name migration 9999 as newer", err)
+	}
+}
+
 // TestFilesPrivate: the database and its WAL and shared-memory files are
 // readable by their owner only, also when an older version left the
 // database file readable by all.
