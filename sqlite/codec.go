@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/internal/jsonappend"
 )
 
 // Times are INTEGER Unix nanoseconds, NULL for the zero time, and are read
@@ -138,23 +139,57 @@ func fromJSON(col string, s sql.NullString, v any) error {
 func metadataArg(m map[string]string) (any, error) { return jsonArg(m == nil, m) }
 
 // transactionsArg is p's transactions as payments.transactions stores them
-// (txJSON).
+// (txJSON), written as json.Marshal would write them (appendTxJSON;
+// reflection took ~2 % of the server's CPU at 5,000 sales/s).
 func transactionsArg(p *surgepay.Payment) (any, error) {
 	if p.Transactions == nil {
 		return nil, nil
 	}
-	out := make([]txJSON, len(p.Transactions))
-	for i, tx := range p.Transactions {
-		out[i] = txJSON{ID: tx.ID, Type: tx.Type, Status: tx.Status, Amount: tx.Amount,
-			ProviderRef: derive(tx.ProviderRef, p.AuthorizationRef), IdempotencyKey: derive(tx.IdempotencyKey, txKey(p, tx.Type)),
-			DeclineCode: tx.DeclineCode, Message: tx.Message}
-		if tx.Created.IsZero() {
-			out[i].Zero = true
-		} else {
-			out[i].Created = tx.Created.UnixNano() - txBase(p)
+	var buf [txJSONBytes]byte
+	b := append(buf[:0], '[')
+	for i := range p.Transactions {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = appendTxJSON(b, txJSONOf(p, &p.Transactions[i]))
 	}
-	return jsonArg(false, out)
+	return string(append(b, ']')), nil
+}
+
+// txJSONBytes holds a sale's transactions (two, ~150 bytes) on the stack.
+const txJSONBytes = 512
+
+// txJSONOf is tx of p as txJSON.
+func txJSONOf(p *surgepay.Payment, tx *surgepay.Transaction) *txJSON {
+	t := &txJSON{ID: tx.ID, Type: tx.Type, Status: tx.Status, Amount: tx.Amount,
+		ProviderRef: derive(tx.ProviderRef, p.AuthorizationRef), IdempotencyKey: derive(tx.IdempotencyKey, txKey(p, tx.Type)),
+		DeclineCode: tx.DeclineCode, Message: tx.Message}
+	if tx.Created.IsZero() {
+		t.Zero = true
+	} else {
+		t.Created = tx.Created.UnixNano() - txBase(p)
+	}
+	return t
+}
+
+// appendTxJSON appends t as json.Marshal writes it (TestTxJSONMatchesMarshal):
+// a field added to txJSON must be added here too.
+func appendTxJSON(b []byte, t *txJSON) []byte {
+	b = jsonappend.String(append(b, `{"i":`...), t.ID)
+	b = jsonappend.String(append(b, `,"t":`...), t.Type)
+	b = jsonappend.String(append(b, `,"s":`...), t.Status)
+	b = jsonappend.Int(b, `,"a":`, t.Amount)
+	b = jsonappend.Optional(b, `,"r":`, t.ProviderRef)
+	b = jsonappend.Optional(b, `,"k":`, t.IdempotencyKey)
+	b = jsonappend.Optional(b, `,"d":`, t.DeclineCode)
+	b = jsonappend.Optional(b, `,"m":`, t.Message)
+	if t.Created != 0 {
+		b = jsonappend.Int(b, `,"c":`, t.Created)
+	}
+	if t.Zero {
+		b = append(b, `,"z":true`...)
+	}
+	return append(b, '}')
 }
 
 // txBase is what txJSON.Created counts from: the payment's created, or 0.

@@ -3,8 +3,11 @@ package sqlite
 import (
 	"database/sql"
 	"encoding/json"
+	"math/rand"
+	"reflect"
 	"strings"
 	"testing"
+	"testing/quick"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -94,6 +97,55 @@ func TestTransactionsColumn(t *testing.T) {
 	}
 	if got, err := transactionsOf(sql.NullString{}, p); got != nil || err != nil {
 		t.Errorf("NULL column: %v, %v; want nil", got, err)
+	}
+}
+
+// TestTxJSONMatchesMarshal: appendTxJSON writes what json.Marshal writes
+// for txJSON values filled at random (testing/quick: a field added to
+// txJSON is filled and fails here until appendTxJSON writes it), zero
+// values that omitempty drops, and strings that need escaping; and
+// transactionsArg is the JSON array of them.
+func TestTxJSONMatchesMarshal(t *testing.T) {
+	rng := rand.New(rand.NewSource(20261128))
+	odd := []string{"", `q"uo\te`, "\x00\x1f<&>", "bad \xff utf8", "line\u2028"}
+	var all []txJSON
+	for i := range 2000 {
+		v, ok := quick.Value(reflect.TypeFor[txJSON](), rng)
+		if !ok {
+			t.Fatal("quick.Value(txJSON)")
+		}
+		tx := v.Interface().(txJSON)
+		switch i % 4 {
+		case 0:
+			tx = txJSON{ID: odd[i/4%len(odd)], Message: odd[(i/4+1)%len(odd)]}
+		case 1:
+			tx.ProviderRef, tx.Created, tx.Zero = odd[i/4%len(odd)], 0, false
+		}
+		want, err := json.Marshal(tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendTxJSON(nil, &tx); string(got) != string(want) {
+			t.Fatalf("appendTxJSON(%+v)\n got %s\nwant %s", tx, got, want)
+		}
+		all = append(all, tx)
+	}
+	p := &surgepay.Payment{ID: "pay_1", Created: time.Unix(100, 0)}
+	for _, tx := range all[:50] {
+		p.Transactions = append(p.Transactions, surgepay.Transaction{ID: tx.ID, Type: tx.Type, Status: tx.Status,
+			Amount: tx.Amount, ProviderRef: tx.ProviderRef, DeclineCode: tx.DeclineCode, Message: tx.Message,
+			Created: time.Unix(0, tx.Created)})
+	}
+	var out []txJSON
+	for i := range p.Transactions {
+		out = append(out, *txJSONOf(p, &p.Transactions[i]))
+	}
+	want, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := transactionsArg(p); err != nil || got != string(want) {
+		t.Fatalf("transactionsArg = %v, %v\nwant %s", got, err, want)
 	}
 }
 
