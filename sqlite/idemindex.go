@@ -32,7 +32,7 @@ import (
 // more of its leaves the more it held.
 //
 // A lookup in idempotency_index probes each run (idempotency_runs). The
-// runs are few: one per IdempotencyTableMax records kept (36 after half an
+// runs are few: one per IdempotencyTableMax records kept (34 after half an
 // hour at 5,000 sales/s), at most Config.IdempotencyRunsMax (past it a
 // merge goes into the newest run, at random leaves as before), and a
 // lookup reaches the index only when the filter of stored keys holds the
