@@ -50,18 +50,5 @@ func MigrateTo(ctx context.Context, path string, version int) error {
 		return err
 	}
 	defer db.Close()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
-	}
-	if err := migrateTx(ctx, conn, ms); err != nil {
-		_, _ = conn.ExecContext(ctx, "ROLLBACK")
-		return err
-	}
-	_, err = conn.ExecContext(ctx, "COMMIT")
-	return err
+	return migrate(ctx, db, ms)
 }

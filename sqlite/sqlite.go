@@ -404,7 +404,11 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	db.write.SetMaxIdleConns(1)
 	db.write.SetConnMaxLifetime(0)
 	db.write.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, db.write); err != nil {
+	ms, err := listMigrations()
+	if err != nil {
+		return err
+	}
+	if err := migrate(ctx, db.write, ms); err != nil {
 		return err
 	}
 	if db.wconn, err = db.write.Conn(ctx); err != nil {
@@ -564,13 +568,10 @@ func listMigrations() ([]migration, error) {
 	return ms, nil
 }
 
-// migrate applies the migrations not yet recorded in schema_migrations, in
-// order, in one transaction: a failed migration leaves the schema as it was.
-func migrate(ctx context.Context, db *sql.DB) error {
-	ms, err := listMigrations()
-	if err != nil {
-		return err
-	}
+// migrate applies the migrations of ms not yet recorded in
+// schema_migrations, in order, in one transaction: a failed migration
+// leaves the schema as it was.
+func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err

@@ -610,10 +610,10 @@ func TestMigrationProcessorRef(t *testing.T) {
 	}
 }
 
-// TestMigrationOutOfOrderRefused: a migration missing below the newest
-// applied one (one that landed after a later-numbered one was deployed) is
-// refused at open, never skipped.
-func TestMigrationOutOfOrderRefused(t *testing.T) {
+// migratedFile returns the path of a database file Open migrated and
+// closed, and a raw connection to it.
+func migratedFile(t *testing.T) (string, *sql.DB) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "surgepay.db")
 	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
 	if err != nil {
@@ -626,6 +626,14 @@ func TestMigrationOutOfOrderRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return path, raw
+}
+
+// TestMigrationOutOfOrderRefused: a migration missing below the newest
+// applied one (one that landed after a later-numbered one was deployed) is
+// refused at open, never skipped.
+func TestMigrationOutOfOrderRefused(t *testing.T) {
+	path, raw := migratedFile(t)
 	var latest int
 	if err := raw.QueryRow("SELECT max(version) FROM schema_migrations").Scan(&latest); err != nil || latest < 3 {
 		t.Fatalf("applied migrations: latest %d, %v", latest, err)
@@ -634,7 +642,7 @@ func TestMigrationOutOfOrderRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw.Close()
-	db, err = sqlite.Open(t.Context(), sqlite.Config{Path: path})
+	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
 	if err == nil {
 		db.Close()
 		t.Fatal("Open with migration 2 missing below later ones: nil error, want a refusal")
@@ -647,23 +655,12 @@ func TestMigrationOutOfOrderRefused(t *testing.T) {
 // TestMigrationNewerRefused: a file a newer surgepay migrated (a version
 // above every embedded one) is refused at open, naming both versions.
 func TestMigrationNewerRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "surgepay.db")
-	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, raw := migratedFile(t)
 	if _, err := raw.Exec("INSERT INTO schema_migrations (version, applied) VALUES (9999, 0)"); err != nil {
 		t.Fatal(err)
 	}
 	raw.Close()
-	db, err = sqlite.Open(t.Context(), sqlite.Config{Path: path})
+	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
 	if err == nil {
 		db.Close()
 		t.Fatal("Open of a file with migration 9999: nil error, want a refusal")
