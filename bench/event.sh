@@ -6,10 +6,12 @@
 # and data-folder size sampled every second, and its writer's gauges
 # scraped from its admin /metrics every second (the longest group commit,
 # the write queue, requests shed by reason). The JSON and HTML reports have
-# a per-minute section (p50 / p99 / worst second / max, refusals, RSS,
-# bytes written per sale, data-folder bytes per sale, longest commit,
-# deepest queue, shed) with charts; the text summary ends with the same
-# table.
+# a per-minute section (p50 / p99 / worst second / max, refusals, server
+# CPU and heap allocations per request, RSS, bytes written per sale,
+# data-folder bytes per sale, longest commit, deepest queue, shed) with
+# charts; the text summary ends with the same table. Allocations per
+# request (go_memstats_mallocs_total) do not depend on the machine's speed
+# or its neighbours: compare them across days, and CPU only within one.
 #
 #   bench/event.sh RATE DURATION [PATH]
 #
@@ -122,6 +124,7 @@ ms, s = d.get('minutes') or [], d['summary']
 refused = sum(m['refused'] for m in ms)
 sales = sum(m['sales'] for m in ms)
 written = sum(m['server']['write_bytes'] for m in ms if m.get('server') and m['server']['write_bytes'] >= 0)
+allocs = [(m['server']['allocs'], m['requests']) for m in ms if m.get('server') and m['server'].get('allocs')]
 last = next((m['server'] for m in reversed(ms) if m.get('server')), {})
 ws = [m['server']['writer'] for m in ms if m.get('server') and m['server'].get('writer')]
 worst = max(ws, key=lambda w: w['stall_max_seconds'], default=None)
@@ -131,6 +134,7 @@ print(f"event: {sales} sales in {s['elapsed_seconds']:.0f} s, refused {refused} 
       f"server RSS idle {int(sys.argv[2]) / 2**20:.0f} MiB max {d['resources']['server']['rss_bytes_max'] / 2**20:.0f} MiB, "
       f"written {written / max(1, sales):.0f} B/sale, data folder {last.get('data_dir_bytes_per_sale', 0):.0f} B/sale, "
       f"server CPU {d['resources']['server']['cpu_percent_avg'] * 10000 / max(1, s['request_rate']):.0f} us/request, "
+      + (f"{sum(a for a, _ in allocs) / max(1, sum(r for _, r in allocs)):.1f} allocations/request, " if allocs else "")
       + (f"longest commit {1000 * worst['stall_max_seconds']:.0f} ms at second {worst['stall_max_second']}, "
          f"shed {sum(sum((w.get('shed') or {}).values()) for w in ws)}" if worst else "writer not scraped"))
 PY

@@ -180,16 +180,16 @@ func (r *run) addWindows(res *Result) {
 	}
 }
 
-// addMinutes joins the recorder's minutes with the server's samples: CPU,
-// peak RSS, bytes written per sale during the minute, and the data
-// folder's bytes per sale so far.
+// addMinutes joins the recorder's minutes with the server's samples: CPU
+// (and per request), heap allocations per request, peak RSS, bytes written
+// per sale during the minute, and the data folder's bytes per sale so far.
 func (r *run) addMinutes(res *Result) {
 	res.Minutes = r.rec.minutes
 	samples := r.res.serverSamples
 	if len(samples) == 0 {
 		return
 	}
-	prevWrite := samples[0].WriteBytes
+	prevWrite, prevAllocs := samples[0].WriteBytes, samples[0].Allocs
 	var prevShed map[string]int64 // the last scrape's
 	for _, s := range samples {
 		if s.Writer != nil {
@@ -206,10 +206,14 @@ func (r *run) addMinutes(res *Result) {
 		var cpu float64
 		n := 0
 		last := -1
+		var allocs int64 // the minute's last scraped allocation count
 		for ; j < len(samples) && samples[j].Second/MinuteWindows <= m.Minute; j++ {
 			s := samples[j]
 			if s.Second/MinuteWindows < m.Minute {
 				continue
+			}
+			if s.Allocs > 0 {
+				allocs = s.Allocs
 			}
 			cpu += s.CPUPercent
 			mr.RSSBytesMax = max(mr.RSSBytesMax, s.RSSBytes)
@@ -223,6 +227,18 @@ func (r *run) addMinutes(res *Result) {
 			continue
 		}
 		mr.CPUPercentAvg = cpu / float64(n)
+		if m.Requests > 0 && m.Seconds > 0 {
+			mr.CPUMicrosPerRequest = mr.CPUPercentAvg * 1e4 / (float64(m.Requests) / m.Seconds)
+		}
+		if allocs > 0 {
+			if prevAllocs > 0 {
+				mr.Allocs = allocs - prevAllocs
+				if m.Requests > 0 {
+					mr.AllocsPerRequest = float64(mr.Allocs) / float64(m.Requests)
+				}
+			}
+			prevAllocs = allocs
+		}
 		mr.WriteBytes = -1
 		if w := samples[last].WriteBytes; w >= 0 && prevWrite >= 0 {
 			mr.WriteBytes = w - prevWrite

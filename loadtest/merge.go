@@ -142,7 +142,8 @@ func finishMerge(out *Result, all, allService *hdr.Histogram, scenarioHists map[
 		s.ErrorRate = float64(s.Errors) / float64(s.Requests)
 	}
 	out.Latency = LatencyPair{Corrected: summarize(all), Service: summarize(allService)}
-	// Bytes per sale over every injector's sales.
+	// Bytes per sale, CPU and allocations per request over every
+	// injector's sales and requests.
 	var sales int64
 	for i := range out.Minutes {
 		m := &out.Minutes[i]
@@ -156,6 +157,12 @@ func finishMerge(out *Result, all, allService *hdr.Histogram, scenarioHists map[
 		}
 		if r.DataDirBytes > 0 && sales > 0 {
 			r.DataDirBytesPerSale = float64(r.DataDirBytes) / float64(sales)
+		}
+		if m.Requests > 0 && m.Seconds > 0 && r.CPUMicrosPerRequest > 0 {
+			r.CPUMicrosPerRequest = r.CPUPercentAvg * 1e4 / (float64(m.Requests) / m.Seconds)
+		}
+		if r.Allocs > 0 && m.Requests > 0 {
+			r.AllocsPerRequest = float64(r.Allocs) / float64(m.Requests)
 		}
 		m.Server = &r
 	}

@@ -73,6 +73,58 @@ func TestAddMinutesResources(t *testing.T) {
 	}
 }
 
+// CPU and heap allocations per request come from each minute's requests:
+// the CPU's average over the minute's rate, and the growth of the
+// allocation counter from the last scrape before the minute to the
+// minute's last (a scrape without the counter is skipped, not read as 0).
+// Merging several injectors' results divides by all their requests.
+func TestAddMinutesPerRequest(t *testing.T) {
+	r := &run{rec: &Recorder{minutes: []Minute{
+		{Minute: 0, Seconds: 60, Requests: 6000, Sales: 6000},
+		{Minute: 1, Seconds: 60, Requests: 3000, Sales: 3000},
+		{Minute: 2, Seconds: 60, Requests: 3000, Sales: 3000},
+	}}, res: &resourceMonitor{serverSamples: []ResourceSample{
+		{Second: 0, CPUPercent: 20, WriteBytes: -1, Allocs: 1_000},
+		{Second: 30, CPUPercent: 40, WriteBytes: -1, Allocs: 400_000},
+		{Second: 58, CPUPercent: 30, WriteBytes: -1, Allocs: 601_000},
+		{Second: 59, CPUPercent: 30, WriteBytes: -1}, // scraped without the counter
+		{Second: 60, CPUPercent: 30, WriteBytes: -1},
+		{Second: 119, CPUPercent: 30, WriteBytes: -1, Allocs: 1_201_000},
+	}}}
+	res := &Result{}
+	r.addMinutes(res)
+	s0, s1 := res.Minutes[0].Server, res.Minutes[1].Server
+	// Minute 0: 30 % of a core over 100 requests/s is 3,000 µs each (the
+	// CPU averages 20, 40, 30, 30);
+	// 600,000 allocations over 6,000 requests.
+	if s0 == nil || s0.CPUMicrosPerRequest != 3000 || s0.Allocs != 600_000 || s0.AllocsPerRequest != 100 {
+		t.Errorf("minute 0: %+v, want 3000 µs and 100 allocations a request", s0)
+	}
+	// Minute 1: 30 % over 50/s is 6,000 µs; 601,000 → 1,201,000 over 3,000.
+	if s1 == nil || s1.CPUMicrosPerRequest != 6000 || s1.Allocs != 600_000 || s1.AllocsPerRequest != 200 {
+		t.Errorf("minute 1: %+v, want 6000 µs and 200 allocations a request", s1)
+	}
+	if res.Minutes[2].Server != nil {
+		t.Errorf("minute 2 has no sample but a server: %+v", res.Minutes[2].Server)
+	}
+	var b strings.Builder
+	printMinutes(&b, res.Minutes)
+	if !strings.Contains(b.String(), "allocs/req") || !strings.Contains(b.String(), "200.0") || !strings.Contains(b.String(), "6000.0") {
+		t.Errorf("minute table lacks CPU and allocations a request:\n%s", b.String())
+	}
+
+	// Two injectors, each with half of minute 0's requests: the merged
+	// minute divides the server's allocations and CPU by both.
+	out := &Result{Minutes: []Minute{{Minute: 0, Seconds: 60, Requests: 12_000, Sales: 12_000, Server: s0}}}
+	finishMerge(out, newHistogram(), newHistogram(), nil)
+	if m := out.Minutes[0].Server; m.AllocsPerRequest != 50 || m.CPUMicrosPerRequest != 1500 {
+		t.Errorf("merged minute 0: %+v, want 50 allocations and 1500 µs a request", m)
+	}
+	if s0.AllocsPerRequest != 100 {
+		t.Errorf("the merge changed the first result's minute: %+v", s0)
+	}
+}
+
 func TestParseProcIOWriteBytes(t *testing.T) {
 	io := "rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 5\nwrite_bytes: 123456\ncancelled_write_bytes: 7\n"
 	if got := parseProcIOWriteBytes(io); got != 123456 {
@@ -147,6 +199,7 @@ surgepay_groupcommit_queue_depth 17
 surgepay_http_requests_shed_total{reason="overloaded"} 4
 surgepay_http_requests_shed_total{reason="write_queue_full"} 9
 surgepay_groupcommit_stall_seconds_other 99
+go_memstats_mallocs_total 1.234567e+06
 `
 	m, err := parseProm(strings.NewReader(text))
 	if err != nil {
@@ -157,7 +210,10 @@ surgepay_groupcommit_stall_seconds_other 99
 		w.Shed["overloaded"] != 4 || w.Shed["write_queue_full"] != 9 || len(w.Shed) != 2 {
 		t.Errorf("parseProm = %+v, writer %+v", m, w)
 	}
-	if m, _ := parseProm(strings.NewReader("process_cpu_seconds_total 1\nprocess_resident_memory_bytes 2\n")); m.writer() != nil {
-		t.Errorf("a server without writer gauges has a writer: %+v", m.writer())
+	if m.allocs() != 1_234_567 {
+		t.Errorf("allocations %d, want 1234567", m.allocs())
+	}
+	if m, _ := parseProm(strings.NewReader("process_cpu_seconds_total 1\nprocess_resident_memory_bytes 2\n")); m.writer() != nil || m.allocs() != 0 {
+		t.Errorf("a server without writer gauges or Go metrics has a writer %+v, %d allocations", m.writer(), m.allocs())
 	}
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // reportCharts is how many charts a non-stress report draws.
-const reportCharts = 11 // 7 per window, 4 per minute (the writer's with --server-metrics)
+const reportCharts = 12 // 7 per window, 5 per minute (the writer's with --server-metrics)
 
 // remoteRef finds a resource reference that leaves the file: an src or href
 // attribute, a CSS url() or an @import naming http(s) or a

@@ -24,12 +24,14 @@ const metricsBytesMax = 4 << 20
 
 // procValues are one reading of a process: cumulative CPU seconds,
 // resident set size, cumulative bytes it caused to be written to storage
-// (-1 when unknown), and the surgepay server's writer gauges (nil when
-// not scraped).
+// (-1 when unknown), the Go heap allocations it has made (0 when not
+// scraped), and the surgepay server's writer gauges (nil when not
+// scraped).
 type procValues struct {
 	cpu        float64
 	rss        int64
 	writeBytes int64
+	allocs     int64
 	writer     *WriterSample
 }
 
@@ -138,7 +140,7 @@ func (p promSampler) sample(ctx context.Context) (procValues, error) {
 	if m.found&promProcess != promProcess {
 		return procValues{}, fmt.Errorf("scrape: process_cpu_seconds_total or process_resident_memory_bytes missing")
 	}
-	return procValues{cpu: m.cpu, rss: int64(m.rss), writeBytes: -1, writer: m.writer()}, nil
+	return procValues{cpu: m.cpu, rss: int64(m.rss), writeBytes: -1, allocs: m.allocs(), writer: m.writer()}, nil
 }
 
 func (p promSampler) scrape(ctx context.Context) (promValues, error) {
@@ -176,16 +178,16 @@ func (p procAndPromSampler) sample(ctx context.Context) (procValues, error) {
 		return v, err
 	}
 	if m, err := p.prom.scrape(ctx); err == nil {
-		v.writer = m.writer()
+		v.writer, v.allocs = m.writer(), m.allocs()
 	}
 	return v, nil
 }
 
 // promValues are the metrics parseProm looks for; found says which.
 type promValues struct {
-	cpu, rss, stall, queue float64
-	shed                   map[string]int64 // surgepay_http_requests_shed_total by reason
-	found                  int
+	cpu, rss, stall, queue, mallocs float64
+	shed                            map[string]int64 // surgepay_http_requests_shed_total by reason
+	found                           int
 }
 
 const (
@@ -193,8 +195,18 @@ const (
 	promRSS
 	promStall
 	promQueue
+	promMallocs
 	promProcess = promCPU | promRSS
 )
+
+// allocs returns go_memstats_mallocs_total (the heap objects a Go process
+// has allocated), or 0 if the endpoint has none (not a Go process).
+func (m promValues) allocs() int64 {
+	if m.found&promMallocs == 0 {
+		return 0
+	}
+	return int64(m.mallocs)
+}
 
 // writer returns the writer gauges, or nil if the endpoint has none (not
 // a surgepay server, or a store without a group-commit writer).
@@ -228,6 +240,8 @@ func parseProm(r io.Reader) (promValues, error) {
 			m.stall, m.found = v, m.found|promStall
 		case "surgepay_groupcommit_queue_depth":
 			m.queue, m.found = v, m.found|promQueue
+		case "go_memstats_mallocs_total":
+			m.mallocs, m.found = v, m.found|promMallocs
 		default:
 			if reason, ok := strings.CutPrefix(name, `surgepay_http_requests_shed_total{reason="`); ok {
 				if m.shed == nil {
@@ -333,7 +347,7 @@ func (c *cpuTracker) next(ctx context.Context, s sampler, now time.Time, second 
 	if err != nil {
 		return ResourceSample{}, err
 	}
-	out := ResourceSample{Second: second, RSSBytes: v.rss, WriteBytes: v.writeBytes, Writer: v.writer}
+	out := ResourceSample{Second: second, RSSBytes: v.rss, WriteBytes: v.writeBytes, Allocs: v.allocs, Writer: v.writer}
 	if c.have {
 		if wall := now.Sub(c.at).Seconds(); wall > 0 {
 			out.CPUPercent = max(v.cpu-c.cpu, 0) / wall * 100

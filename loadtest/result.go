@@ -175,7 +175,18 @@ type Minute struct {
 // MinuteResources are the server's resources over one minute.
 type MinuteResources struct {
 	CPUPercentAvg float64 `json:"cpu_percent_avg"`
-	RSSBytesMax   int64   `json:"rss_bytes_max"`
+	// CPUMicrosPerRequest is the server's CPU time over the minute's
+	// requests: CPUPercentAvg of one core over their rate.
+	CPUMicrosPerRequest float64 `json:"cpu_us_per_request,omitempty"`
+	// Allocs is the heap objects the server allocated in the minute (the
+	// growth of go_memstats_mallocs_total from the last scrape before the
+	// minute to its last; --server-metrics), and AllocsPerRequest that
+	// over the minute's requests. Unlike CPU time it does not depend on
+	// how fast or how shared the machine is, so it compares across
+	// machines and days. 0 when not scraped.
+	Allocs           int64   `json:"allocs,omitempty"`
+	AllocsPerRequest float64 `json:"allocs_per_request,omitempty"`
+	RSSBytesMax      int64   `json:"rss_bytes_max"`
 	// WriteBytes were written to storage during the minute; -1 unknown.
 	WriteBytes        int64   `json:"write_bytes"`
 	WriteBytesPerSale float64 `json:"write_bytes_per_sale"`
@@ -225,6 +236,9 @@ type ResourceSample struct {
 	// DataDirBytes is the size of the files under --server-data-dir; 0
 	// when not set.
 	DataDirBytes int64 `json:"data_dir_bytes,omitempty"`
+	// Allocs is the server's cumulative go_memstats_mallocs_total (heap
+	// objects allocated), from --server-metrics; 0 when not scraped.
+	Allocs int64 `json:"allocs,omitempty"`
 	// Writer is the server's group-commit writer, from --server-metrics;
 	// nil when not scraped (or the scrape failed).
 	Writer *WriterSample `json:"writer,omitempty"`

@@ -55,10 +55,16 @@ func printMinutes(w io.Writer, ms []Minute) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "minute	requests	sales	refused	p50 ms	p99 ms	worst 1s p99	max ms	RSS MiB	written/sale	stored/sale	stall ms	queue max	shed	")
+	fmt.Fprintln(tw, "minute	requests	sales	refused	p50 ms	p99 ms	worst 1s p99	max ms	CPU us/req	allocs/req	RSS MiB	written/sale	stored/sale	stall ms	queue max	shed	")
 	for _, m := range ms {
-		rss, written, stored, stall, queue, shed := "-", "-", "-", "-", "-", "-"
+		cpu, allocs, rss, written, stored, stall, queue, shed := "-", "-", "-", "-", "-", "-", "-", "-"
 		if s := m.Server; s != nil {
+			if s.CPUMicrosPerRequest > 0 {
+				cpu = fmt.Sprintf("%.1f", s.CPUMicrosPerRequest)
+			}
+			if s.AllocsPerRequest > 0 {
+				allocs = fmt.Sprintf("%.1f", s.AllocsPerRequest)
+			}
 			rss = fmt.Sprintf("%.1f", float64(s.RSSBytesMax)/(1<<20))
 			if s.WriteBytes >= 0 && m.Sales > 0 {
 				written = fmt.Sprintf("%.0f", s.WriteBytesPerSale)
@@ -70,8 +76,8 @@ func printMinutes(w io.Writer, ms []Minute) {
 				stall, queue, shed = fmt.Sprintf("%.0f", wr.StallMaxSeconds*1000), strconv.FormatInt(wr.QueueDepthMax, 10), shedText(wr.Shed)
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.Minute, m.Requests, m.Sales, m.Refused,
-			m.Corrected.P50, m.Corrected.P99, m.WorstSecondP99, m.Corrected.Max, rss, written, stored, stall, queue, shed)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.Minute, m.Requests, m.Sales, m.Refused,
+			m.Corrected.P50, m.Corrected.P99, m.WorstSecondP99, m.Corrected.Max, cpu, allocs, rss, written, stored, stall, queue, shed)
 	}
 	tw.Flush()
 }

@@ -133,6 +133,10 @@
         { label: "refused", values: perMinute(function (m) { return m.refused; }) },
         { label: "RSS max MiB", values: perMinute(function (m) { return m.server ? m.server.rss_bytes_max / 1048576 : null; }) },
       ], "");
+      chart("Per minute: the server's work per request", mx, [
+        { label: "CPU us", values: perMinute(function (m) { return m.server && m.server.cpu_us_per_request ? m.server.cpu_us_per_request : null; }) },
+        { label: "heap allocations", values: perMinute(function (m) { return m.server && m.server.allocs_per_request ? m.server.allocs_per_request : null; }) },
+      ], "");
       chart("Per minute: bytes per sale", mx, [
         { label: "written (write_bytes)", values: perMinute(function (m) { return m.server && m.server.write_bytes >= 0 ? m.server.write_bytes_per_sale : null; }) },
         { label: "stored (data folder)", values: perMinute(function (m) { return m.server && m.server.data_dir_bytes_per_sale ? m.server.data_dir_bytes_per_sale : null; }) },
@@ -180,11 +184,12 @@
           return [fmt(s.rate, 1), fmt(s.achieved_rate, 1), fmt(s.p99_ms), pct(s.error_rate), { text: s.held ? "held" : "broke: " + s.reason, cls: s.held ? "ok" : "bad" }];
         }));
     }
-    table(root, "Per minute (corrected latency, ms)", ["minute", "requests", "sales", "refused", "p50", "p99", "worst 1 s p99", "max", "CPU %", "RSS max MiB", "written/sale", "stored/sale", "longest commit ms", "queue max", "shed"],
+    table(root, "Per minute (corrected latency, ms)", ["minute", "requests", "sales", "refused", "p50", "p99", "worst 1 s p99", "max", "CPU %", "CPU us/req", "allocs/req", "RSS max MiB", "written/sale", "stored/sale", "longest commit ms", "queue max", "shed"],
       (data.minutes || []).map(function (m) {
         var s = m.server || {}, w = s.writer;
         return [m.minute, m.requests, m.sales, { text: String(m.refused), cls: m.refused ? "bad" : "" }, fmt(m.corrected.p50_ms), fmt(m.corrected.p99_ms),
-          fmt(m.worst_second_p99_ms), fmt(m.corrected.max_ms), fmt(s.cpu_percent_avg, 0), s.rss_bytes_max ? fmt(s.rss_bytes_max / 1048576, 1) : "",
+          fmt(m.worst_second_p99_ms), fmt(m.corrected.max_ms), fmt(s.cpu_percent_avg, 0),
+          s.cpu_us_per_request ? fmt(s.cpu_us_per_request, 1) : "", s.allocs_per_request ? fmt(s.allocs_per_request, 1) : "", s.rss_bytes_max ? fmt(s.rss_bytes_max / 1048576, 1) : "",
           s.write_bytes >= 0 && m.sales ? fmt(s.write_bytes_per_sale, 0) : "", s.data_dir_bytes_per_sale ? fmt(s.data_dir_bytes_per_sale, 0) : "",
           w ? fmt(w.stall_max_seconds * 1000, 0) : "", w ? w.queue_depth_max : "",
           w ? keys(w.shed || {}).map(function (k) { return k + " " + w.shed[k]; }).join(", ") || "0" : ""];
