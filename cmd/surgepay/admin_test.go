@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -366,9 +365,7 @@ func TestServeAdminTokenRotation(t *testing.T) {
 	if err := writeFileAtomic(filepath.Join(dir, adminTokenFileName), []byte(rotated+"\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil { // serve's signal.Notify takes it
-		t.Fatal(err)
-	}
+	sendHUP(t) // serve's signal.Notify takes it
 	for deadline := time.Now().Add(reloadTimeoutTLS); ; time.Sleep(50 * time.Millisecond) {
 		if code, _ := getAuth(t, url, rotated); code == http.StatusOK {
 			break

@@ -12,7 +12,6 @@ import (
 	"net/http/httptrace"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -190,9 +189,7 @@ func TestServeTLS(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil { // serve's signal.Notify takes it
-			t.Fatal(err)
-		}
+		sendHUP(t) // serve's signal.Notify takes it
 		for _, u := range []string{api, "https://" + cfg.AdminListen + "/healthz"} {
 			for deadline := time.Now().Add(reloadTimeoutTLS); ; time.Sleep(50 * time.Millisecond) {
 				fresh := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(), DisableKeepAlives: true}}

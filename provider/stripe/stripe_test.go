@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
@@ -144,7 +143,7 @@ func TestTransportNoDelay(t *testing.T) {
 	}
 	var v int
 	var serr error
-	raw.Control(func(fd uintptr) { v, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_NODELAY) })
+	raw.Control(func(fd uintptr) { v, serr = tcpNoDelay(fd) })
 	if serr != nil || v == 0 {
 		t.Fatalf("TCP_NODELAY: got %d (%v), want set", v, serr)
 	}
