@@ -3,6 +3,9 @@ package stripe
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	stripego "github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
@@ -10,22 +13,26 @@ import (
 	"github.com/surgepay/surgepay"
 )
 
-// EventTolerance is how old a webhook's signed timestamp may be: older is
-// refused as a replay (Stripe's own default).
+// EventTolerance is how far a webhook's signed timestamp may be from now,
+// either way: older is refused as a replay (Stripe's own default), and so
+// is later, since a timestamp ahead of the clock would let a captured
+// webhook be replayed for as long as it is ahead.
 const EventTolerance = webhook.DefaultTolerance
 
 var _ surgepay.EventParser = (*Provider)(nil)
 
 // ParseEvent verifies a Stripe webhook (the Stripe-Signature header, with
 // Config.WebhookSecret, through the SDK's webhook package; at most
-// EventTolerance old) and reads what surgepay applies:
+// EventTolerance from now, before or after) and reads what surgepay
+// applies:
 //
 //	payment_intent.succeeded, .payment_failed, .canceled   ProcessorEventPayment
 //	charge.refunded                                       ProcessorEventRefunded
 //	charge.dispute.created, .updated, .closed             ProcessorEventDispute*
 //
 // Any other type verifies and is ignored (Kind ""). A bad signature, a
-// stale one or no secret configured is EINVALID on Stripe-Signature.
+// stale or future one or no secret configured is EINVALID on
+// Stripe-Signature.
 func (p *Provider) ParseEvent(_ string, payload []byte, header http.Header) (*surgepay.ProcessorEvent, error) {
 	if p.cfg.WebhookSecret == "" {
 		return nil, surgepay.Invalid("Stripe-Signature", "invalid_value",
@@ -35,6 +42,13 @@ func (p *Provider) ParseEvent(_ string, payload []byte, header http.Header) (*su
 		webhook.ConstructEventOptions{Tolerance: EventTolerance, IgnoreAPIVersionMismatch: true})
 	if err != nil {
 		return nil, surgepay.Invalid("Stripe-Signature", "invalid_signature", "the webhook's signature does not verify: %v", err)
+	}
+	// The SDK refuses only old timestamps (time.Since(t) > tolerance): a
+	// future one is refused here, once the signature says it is the
+	// processor's.
+	if ahead := time.Until(signedAt(header.Get("Stripe-Signature"))); ahead > EventTolerance {
+		return nil, surgepay.Invalid("Stripe-Signature", "invalid_signature",
+			"the webhook's timestamp is %s in the future, beyond the tolerance of %s", ahead.Round(time.Second), EventTolerance)
 	}
 	out := &surgepay.ProcessorEvent{ID: ev.ID}
 	raw := ev.Data.Raw
@@ -67,6 +81,19 @@ func (p *Provider) ParseEvent(_ string, payload []byte, header http.Header) (*su
 		}
 	}
 	return out, nil
+}
+
+// signedAt is the timestamp (t=) of a Stripe-Signature header that the
+// SDK has verified, or the zero time.
+func signedAt(header string) time.Time {
+	for pair := range strings.SplitSeq(header, ",") {
+		if v, ok := strings.CutPrefix(pair, "t="); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return time.Unix(n, 0)
+			}
+		}
+	}
+	return time.Time{}
 }
 
 func invalidObject(err error) error {
