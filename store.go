@@ -134,6 +134,12 @@ type Write struct {
 	// StagedAck removes staged records by ID (settlement acknowledging them).
 	StagedAck []string
 
+	// ProviderAttempt, if set, records where an authorization is about to
+	// be sent (see ProviderAttempt); it replaces an earlier attempt under
+	// the same key. Not a guard. Stores with the AttemptStore capability
+	// support it; one statement.
+	ProviderAttempt *ProviderAttempt
+
 	// Webhook, if set, is queued for every webhook endpoint its merchant
 	// has when the Write commits: one outbox row per endpoint, in the same
 	// transaction (see WebhookOutbox). Stores with the WebhookStore

@@ -175,7 +175,33 @@ func IsReplay(err error) (*Replay, bool) {
 	return r, ok
 }
 
-// PurgeIdempotency deletes records older than the retention, up to limit.
+// PurgeIdempotency deletes records older than the retention, up to limit,
+// and then, within the same limit, provider attempts as old (a retry
+// after the retention is a new request: it never reads its attempt).
 func (e *Engine) PurgeIdempotency(ctx context.Context, limit int) (int, error) {
-	return e.store.DeleteIdempotencyBefore(ctx, e.now().Add(-e.cfg.IdempotencyRetention), limit)
+	before := e.now().Add(-e.cfg.IdempotencyRetention)
+	n, err := e.store.DeleteIdempotencyBefore(ctx, before, limit)
+	if err != nil || n >= limit {
+		return n, err
+	}
+	a, ok := attemptStore(e.store)
+	if !ok {
+		return n, nil
+	}
+	m, err := a.DeleteProviderAttemptsBefore(ctx, before, limit-n)
+	return n + m, err
+}
+
+// attemptStore returns s, or the store it decorates, as an AttemptStore.
+func attemptStore(s surgepay.Store) (surgepay.AttemptStore, bool) {
+	for {
+		if a, ok := s.(surgepay.AttemptStore); ok {
+			return a, true
+		}
+		u, ok := s.(interface{ Unwrap() surgepay.Store })
+		if !ok {
+			return nil, false
+		}
+		s = u.Unwrap()
+	}
 }

@@ -146,6 +146,7 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 		o.insert(surgepay.StmtDelete, sqlStagedAckDelete, w.StagedAck)
 	}
 	o.addWebhook(w)
+	o.addAttempt(w)
 	return o, nil
 }
 

@@ -64,6 +64,7 @@ type writer struct {
 	insSale                                                   *rawStmt
 	insEvents                                                 [eventStmtsCached + 1]*sql.Stmt // by rows; [0] unused
 	webhook                                                   webhookStmts
+	attempts                                                  attemptStmts
 	analytics                                                 analyticsStmts
 
 	// idem is the memory part of the index of idempotency keys, and
@@ -184,7 +185,7 @@ func (w *writer) close() error {
 	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
 		w.insIdempotency, w.insMerchant, w.insAPIKey, w.revokeAPIKey, w.merchantStatus, w.expireAPIKey, w.useAPIKey, w.insAudit, w.insCustomer, w.updCustomer, w.delCustomer,
 		w.delCustomerMethods, w.customerVersion, w.insPaymentMethod, w.delPaymentMethod, w.insPayment,
-		w.updPayment, w.paymentVersion, w.insStaged, w.delStaged} {
+		w.updPayment, w.paymentVersion, w.insStaged, w.delStaged, w.attempts.upsert} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -602,6 +603,9 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write, sale []driv
 		return err
 	}
 	if err := w.applyWebhook(ctx, wr); err != nil {
+		return err
+	}
+	if err := w.applyAttempt(ctx, wr); err != nil {
 		return err
 	}
 	return w.applyStaged(ctx, wr)

@@ -371,6 +371,11 @@ func (a *app) openProcessors(cfg Config, def surgepay.Provider) (surgepay.Provid
 	if err != nil {
 		return nil, err
 	}
+	// Authorizations of merchants routed to several processors record
+	// where they go before each call (route.Router.SetAttempts).
+	if err := a.router.SetAttempts(a.store); err != nil {
+		return nil, err
+	}
 	a.def = def
 	return a.router, nil
 }

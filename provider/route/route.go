@@ -16,10 +16,13 @@
 // have charged, and a second would charge again. It follows a breaker
 // that is open, a budget that is spent, and a NotPerformed answer
 // (connection refused, 429, authentication failure) — never an
-// idempotency conflict. One window remains and is documented in
-// docs/processors.md: a node that crashes between a processor's answer
-// and its commit leaves the client's retry to be routed anew; if the
-// first processor is refusing by then, the retry may go to the next.
+// idempotency conflict. With an attempt journal (SetAttempts), an
+// authorization of a merchant routed to more than one processor is
+// recorded durably before each call with the processor it goes to: a
+// retry under the same key (after a crash between the processor's answer
+// and the commit, or from another node) goes back to that processor
+// first, and fails over only once a lookup there proves the earlier
+// attempt not performed.
 //
 // Budgets and breakers are per process: N nodes spend N times a budget.
 package route
@@ -31,6 +34,7 @@ import (
 	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,9 +128,50 @@ type table struct {
 // Router is a surgepay.Provider over named processors. Safe for
 // concurrent use; Set replaces the processors and routes at once.
 type Router struct {
-	t   atomic.Pointer[table]
-	obs Observer
-	mu  sync.Mutex // serialises Set
+	t        atomic.Pointer[table]
+	attempts atomic.Pointer[attemptJournal]
+	obs      Observer
+	mu       sync.Mutex // serialises Set
+}
+
+// attemptJournal keeps ProviderAttempts in a store.
+type attemptJournal struct {
+	store surgepay.Store
+	find  surgepay.AttemptStore
+}
+
+// SetAttempts makes the router record, before each authorization of a
+// merchant routed to more than one processor, which processor it goes to
+// (one write per attempt, group-committed, and one read per
+// authorization), and consult that record on a retry. A store without
+// the surgepay.AttemptStore capability is an error. The single-processor
+// path is unchanged: it has nothing to fail over to.
+func (r *Router) SetAttempts(s surgepay.Store) error {
+	a, ok := s.(surgepay.AttemptStore)
+	if !ok {
+		return errors.New("route: the store keeps no provider attempts")
+	}
+	r.attempts.Store(&attemptJournal{store: s, find: a})
+	return nil
+}
+
+// previous returns the processor of the latest attempt recorded under
+// key, "" if none.
+func (j *attemptJournal) previous(ctx context.Context, key string) (string, error) {
+	a, err := j.find.FindProviderAttempt(ctx, key)
+	switch {
+	case surgepay.ErrorCode(err) == surgepay.ENOTFOUND:
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	return a.Processor, nil
+}
+
+// record stores, durably, that an attempt under key goes to processor.
+func (j *attemptJournal) record(ctx context.Context, key, processor string) error {
+	return j.store.Apply(ctx, &surgepay.Write{ProviderAttempt: &surgepay.ProviderAttempt{Key: key,
+		Processor: processor, Created: time.Now()}})
 }
 
 var (
@@ -340,16 +385,47 @@ func (r *Router) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest) 
 	if len(names) == 0 {
 		names = []string{DefaultName}
 	}
+	j := r.attempts.Load()
+	if len(names) < 2 || j == nil {
+		return r.authorizeAt(ctx, t, names, req, nil, "")
+	}
+	prev, err := j.previous(ctx, req.IdempotencyKey)
+	if err != nil {
+		return nil, &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: "authorize", RetryAfter: time.Second,
+			Err: fmt.Errorf("read earlier attempts: %w", err)}
+	}
+	if prev != "" { // an earlier attempt went there: it is asked first
+		names = append([]string{prev}, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == prev })...)
+	}
+	return r.authorizeAt(ctx, t, names, req, j, prev)
+}
+
+// authorizeAt tries names in order. With a journal j, each attempt is
+// recorded before its call; prev is the processor an earlier attempt
+// under the key went to (before a crash, or on another node): its
+// refusal now proves nothing about that attempt, so the next processor
+// is tried only once a lookup at prev says it was not performed.
+func (r *Router) authorizeAt(ctx context.Context, t *table, names []string, req *surgepay.AuthorizeRequest, j *attemptJournal, prev string) (*surgepay.ProviderResult, error) {
 	var last error
 	for i, name := range names {
 		p, ok := t.procs[name]
 		if !ok {
 			last = &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: "authorize", Processor: name,
 				Err: fmt.Errorf("no processor named %q", name)}
+			if name == prev { // it holds an attempt nobody can look up now
+				return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "authorize", Processor: name,
+					Err: fmt.Errorf("an earlier attempt went to processor %q, which is not configured", name)}
+			}
 			continue
 		}
 		if i > 0 && r.obs != nil {
 			r.obs.Failover(names[i-1], name)
+		}
+		if j != nil && name != prev {
+			if err := j.record(ctx, req.IdempotencyKey, name); err != nil {
+				return nil, &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: "authorize", Processor: name,
+					RetryAfter: time.Second, Err: fmt.Errorf("record the attempt before the call: %w", err)}
+			}
 		}
 		cost := 1
 		if p.AuthorizeCalls != nil {
@@ -365,9 +441,33 @@ func (r *Router) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest) 
 		if !surgepay.IsNotPerformed(err) || errors.Is(err, surgepay.ErrKeyReused) {
 			return nil, err // unknown: only this processor may be asked again
 		}
+		if name == prev {
+			if res, err := r.earlierAttempt(ctx, req, name); err == nil || !surgepay.IsNotPerformed(err) {
+				return res, err
+			}
+		}
 		last = err
 	}
 	return nil, last
+}
+
+// earlierAttempt looks up, at processor name, an attempt under req's key
+// that an earlier request made: its result, NotPerformed once the
+// processor proves it never happened, else unknown (the payment then
+// waits in processing for the reconciler, at name). The lookup's time of
+// attempt is now: the node that made it may still be sending it.
+func (r *Router) earlierAttempt(ctx context.Context, req *surgepay.AuthorizeRequest, name string) (*surgepay.ProviderResult, error) {
+	res, err := r.LookupOperation(ctx, &surgepay.LookupQuery{Key: req.IdempotencyKey, Operation: surgepay.TxAuthorization,
+		Processor: name, MerchantID: req.MerchantID, Amount: req.Amount, Currency: req.Currency, Attempted: time.Now()})
+	if err != nil && !surgepay.IsNotPerformed(err) {
+		var pe *surgepay.ProviderError
+		if !errors.As(err, &pe) {
+			err = &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "authorize", Processor: name, Err: err}
+		} else if pe.Processor == "" {
+			pe.Processor = name
+		}
+	}
+	return res, err
 }
 
 // qualify prefixes a reference with its processor, except the default's.

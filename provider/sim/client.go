@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -108,7 +109,15 @@ func (c *Client) Lookup(ctx context.Context, key string) (*surgepay.ProviderResu
 	if key == "" {
 		return nil, notPerformed(OpLookup, ErrKeyInvalid)
 	}
-	return c.operation(ctx, OpLookup, http.MethodGet, "/v1/operations/"+url.PathEscape(key), "", nil)
+	res, err := c.operation(ctx, OpLookup, http.MethodGet, "/v1/operations/"+url.PathEscape(key), "", nil)
+	if surgepay.IsNotPerformed(err) && !errors.Is(err, ErrNoSuchOperation) {
+		// The lookup itself did not happen (connection refused, 503,
+		// 429): that proves nothing about the operation, which stays
+		// unknown. Read as "not performed", a router failed over while
+		// the simulator held the first attempt's charge (issue 34).
+		return nil, unknown(OpLookup, err)
+	}
+	return res, err
 }
 
 // operation sends one provider call and maps its outcome.

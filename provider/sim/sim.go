@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -451,13 +452,18 @@ func decideRefOp(a *record, arf *rare, prm params, f fault) (code, msg string) {
 
 // Lookup returns the stored result of the operation performed under key,
 // with Operation set and, for an authorization, Captured (it was a sale).
-// It answers NotPerformed with ErrNoSuchOperation if there is none. Lookup
+// It answers NotPerformed with ErrNoSuchOperation if there is none, and
+// Unknown if the lookup itself did not happen (an outage). Lookup
 // waits the configured latency and fails during an Outage, but never meets
 // a random fault.
 func (p *Provider) Lookup(ctx context.Context, key string) (*surgepay.ProviderResult, error) {
 	s, d, _, err := p.before(ctx, OpLookup, key, 0, false)
-	if err != nil {
+	if errors.Is(err, ErrKeyInvalid) {
 		return nil, err
+	} else if err != nil {
+		// The lookup did not happen (an outage, a cancelled call): that
+		// says nothing of the operation, which stays unknown.
+		return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: OpLookup, Err: err}
 	}
 	now := p.clock()
 	s.mu.Lock()
