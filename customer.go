@@ -3,6 +3,7 @@ package surgepay
 import (
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -95,8 +96,11 @@ func ValidateEmail(param, s string) error {
 	return nil
 }
 
-// ValidateMetadata checks the bounds of a metadata map, and that no key or
-// value holds a card number (a key that does is not named in the error).
+// ValidateMetadata checks the bounds of a metadata map, that no key or
+// value holds a control character (a NUL cuts a C string short in whatever
+// reads the metadata downstream, a line feed forges log lines), and that
+// none holds a card number (a key that does is not named in the error, nor
+// is a key holding a control character).
 func ValidateMetadata(param string, m map[string]string) error {
 	if len(m) > MetadataKeysMax {
 		return Invalid(param, "too_many_keys", "%s may have at most %d keys", param, MetadataKeysMax)
@@ -105,15 +109,37 @@ func ValidateMetadata(param string, m map[string]string) error {
 		if k == "" || len(k) > MetadataKeyBytesMax || !utf8.ValidString(k) {
 			return Invalid(param, "invalid_key", "%s keys must be 1 to %d bytes of UTF-8", param, MetadataKeyBytesMax)
 		}
+		if TextHasControl(k) {
+			return Invalid(param, "invalid_characters", "%s keys must not hold control characters", param)
+		}
 		if TextHasCardNumber(k) {
 			return CardNumberInText(param)
 		}
 		if len(v) > MetadataValueBytesMax || !utf8.ValidString(v) {
 			return Invalid(param+"."+k, "invalid_value", "metadata values must be at most %d bytes of UTF-8", MetadataValueBytesMax)
 		}
+		if TextHasControl(v) {
+			return Invalid(param+"."+k, "invalid_characters", "metadata values must not hold control characters")
+		}
 		if TextHasCardNumber(v) {
 			return CardNumberInText(param + "." + k)
 		}
 	}
 	return nil
+}
+
+// TextHasControl reports whether s holds a C0 or C1 control character
+// (NUL, tab and line feed included).
+func TextHasControl(s string) bool {
+	return strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// TextHasHidden reports whether s holds a character that hides or changes
+// what a reader sees: a control character (TextHasControl) or a Unicode
+// format character (category Cf: the bidirectional embeddings, overrides
+// and marks, zero-width spaces and joiners, the soft hyphen, the byte
+// order mark). Names shown to people refuse them: "pay\u200bpal" reads as
+// "paypal".
+func TextHasHidden(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) })
 }

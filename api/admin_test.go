@@ -265,7 +265,8 @@ func TestAdminBadInput(t *testing.T) {
 		{"POST", "/admin/v1/merchants", `{}`, 400, "parameter_missing", "name"},
 		{"POST", "/admin/v1/merchants", `{"name":""}`, 400, "parameter_missing", "name"},
 		{"POST", "/admin/v1/merchants", `{"name":"a\u202eb"}`, 400, "invalid_characters", "name"},
-		{"POST", "/admin/v1/merchants", `{"name":"a","NAME":"b"}`, 400, "duplicate_field", "NAME"},
+		{"POST", "/admin/v1/merchants", `{"name":"a","NAME":"b"}`, 400, "unknown_field", "NAME"}, // names match in their exact case
+		{"POST", "/admin/v1/merchants", `{"name":"a","name":"b"}`, 400, "duplicate_field", "name"},
 		{"POST", "/admin/v1/merchants", `{"nom":"a"}`, 400, "unknown_field", "nom"},
 		{"POST", "/admin/v1/api_keys", `{}`, 400, "parameter_missing", "merchant"},
 		{"POST", "/admin/v1/api_keys", `{"merchant":"mer_nope"}`, 404, "resource_missing", "merchant"},

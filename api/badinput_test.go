@@ -143,10 +143,10 @@ func TestStrictInput(t *testing.T) {
 	for _, tt := range []struct {
 		name, path, body, code, param string
 	}{
-		{"DuplicateKeyOtherCase", "/v1/payments", `{"amount":100,"AMOUNT":778,"currency":"usd","payment_method":"` + pm + `"}`, "duplicate_field", "AMOUNT"},
+		{"DuplicateKeyOtherCase", "/v1/payments", `{"amount":100,"AMOUNT":778,"currency":"usd","payment_method":"` + pm + `"}`, "unknown_field", "AMOUNT"},
 		{"DuplicateKey", "/v1/payments", `{"amount":100,"amount":778,"currency":"usd","payment_method":"` + pm + `"}`, "duplicate_field", "amount"},
-		{"DuplicateNestedKey", "/v1/payment_methods", `{"customer":"` + cus + `","card":{"number":"4242424242424242","Number":"4000000000000002","exp_month":12,"exp_year":2040}}`, "duplicate_field", "card.Number"},
-		{"DuplicateKeyEscaped", "/v1/payments", `{"amount":100,"\u0041MOUNT":778,"currency":"usd","payment_method":"` + pm + `"}`, "duplicate_field", "AMOUNT"},
+		{"DuplicateNestedKey", "/v1/payment_methods", `{"customer":"` + cus + `","card":{"number":"4242424242424242","Number":"4000000000000002","exp_month":12,"exp_year":2040}}`, "unknown_field", "card.Number"},
+		{"DuplicateKeyEscaped", "/v1/payments", `{"amount":100,"\u0041MOUNT":778,"currency":"usd","payment_method":"` + pm + `"}`, "unknown_field", "AMOUNT"},
 		{"DuplicateMetadataKey", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"` + pm + `","metadata":{"a":"1","a":"2"}}`, "duplicate_field", "metadata.a"},
 		{"ControlInEmailEscaped", "/v1/customers", `{"email":"a\u0000@example.com"}`, "invalid_characters", "email"},
 		{"InvalidUTF8", "/v1/customers", "{\"name\":\"Ad\xffa\"}", "invalid_utf8", "body"},
@@ -218,6 +218,75 @@ func TestStrictInput(t *testing.T) {
 		e.must(200, e.keyA, "POST", "/v1/customers", `{"name":"Zoë O'Brien — ☕","description":"line"}`)
 		e.must(200, e.keyA, "POST", "/v1/payments", `{"amount":150,"currency":"usd","payment_method":"`+pm+`","cvc":"123","metadata":{"Amount":"x","amount":"y"}}`)
 	})
+}
+
+// TestJSONFieldNamesExact: encoding/json matches field names without case,
+// so `{"AMOUNT":101}` made a payment of 101 and card.NUMBER, Name and
+// Amount were taken as their fields. A key that is not a field in its
+// exact case is now 400 unknown_field naming it, and nothing is stored.
+func TestJSONFieldNamesExact(t *testing.T) {
+	e := newEnv(t, testenv.OpenSQLite(t))
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	for _, tt := range []struct {
+		name, path, body, param string
+	}{
+		{"TopLevel", "/v1/payments", `{"AMOUNT":101,"currency":"usd","payment_method":"` + pm + `"}`, "AMOUNT"},
+		{"Capitalised", "/v1/customers", `{"Name":"Ada"}`, "Name"},
+		{"Nested", "/v1/payment_methods", `{"customer":"` + cus + `","card":{"NUMBER":"4242424242424242","exp_month":12,"exp_year":2040}}`, "card.NUMBER"},
+		{"Escaped", "/v1/payments", `{"\u0061mount":101,"Currency":"usd","payment_method":"` + pm + `"}`, "Currency"},
+		{"NestedObjectName", "/v1/payment_methods", `{"customer":"` + cus + `","Card":{"number":"4242424242424242","exp_month":12,"exp_year":2040}}`, "Card"},
+		{"InAmountBody", "/v1/payments/pay_01m89f4mjnz97g3aakv7jqzvgt/refunds", `{"Amount":5}`, "Amount"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(e.keyA, "POST", tt.path, tt.body, "")
+			if r.Status != 400 || r.errField("code") != "unknown_field" || r.errField("param") != tt.param {
+				t.Fatalf("got %d %s, want 400 unknown_field on %s", r.Status, r.Raw, tt.param)
+			}
+		})
+	}
+	if list := e.must(200, e.keyA, "GET", "/v1/payments?limit=100", ""); strings.Contains(string(list.Raw), `"amount":101`) {
+		t.Fatalf("a payment with AMOUNT was stored: %s", list.Raw)
+	}
+	// An escape spelling a field's exact name is that name.
+	e.must(200, e.keyA, "POST", "/v1/payments", `{"\u0061mount":102,"currency":"usd","payment_method":"`+pm+`"}`)
+}
+
+// TestTextCharactersRefused: a NUL or other control character in a
+// metadata key or value was stored, a lone surrogate escape was stored as
+// U+FFFD, and invisible format characters (zero-width space, joiner, soft
+// hyphen, byte order mark) in names passed where bidirectional ones did
+// not.
+func TestTextCharactersRefused(t *testing.T) {
+	e := newEnv(t, testenv.OpenSQLite(t))
+	cus, pm := e.customerWithCard(e.keyA, "4242424242424242")
+	sale := `{"amount":100,"currency":"usd","payment_method":"` + pm + `",`
+	for _, tt := range []struct {
+		name, path, body, code, param string
+	}{
+		{"NULInMetadataValue", "/v1/payments", sale + `"metadata":{"order":"10\u00001"}}`, "invalid_characters", "metadata.order"},
+		{"NULInMetadataKey", "/v1/customers", `{"metadata":{"ord\u0000er":"1"}}`, "invalid_characters", "metadata"},
+		{"LineFeedInMetadataValue", "/v1/customers", `{"metadata":{"note":"a\nb"}}`, "invalid_characters", "metadata.note"},
+		{"C1InMetadataValue", "/v1/payments", sale + `"metadata":{"order":"1\u0085"}}`, "invalid_characters", "metadata.order"},
+		{"LoneHighSurrogate", "/v1/customers", `{"name":"Ada \ud800"}`, "invalid_utf8", "name"},
+		{"LoneLowSurrogate", "/v1/payments", sale + `"description":"x\udc00y"}`, "invalid_utf8", "description"},
+		{"HighSurrogateThenOther", "/v1/customers", `{"metadata":{"k":"\ud83d\u0041"}}`, "invalid_utf8", "metadata.k"},
+		{"LoneSurrogateInKey", "/v1/customers", `{"metadata":{"\udfff":"v"}}`, "invalid_utf8", "metadata"},
+		{"ZeroWidthSpaceInName", "/v1/customers", `{"name":"Pay\u200bPal"}`, "invalid_characters", "name"},
+		{"ZeroWidthJoinerInName", "/v1/customers", `{"name":"Ada\u200d"}`, "invalid_characters", "name"},
+		{"SoftHyphenInDescription", "/v1/payments", sale + `"description":"gi\u00adft"}`, "invalid_characters", "description"},
+		{"ByteOrderMarkInBillingName", "/v1/payment_methods", `{"customer":"` + cus +
+			`","card":{"number":"4242424242424242","exp_month":12,"exp_year":2040},"billing_details":{"name":"\ufeffAda"}}`, "invalid_characters", "billing_details.name"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(e.keyA, "POST", tt.path, tt.body, "")
+			if r.Status != 400 || r.errField("code") != tt.code || r.errField("param") != tt.param {
+				t.Fatalf("got %d %s, want 400 %s on %s", r.Status, r.Raw, tt.code, tt.param)
+			}
+		})
+	}
+	// A surrogate pair is one character; text without hidden characters
+	// passes.
+	e.must(200, e.keyA, "POST", "/v1/customers", `{"name":"Ada \ud83d\ude00","metadata":{"note":"caf\u00e9 ☕"}}`)
 }
 
 // mustHeader sends a request with the headers h as merchant A and fails

@@ -8,7 +8,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
+	"sync"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/surgepay/surgepay"
@@ -47,14 +50,15 @@ func readBodyMax(w http.ResponseWriter, r *http.Request, n int64) ([]byte, error
 // decode parses body into v strictly: unknown fields, wrong types, trailing
 // data and malformed JSON are EINVALID errors naming the field, and so are
 // what encoding/json would accept silently (checkJSON): invalid UTF-8, a
-// key given twice (in any case: `{"amount":100,"AMOUNT":778}` charged 778),
-// control or bidirectional-override characters in names, emails and
-// descriptions. An empty body decodes as {}.
+// lone surrogate escape, a key that names a field in another case
+// (`{"AMOUNT":101}` made a payment of 101), a key given twice, control or
+// invisible format characters in names, emails and descriptions, control
+// characters in metadata. An empty body decodes as {}.
 func decode(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
-	if err := checkJSON(body); err != nil {
+	if err := checkJSON(body, schemaOf(reflect.TypeOf(v))); err != nil {
 		return err
 	}
 	return decodeOnly(body, v)
@@ -188,6 +192,7 @@ func errorJSONOf(err error) (int, errorBody) {
 	if !errors.As(err, &e) {
 		e = &surgepay.Error{Code: surgepay.EINTERNAL, Reason: "internal_error", Message: "an internal error occurred"}
 	}
+	e = errorWithoutCardNumber(e)
 	code := e.Reason
 	if code == "" {
 		code = e.Code
@@ -247,13 +252,104 @@ const JSONDepthMax = 32
 // (an escaped key or text value is unescaped, the rare case): a
 // json.Decoder token walk cost 9 µs and 178 allocations per payment body
 // (BenchmarkDecodePayment), against a CPU budget of 100 µs per sale.
-func checkJSON(body []byte) error {
+// sc is the shape of the value the body decodes into (schemaOf); nil
+// checks no field names.
+func checkJSON(body []byte, sc *jsonSchema) error {
 	if !utf8.Valid(body) {
 		return surgepay.Invalid("body", "invalid_utf8", "the request body is not valid UTF-8")
 	}
-	s := &jsonScan{b: body}
-	s.value(0)
+	var s jsonScan
+	s.b, s.keys = body, s.keysBuf[:0]
+	s.value(0, sc, false)
 	return s.err
+}
+
+// jsonSchema is the shape checkJSON holds a body to: a struct's fields by
+// their JSON names in their exact case (encoding/json matches names
+// without case, so `{"AMOUNT":101}` and `card.NUMBER` were taken), and what
+// each field, map value or slice element holds.
+type jsonSchema struct {
+	fields map[string]*jsonSchema // a struct's, by exact name; nil for a map or slice
+	elem   *jsonSchema            // a map's values or a slice's elements
+	isMap  bool                   // keys are data (metadata): any key, checked as text
+}
+
+// jsonSchemas caches schemaOf by reflect.Type: a request's lookup neither
+// allocates nor walks the type again.
+var jsonSchemas sync.Map
+
+// schemaOf returns the schema of t (through pointers): nil for a type
+// whose keys it cannot know (an interface, a json.Unmarshaler) or that has
+// none (a string, a number).
+func schemaOf(t reflect.Type) *jsonSchema {
+	if t == nil {
+		return nil
+	}
+	if sc, ok := jsonSchemas.Load(t); ok {
+		return sc.(*jsonSchema)
+	}
+	sc := buildSchema(t, map[reflect.Type]*jsonSchema{})
+	jsonSchemas.Store(t, sc)
+	return sc
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+func buildSchema(t reflect.Type, building map[reflect.Type]*jsonSchema) *jsonSchema {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	if sc, ok := building[t]; ok {
+		return sc // a recursive type
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		sc := &jsonSchema{fields: map[string]*jsonSchema{}}
+		building[t] = sc
+		addFields(sc, t, building)
+		return sc
+	case reflect.Map:
+		return &jsonSchema{isMap: true, elem: buildSchema(t.Elem(), building)}
+	case reflect.Slice, reflect.Array:
+		if elem := buildSchema(t.Elem(), building); elem != nil {
+			return &jsonSchema{elem: elem}
+		}
+	}
+	return nil
+}
+
+// addFields adds t's fields to sc by the names encoding/json gives them:
+// the tag's name, else the Go name; an untagged embedded struct's fields
+// as its own.
+func addFields(sc *jsonSchema, t reflect.Type, building map[reflect.Type]*jsonSchema) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				addFields(sc, ft, building)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		sc.fields[name] = buildSchema(f.Type, building)
+	}
 }
 
 // jsonScan is checkJSON's scanner: a recursive descent over the body that
@@ -262,7 +358,9 @@ type jsonScan struct {
 	b    []byte
 	i    int
 	keys [][]byte // the keys from the root to the value being scanned
-	err  error
+	// keysBuf holds keys for bodies up to its depth without allocating.
+	keysBuf [8][]byte
+	err     error
 }
 
 func (s *jsonScan) ws() {
@@ -271,8 +369,10 @@ func (s *jsonScan) ws() {
 	}
 }
 
-// value scans one value; false when the scan must stop.
-func (s *jsonScan) value(depth int) bool {
+// value scans one value of schema sc; inMap says it is a map's value
+// (metadata), where control characters are refused. False when the scan
+// must stop.
+func (s *jsonScan) value(depth int, sc *jsonSchema, inMap bool) bool {
 	s.ws()
 	if s.i >= len(s.b) {
 		return false
@@ -284,14 +384,23 @@ func (s *jsonScan) value(depth int) bool {
 			return false
 		}
 		if s.b[s.i] == '{' {
-			return s.object(depth + 1)
+			return s.object(depth+1, sc)
 		}
-		return s.array(depth + 1)
+		var elem *jsonSchema
+		if sc != nil {
+			elem = sc.elem
+		}
+		return s.array(depth+1, elem)
 	case '"':
 		str, ok := s.str()
-		if ok && s.textField() && hasControl(str) {
+		switch {
+		case ok && s.textField() && hasHidden(str):
 			path := s.path()
-			s.err = surgepay.Invalid(path, "invalid_characters", "%s must not hold control or bidirectional-override characters", path)
+			s.err = surgepay.Invalid(path, "invalid_characters", "%s must not hold control, bidirectional-override or other invisible format characters", path)
+			return false
+		case ok && inMap && hasControl(str):
+			path := s.path()
+			s.err = surgepay.Invalid(path, "invalid_characters", "%s must not hold control characters", path)
 			return false
 		}
 		return ok
@@ -321,11 +430,8 @@ func (s *jsonScan) nullable() bool {
 	return len(s.keys) == 1 && s.textField()
 }
 
-func (s *jsonScan) object(depth int) bool {
+func (s *jsonScan) object(depth int, sc *jsonSchema) bool {
 	s.i++ // {
-	// Struct fields match keys without case; a map's keys (metadata) are
-	// its own: "Amount" and "amount" are two.
-	exact := len(s.keys) > 0 && bytes.EqualFold(s.keys[len(s.keys)-1], []byte("metadata"))
 	var seenBuf [16][]byte
 	seen := seenBuf[:0]
 	for first := true; ; first = false {
@@ -341,11 +447,32 @@ func (s *jsonScan) object(depth int) bool {
 		if !ok {
 			return false
 		}
-		for _, k := range seen {
-			if (exact && bytes.Equal(k, key)) || (!exact && bytes.EqualFold(k, key)) {
+		// A struct's keys are its fields' names in their exact case; a
+		// map's (metadata) are data: "Amount" and "amount" are two.
+		var child *jsonSchema
+		switch {
+		case sc != nil && sc.isMap:
+			child = sc.elem
+			if hasControl(key) {
+				path := s.path()
+				s.err = surgepay.Invalid(path, "invalid_characters", "%s keys must not hold control characters", path)
+				return false
+			}
+		case sc != nil:
+			f, known := sc.fields[string(key)]
+			if !known {
 				s.keys = append(s.keys, key)
 				path := s.path()
-				s.err = surgepay.Invalid(path, "duplicate_field", "%s is given twice (JSON keys are matched without case)", path)
+				s.err = surgepay.Invalid(path, "unknown_field", "unknown field %s (field names are matched in their exact case)", path)
+				return false
+			}
+			child = f
+		}
+		for _, k := range seen {
+			if bytes.Equal(k, key) {
+				s.keys = append(s.keys, key)
+				path := s.path()
+				s.err = surgepay.Invalid(path, "duplicate_field", "%s is given twice", path)
 				return false
 			}
 		}
@@ -356,7 +483,7 @@ func (s *jsonScan) object(depth int) bool {
 		}
 		s.i++
 		s.keys = append(s.keys, key)
-		ok = s.value(depth)
+		ok = s.value(depth, child, sc != nil && sc.isMap)
 		s.keys = s.keys[:len(s.keys)-1]
 		if !ok {
 			return false
@@ -377,7 +504,7 @@ func (s *jsonScan) object(depth int) bool {
 	}
 }
 
-func (s *jsonScan) array(depth int) bool {
+func (s *jsonScan) array(depth int, elem *jsonSchema) bool {
 	s.i++ // [
 	for first := true; ; first = false {
 		s.ws()
@@ -385,7 +512,7 @@ func (s *jsonScan) array(depth int) bool {
 			s.i++
 			return true
 		}
-		if !s.value(depth) {
+		if !s.value(depth, elem, false) {
 			return false
 		}
 		s.ws()
@@ -405,7 +532,9 @@ func (s *jsonScan) array(depth int) bool {
 }
 
 // str reads the string at s.i: its bytes, unescaped (which allocates) only
-// when it holds an escape.
+// when it holds an escape. A lone surrogate escape stops the scan with an
+// error: encoding/json turns "\ud800" into U+FFFD, text the client never
+// sent.
 func (s *jsonScan) str() ([]byte, bool) {
 	start := s.i
 	escaped := false
@@ -418,6 +547,14 @@ func (s *jsonScan) str() ([]byte, bool) {
 			s.i = j + 1
 			if !escaped {
 				return s.b[start+1 : j], true
+			}
+			if loneSurrogate(s.b[start+1 : j]) {
+				path := s.path()
+				if path == "" {
+					path = "body"
+				}
+				s.err = surgepay.Invalid(path, "invalid_utf8", "%s holds a lone UTF-16 surrogate escape (\\ud800 to \\udfff not in a pair), which is no character", path)
+				return nil, false
 			}
 			var out string
 			if json.Unmarshal(s.b[start:j+1], &out) != nil {
@@ -449,16 +586,86 @@ func (s *jsonScan) path() string {
 	return strings.Join(parts, ".")
 }
 
-// hasControl reports C0 and C1 controls (tab included) and the Unicode
-// bidirectional embedding, override and isolate characters.
+// hasControl reports C0 and C1 controls (tab included), as
+// surgepay.TextHasControl for bytes.
 func hasControl(b []byte) bool {
 	for len(b) > 0 {
 		r, n := utf8.DecodeRune(b)
 		b = b[n:]
-		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) ||
-			r == 0x200e || r == 0x200f || r == 0x061c {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
 			return true
 		}
 	}
 	return false
+}
+
+// hasHidden reports controls and Unicode format characters (the
+// bidirectional embeddings, overrides, isolates and marks, zero-width
+// spaces and joiners, the soft hyphen), as surgepay.TextHasHidden for
+// bytes.
+func hasHidden(b []byte) bool {
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		b = b[n:]
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || (r >= 0xad && unicode.Is(unicode.Cf, r)) {
+			return true
+		}
+	}
+	return false
+}
+
+// loneSurrogate reports whether the raw JSON string contents b hold a \u
+// escape of a UTF-16 surrogate that is not a high one followed at once by
+// an escaped low one.
+func loneSurrogate(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // \\ and the other one-letter escapes
+			continue
+		}
+		r, ok := hex4(b, i+2)
+		if !ok {
+			return false // malformed: the decoder says where
+		}
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return true
+		case r >= 0xd800 && r <= 0xdbff:
+			lo, ok := rune(0), false
+			if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+				lo, ok = hex4(b, i+8)
+			}
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
+// hex4 reads the four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

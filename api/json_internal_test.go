@@ -1,6 +1,7 @@
 package api
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/surgepay/surgepay"
@@ -45,4 +46,22 @@ func BenchmarkDecodePayment(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestCheckJSONSchemaAllocsNone: checking a payment body's field names
+// against its schema (exact case) adds no allocation to the sale path.
+func TestCheckJSONSchemaAllocsNone(t *testing.T) {
+	sc := schemaOf(reflect.TypeFor[*paymentRequest]())
+	if sc == nil || sc.fields["tax"] == nil || !sc.fields["metadata"].isMap {
+		t.Fatalf("schema of paymentRequest: got %+v, want its fields with tax and metadata", sc)
+	}
+	without := testing.AllocsPerRun(100, func() { checkJSON(benchPaymentBody, nil) })
+	with := testing.AllocsPerRun(100, func() {
+		if err := checkJSON(benchPaymentBody, schemaOf(reflect.TypeOf(&paymentRequest{}))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if with > without {
+		t.Fatalf("checkJSON of a payment body: got %v allocations with the schema, want at most %v (without)", with, without)
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/surgepay/surgepay"
 )
@@ -90,8 +89,8 @@ func (e *Engine) audit(ctx context.Context, action, merchantID, objectID, detail
 		MerchantID: merchantID, ObjectID: objectID, Detail: strings.ToValidUTF8(detail, "?")}
 }
 
-// validateMerchantName refuses an empty name, and control or
-// bidirectional-override characters, which disguise what is displayed.
+// validateMerchantName refuses an empty name, and control, bidirectional
+// and other invisible format characters, which disguise what is displayed.
 func validateMerchantName(name string) error {
 	if strings.TrimSpace(name) == "" {
 		return surgepay.Invalid("name", "parameter_missing", "name is required")
@@ -99,10 +98,8 @@ func validateMerchantName(name string) error {
 	if err := surgepay.ValidateText("name", name); err != nil {
 		return err
 	}
-	if strings.ContainsFunc(name, func(r rune) bool {
-		return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
-	}) {
-		return surgepay.Invalid("name", "invalid_characters", "name must not hold control or bidirectional-override characters")
+	if surgepay.TextHasHidden(name) {
+		return surgepay.Invalid("name", "invalid_characters", "name must not hold control, bidirectional-override or other invisible format characters")
 	}
 	return nil
 }
