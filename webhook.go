@@ -49,7 +49,8 @@ func WebhookSecretAAD(merchantID, endpointID string) []byte {
 
 // ValidateWebhookURL checks an endpoint URL: absolute http or https with a
 // host, no credentials (they would be stored and shown in the clear), no
-// fragment, at most WebhookURLBytesMax bytes. Which addresses the URL may
+// fragment, no card number in its path or query (URLHasCardNumber), at
+// most WebhookURLBytesMax bytes. Which addresses the URL may
 // reach is the dispatcher's decision, when it connects.
 func ValidateWebhookURL(param, raw string) error {
 	if raw == "" {
@@ -72,6 +73,9 @@ func ValidateWebhookURL(param, raw string) error {
 		return Invalid(param, "invalid_url", "%s must not have a fragment", param)
 	case strings.ContainsAny(raw, " \t\r\n"):
 		return Invalid(param, "invalid_url", "%s must not contain white space", param)
+	case URLHasCardNumber(raw):
+		// The URL is stored, returned and requested on every delivery.
+		return CardNumberInText(param)
 	}
 	return nil
 }

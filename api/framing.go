@@ -3,8 +3,11 @@ package api
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
+
+	"github.com/surgepay/surgepay"
 )
 
 // Go's HTTP/1.1 server takes a request that carries both Content-Length
@@ -15,18 +18,33 @@ import (
 // (TestFramingConflictRefused shows what Go does alone). GuardFraming
 // watches the request heads on each connection and marks such a request,
 // which ServeHTTP answers 400 framing_conflict and closes.
+//
+// Go also answers some heads itself, before any handler, in plain text:
+// a Transfer-Encoding other than chunked (501), Content-Length values that
+// differ or are not numbers, a header name with a space before its colon
+// (400), a head over MaxHeaderBytes (431), an HTTP/2.0 request line (505).
+// The guard refuses those heads first, and hands the server a stand-in
+// head marked with why, so that the API answers them in its JSON errors.
 
 // FramingHeadBytesMax bounds a request head GuardFraming holds while it
-// looks for the end of the head. A longer head closes the connection (Go
-// itself answers 431 from 1 MiB): no API request needs 64 KiB of headers.
+// looks for the end of the head. A longer head is answered 431 and its
+// connection closed: no API request needs 64 KiB of headers.
 const FramingHeadBytesMax = 64 << 10
 
 // framingConflictHeader replaces the Content-Length of a head that also
-// has a Transfer-Encoding. A client that sends it itself only gets its
-// own request refused.
+// has a Transfer-Encoding, and marks a refused head's stand-in with why
+// (the framingRefused values). A client that sends it itself only gets
+// its own request refused.
 const framingConflictHeader = "Surgepay-Framing-Conflict"
 
-var errFramingHeadTooLarge = errors.New("api: request head larger than FramingHeadBytesMax")
+// The values of framingConflictHeader on a refused head's stand-in.
+const (
+	framingRefusedAmbiguous    = "ambiguous"      // 400 framing_conflict
+	framingRefusedHeadTooLarge = "head_too_large" // 431
+	framingRefusedVersion      = "version"        // 505: not HTTP/1.x
+)
+
+var errFramingLineTooLarge = errors.New("api: chunk line larger than FramingHeadBytesMax")
 
 // GuardFraming returns ln with every accepted connection watched as
 // described above. It must see the plaintext: under TLS, wrap the TLS
@@ -54,6 +72,7 @@ const (
 	stChunkCRLF        // in the CRLF after a chunk's data
 	stTrailer          // in the trailer section after the last chunk
 	stPass             // no longer watched (after a conflict: the connection closes)
+	stDrop             // after a refused head's stand-in: what follows is discarded
 )
 
 // framingLineBytesMax bounds a chunk-size line and a trailer section.
@@ -87,7 +106,7 @@ func (c *framingConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if len(c.out) == 0 && len(c.head) == 0 && c.fatal == nil && c.state != stPass {
+	if len(c.out) == 0 && len(c.head) == 0 && c.fatal == nil && c.state != stPass && c.state != stDrop {
 		n, err := c.Conn.Read(p)
 		k := c.pass(p[:n])
 		if k < n {
@@ -185,6 +204,8 @@ func (c *framingConn) feed(data []byte) error {
 		case stPass:
 			c.out = append(c.out, data...)
 			return nil
+		case stDrop:
+			return nil
 		case stBody, stChunkData:
 			n := int(min(int64(len(data)), c.remaining))
 			c.out = append(c.out, data[:n]...)
@@ -213,7 +234,11 @@ func (c *framingConn) feed(data []byte) error {
 				}
 			}
 			if len(c.head) > FramingHeadBytesMax {
-				return errFramingHeadTooLarge
+				if c.state != stHead {
+					return errFramingLineTooLarge
+				}
+				c.refuse(framingRefusedHeadTooLarge)
+				return nil
 			}
 		}
 	}
@@ -266,53 +291,67 @@ func (c *framingConn) flushHead() {
 	c.head = c.head[:0]
 }
 
-// refuse passes the head on with a framingConflictHeader line after its
-// request line, so that the server answers 400 framing_conflict and closes
-// the connection, and reads nothing more of it: the guard cannot vouch
-// for where this request ends.
-func (c *framingConn) refuse(lines [][]byte) {
-	c.out = append(c.out, lines[0]...)
-	c.out = append(c.out, framingConflictHeader+": ambiguous\r\n"...)
-	for _, l := range lines[1:] {
-		c.out = append(c.out, l...)
-	}
-	c.head = c.head[:0]
-	c.state = stPass
+// refuse passes on, instead of the head in c.head, a stand-in head that
+// Go's server takes, marked with why (a framingRefused value), so that
+// the API answers it in JSON and closes the connection; the rest of the
+// connection is discarded: the guard cannot vouch for where this request
+// ends, and Go would answer the head itself, in plain text.
+func (c *framingConn) refuse(why string) {
+	c.out = append(c.out, "GET / HTTP/1.1\r\nHost: refused\r\n"+framingConflictHeader+": "+why+"\r\n\r\n"...)
+	c.head = c.head[:0:0]
+	c.state = stDrop
 }
 
 // What a whole request head asks of the guard (judgeHead).
 const (
 	headPass     = iota // passed on unchanged
-	headRefuse          // passed on marked, nothing more read (refuse)
+	headRefuse          // refused as ambiguous (refuse)
+	headVersion         // refused: not HTTP/1.x
 	headConflict        // Content-Length and Transfer-Encoding: Content-Length renamed
 )
 
 // judgeHead reads a whole request head: its framing decides what follows
 // (state and remaining, for headPass). A head with both Content-Length and
 // Transfer-Encoding (in HTTP/1.1, where Go honours Transfer-Encoding) is a
-// conflict; an obsolete folded line, an encoding other than chunked alone
-// and a Content-Length that is not a length are refused.
+// conflict; an obsolete folded line, an encoding other than chunked alone,
+// Content-Length values that are not one length, a header line that is
+// not a name (a token, so no space before the colon) and a value without
+// control characters are refused, and so is a version other than HTTP/1.x.
 func judgeHead(head []byte) (act, state int, remaining int64) {
 	first, rest, _ := bytes.Cut(head, []byte("\n"))
-	http10 := bytes.HasSuffix(bytes.TrimRight(first, "\r"), []byte("HTTP/1.0"))
+	first = bytes.TrimRight(first, "\r")
+	http10 := bytes.HasSuffix(first, []byte("HTTP/1.0"))
+	if v := first[bytes.LastIndexByte(first, ' ')+1:]; len(v) == 8 && string(v[:5]) == "HTTP/" &&
+		v[5] >= '0' && v[5] <= '9' && v[5] != '1' && v[6] == '.' && v[7] >= '0' && v[7] <= '9' {
+		return headVersion, stPass, 0 // Go answers 505 itself
+	}
 	var cl, te []byte // the first value of each
 	var ncl, nte int
 	for len(rest) > 0 {
 		var l []byte
 		l, rest, _ = bytes.Cut(rest, []byte("\n"))
-		if len(l) > 0 && (l[0] == ' ' || l[0] == '\t') {
+		l = bytes.TrimSuffix(l, []byte("\r"))
+		if len(l) == 0 {
+			continue // the blank line that ends the head
+		}
+		if l[0] == ' ' || l[0] == '\t' {
 			// Obsolete line folding: Go joins the lines, a proxy may not;
 			// "Transfer-Encoding:\r\n chunked" would read here as no
 			// encoding. Refused (RFC 9112 5.2 allows it).
 			return headRefuse, stPass, 0
 		}
 		name, value, ok := bytes.Cut(l, []byte(":"))
-		if !ok {
-			continue
+		if !ok || !headerToken(name) || !headerValue(value) {
+			// "Host : x" or a line without a colon: Go answers 400 in
+			// plain text, and a proxy may read the name otherwise.
+			return headRefuse, stPass, 0
 		}
 		value = bytes.TrimSpace(value)
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
+			if !digits(value) || (ncl > 0 && !bytes.Equal(value, cl)) {
+				return headRefuse, stPass, 0 // not one length: which would a proxy take?
+			}
 			if ncl++; ncl == 1 {
 				cl = value
 			}
@@ -323,25 +362,77 @@ func judgeHead(head []byte) (act, state int, remaining int64) {
 		}
 	}
 	switch {
+	case nte > 0 && !http10 && (nte > 1 || !bytes.EqualFold(te, []byte("chunked"))):
+		// Another encoding, or one this reading cannot follow: refused
+		// here rather than trusted to read alike in the server (Go
+		// answers an encoding it does not implement 501 itself).
+		return headRefuse, stPass, 0
 	case nte > 0 && !http10 && ncl > 0:
 		return headConflict, stPass, 0
 	case nte > 0 && !http10:
-		if nte == 1 && bytes.EqualFold(te, []byte("chunked")) {
-			return headPass, stChunkSize, 0
-		}
-		// Another encoding, or one this reading cannot follow: refused
-		// here rather than trusted to read alike in the server.
-		return headRefuse, stPass, 0
+		return headPass, stChunkSize, 0
 	case ncl > 0:
-		n, err := strconv.ParseInt(string(cl), 10, 64)
-		switch {
-		case err != nil || n < 0:
-			return headRefuse, stPass, 0 // not a length this reading can follow
-		case n > 0:
+		var n int64
+		for _, d := range cl {
+			n = n*10 + int64(d-'0')
+		}
+		if n > 0 {
 			return headPass, stBody, n
 		}
 	}
 	return headPass, stHead, 0
+}
+
+// headerToken reports whether b is a header name: a token of RFC 9110's
+// characters.
+func headerToken(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c >= 0x80 || !tokenChars[c] {
+			return false
+		}
+	}
+	return true
+}
+
+var tokenChars = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// headerValue reports whether b holds no control character but tab (Go
+// refuses the others in plain text).
+func headerValue(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// digits reports whether b is a Content-Length: 1 to 18 decimal digits
+// (no sign, no list; within an int64).
+func digits(b []byte) bool {
+	if len(b) == 0 || len(b) > 18 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // endHead passes on the whole head in c.head as judgeHead says: a
@@ -351,7 +442,10 @@ func (c *framingConn) endHead() {
 	act, state, remaining := judgeHead(c.head)
 	switch act {
 	case headRefuse:
-		c.refuse(bytes.SplitAfter(c.head, []byte("\n")))
+		c.refuse(framingRefusedAmbiguous)
+		return
+	case headVersion:
+		c.refuse(framingRefusedVersion)
 		return
 	case headConflict:
 		lines := bytes.SplitAfter(c.head, []byte("\n"))
@@ -368,4 +462,27 @@ func (c *framingConn) endHead() {
 	}
 	c.state, c.remaining = state, remaining
 	c.flushHead()
+}
+
+// The API's own codes for heads GuardFraming refuses.
+const (
+	EHEADTOOLARGE = "request_header_too_large"   // 431
+	EVERSION      = "http_version_not_supported" // 505
+)
+
+// framingError is the error a head marked framingConflictHeader is
+// answered with.
+func framingError(why string) error {
+	switch why {
+	case framingRefusedHeadTooLarge:
+		return &surgepay.Error{Code: EHEADTOOLARGE, Reason: EHEADTOOLARGE, Param: "headers",
+			Message: fmt.Sprintf("the request head must be at most %d bytes", FramingHeadBytesMax)}
+	case framingRefusedVersion:
+		return &surgepay.Error{Code: EVERSION, Reason: EVERSION, Param: "HTTP-Version",
+			Message: "this server speaks HTTP/1.1 (and HTTP/1.0)"}
+	}
+	return &surgepay.Error{Code: surgepay.EINVALID, Reason: "framing_conflict", Param: "Transfer-Encoding",
+		Message: "a request's framing must be unambiguous: not both Content-Length and Transfer-Encoding, " +
+			"no header folded over lines, no Transfer-Encoding but chunked, one Content-Length that is a number, " +
+			"header names without spaces before the colon and values without control characters"}
 }

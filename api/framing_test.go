@@ -148,11 +148,10 @@ func TestGuardFramingKeepsTraffic(t *testing.T) {
 	if !strings.Contains(string(list.Raw), `"Ada"`) || !strings.Contains(string(list.Raw), `"Grace"`) {
 		t.Fatalf("bodies changed on the way: %s", list.Raw)
 	}
-	// A head over the bound is refused: Go answers the read error with
-	// a plain 400 and closes the connection.
+	// A head over the bound is refused 431, and the connection closed.
 	huge := "GET /v1/customers HTTP/1.1\r\n" + auth + "X-Pad: " + strings.Repeat("p", api.FramingHeadBytesMax) + "\r\n\r\n"
-	if res := rawExchange(t, addr, huge+huge, 2); len(res) > 1 || (len(res) == 1 && (res[0].StatusCode != 400 || !res[0].Close)) {
-		t.Fatalf("a %d-byte head: got %v, want at most one 400 closing the connection", len(huge), statuses(res))
+	if res := rawExchange(t, addr, huge+huge, 2); len(res) != 1 || res[0].StatusCode != 431 || !res[0].Close {
+		t.Fatalf("a %d-byte head: got %v, want one 431 closing the connection", len(huge), statuses(res))
 	}
 }
 
@@ -182,8 +181,7 @@ func TestFramingFoldedHeaderRefused(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			res := rawExchange(t, addr, first+conflicting(e.keyA), 3)
-			// Go answers an encoding it does not implement 501 itself.
-			if len(res) != 1 || (res[0].StatusCode != 400 && res[0].StatusCode != 501) || !res[0].Close {
+			if len(res) != 1 || res[0].StatusCode != 400 || !res[0].Close {
 				t.Fatalf("got %d responses %v, want one refusal that closes the connection", len(res), statuses(res))
 			}
 		})
@@ -249,3 +247,54 @@ type oneConnListener struct{ c net.Conn }
 func (l *oneConnListener) Accept() (net.Conn, error) { return l.c, nil }
 func (l *oneConnListener) Close() error              { return nil }
 func (l *oneConnListener) Addr() net.Addr            { return l.c.LocalAddr() }
+
+// TestFramingErrorsJSON: heads Go's server answered itself, before any
+// handler, in plain text (501 for an unknown Transfer-Encoding, 400 for
+// differing or malformed Content-Length values and a space before a
+// header's colon, 431 for an oversized head, 505 for HTTP/2.0) are the
+// API's JSON errors, on a connection that then closes; a usual request
+// before them on the same connection is served.
+func TestFramingErrorsJSON(t *testing.T) {
+	e := newEnv(t, testenv.OpenSQLite(t))
+	addr := serveRaw(t, e, true)
+	auth := "Host: x\r\nAuthorization: Bearer " + e.keyA + "\r\nContent-Type: application/json\r\n"
+	post := "POST /v1/customers HTTP/1.1\r\n" + auth
+	for _, tt := range []struct {
+		name, head string
+		status     int
+		code       string
+	}{
+		{"TransferEncodingGzip", post + "Transfer-Encoding: gzip\r\n\r\n{}", 400, "framing_conflict"},
+		{"TransferEncodingIdentity", post + "Transfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n{}", 400, "framing_conflict"},
+		{"ContentLengthsDiffer", post + "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{} ", 400, "framing_conflict"},
+		{"ContentLengthList", post + "Content-Length: 2, 2\r\n\r\n{}", 400, "framing_conflict"},
+		{"ContentLengthSigned", post + "Content-Length: +2\r\n\r\n{}", 400, "framing_conflict"},
+		{"ContentLengthEmpty", post + "Content-Length: \r\n\r\n{}", 400, "framing_conflict"},
+		{"SpaceBeforeColon", post + "Content-Length : 2\r\n\r\n{}", 400, "framing_conflict"},
+		{"LineWithoutColon", post + "Content-Length 2\r\n\r\n{}", 400, "framing_conflict"},
+		{"ControlInValue", post + "X-Note: a\x01b\r\nContent-Length: 2\r\n\r\n{}", 400, "framing_conflict"},
+		{"HeadTooLarge", "GET /v1/customers HTTP/1.1\r\n" + auth + "X-Pad: " + strings.Repeat("p", api.FramingHeadBytesMax) + "\r\n\r\n", 431, "request_header_too_large"},
+		{"HTTP20", "GET /v1/customers HTTP/2.0\r\n" + auth + "\r\n", 505, "http_version_not_supported"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ok := "GET /v1/customers?limit=1 HTTP/1.1\r\n" + auth + "\r\n"
+			res := rawExchange(t, addr, ok+tt.head+conflicting(e.keyA), 3)
+			if len(res) != 2 || res[0].StatusCode != 200 || res[1].StatusCode != tt.status || !res[1].Close {
+				t.Fatalf("got %v, want 200 then %d closing the connection", statuses(res), tt.status)
+			}
+			var eb struct{ Error struct{ Type, Code string } }
+			if err := json.NewDecoder(res[1].Body).Decode(&eb); err != nil || eb.Error.Code != tt.code ||
+				res[1].Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("got %q body error %+v (%v), want JSON %s", res[1].Header.Get("Content-Type"), eb.Error, err, tt.code)
+			}
+		})
+	}
+	if list := e.must(200, e.keyA, "GET", "/v1/customers?limit=100", ""); strings.Contains(string(list.Raw), "Smuggler") {
+		t.Fatalf("a request after a refused head was served: %s", list.Raw)
+	}
+	// Identical Content-Length values are one length (Go takes them too).
+	same := post + "Content-Length: 14\r\nContent-Length: 14\r\n\r\n{\"name\":\"Ada\"}"
+	if res := rawExchange(t, addr, same, 1); len(res) != 1 || res[0].StatusCode != 200 {
+		t.Fatalf("two equal Content-Length values: got %v, want 200", statuses(res))
+	}
+}

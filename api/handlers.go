@@ -37,10 +37,9 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request, call *engine.Call)
 				"Idempotency-Key must be printable ASCII without spaces")
 		}
 	}
-	if surgepay.TextHasCardNumber(key) {
-		return nil, surgepay.CardNumberInText("Idempotency-Key")
-	}
-	call.IdempotencyKey = key
+	// A key that may hold a card number is kept as its keyed hash, never
+	// refused: replays still match (engine.Engine.IdempotencyKey).
+	call.IdempotencyKey = s.eng.IdempotencyKey(key)
 	call.RequestHash = surgepay.RequestHash(r.Method, r.URL.Path, b)
 	return b, nil
 }

@@ -143,6 +143,10 @@ func statusOf(code string) int {
 		return http.StatusMethodNotAllowed
 	case EUNSUPPORTEDMEDIA:
 		return http.StatusUnsupportedMediaType
+	case EHEADTOOLARGE:
+		return http.StatusRequestHeaderFieldsTooLarge
+	case EVERSION:
+		return http.StatusHTTPVersionNotSupported
 	case surgepay.EINVALID:
 		return http.StatusBadRequest
 	case ETIMEOUT:

@@ -245,14 +245,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
-	if _, ok := r.Header[framingConflictHeader]; ok {
-		// Both Content-Length and Transfer-Encoding (see GuardFraming):
-		// refused, and the connection closed, since a proxy in front may
-		// have framed it the other way.
+	if why, ok := r.Header[framingConflictHeader]; ok {
+		// A head GuardFraming refused, or both Content-Length and
+		// Transfer-Encoding: refused, and the connection closed, since a
+		// proxy in front may have framed it otherwise.
 		rw.Header().Set("Connection", "close")
-		s.writeError(rw, r, &surgepay.Error{Code: surgepay.EINVALID, Reason: "framing_conflict", Param: "Transfer-Encoding",
-			Message: "a request's framing must be unambiguous: not both Content-Length and Transfer-Encoding, " +
-				"no header folded over lines, no Transfer-Encoding but chunked, a Content-Length that is one number"})
+		s.writeError(rw, r, framingError(why[0]))
 		return
 	}
 	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
