@@ -138,45 +138,37 @@ func TestAdminAuth(t *testing.T) {
 	})
 	t.Run("ErrTooManyWrongCredentials", func(t *testing.T) {
 		// A budget of 3 wrong credentials that does not refill in the test.
-		limited := newAdmin(adminAuth{Token: testAdminAuth.Token, failures: newFailureBudget(rate.Every(time.Hour), 3)})
+		limited := newAdmin(adminAuth{Token: testAdminAuth.Token, failures: testFailureBudget(3)})
 		for i := range 3 {
 			if code, _ := getAuth(t, limited.URL+"/config", "wrong-token-0123456789"); code != http.StatusUnauthorized {
 				t.Fatalf("wrong token %d of the budget: status %d, want 401", i+1, code)
 			}
 		}
 		code, _, res := doRequest(t, http.DefaultClient, "GET", limited.URL+"/config", nil,
-			map[string]string{"Authorization": "Bearer " + testAdminToken})
+			map[string]string{"Authorization": "Bearer wrong-token-0123456789"})
 		if code != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
-			t.Errorf("the right token after the budget of wrong ones: status %d, Retry-After %q; want 429 with Retry-After "+
-				"(it is not even checked)", code, res.Header.Get("Retry-After"))
+			t.Errorf("a wrong token after the budget of wrong ones: status %d, Retry-After %q; want 429 with Retry-After",
+				code, res.Header.Get("Retry-After"))
 		}
 		form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
-		if code, _, _ := doRequest(t, noRedirect, "POST", limited.URL+"/login", strings.NewReader("token="+testAdminToken), form); code != http.StatusTooManyRequests {
-			t.Errorf("POST /login after the budget: status %d, want 429", code)
+		if code, _, _ := doRequest(t, noRedirect, "POST", limited.URL+"/login", strings.NewReader("token=wrong-token-0123456789"), form); code != http.StatusTooManyRequests {
+			t.Errorf("POST /login with a wrong token after the budget: status %d, want 429", code)
 		}
 		if code, _ := get(t, limited.URL+"/healthz"); code != http.StatusOK {
 			t.Errorf("GET /healthz after the budget: status %d, want 200", code)
 		}
-		// The budget is the guesser's, not the operator's: another client
-		// address with the right token still gets in.
-		h := adminAuth{Token: testAdminAuth.Token, failures: newFailureBudget(rate.Every(time.Hour), 3)}.wrap(
-			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
-		ask := func(addr, token string) int {
-			r := httptest.NewRequest("GET", "/config", nil)
-			r.RemoteAddr = addr
-			r.Header.Set("Authorization", "Bearer "+token)
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, r)
-			return w.Code
+	})
+	t.Run("ErrTooManyWrongCredentialsHeldMax", func(t *testing.T) {
+		// With every hold slot taken, a wrong credential past the budget
+		// is answered at once instead of waiting an hour.
+		b := testFailureBudget(0)
+		b.hold = time.Hour
+		for range cap(b.held) {
+			b.held <- struct{}{}
 		}
-		for range 5 {
-			ask("192.0.2.1:1234", "wrong-token-0123456789")
-		}
-		if code := ask("192.0.2.1:1235", testAdminToken); code != http.StatusTooManyRequests {
-			t.Errorf("the guesser's address with the right token after its budget: %d, want 429", code)
-		}
-		if code := ask("192.0.2.2:1234", testAdminToken); code != http.StatusOK {
-			t.Errorf("another address with the right token while the guesser is limited: %d, want 200", code)
+		held := newAdmin(adminAuth{Token: testAdminAuth.Token, failures: b})
+		if code, _ := getAuth(t, held.URL+"/config", "wrong-token-0123456789"); code != http.StatusTooManyRequests {
+			t.Errorf("a wrong token past the budget with every hold slot taken: status %d, want 429", code)
 		}
 	})
 	t.Run("MetricsOpen", func(t *testing.T) {
@@ -188,6 +180,79 @@ func TestAdminAuth(t *testing.T) {
 			t.Errorf("GET /config with admin_metrics_open: status %d, want 401 (only /metrics opens)", code)
 		}
 	})
+}
+
+// testFailureBudget is a budget of burst wrong credentials that does not
+// refill during a test, answering past it without a hold.
+func testFailureBudget(burst int) *failureBudget {
+	b := newFailureBudget(rate.Every(time.Hour), burst)
+	b.hold = 0
+	return b
+}
+
+// TestAdminRightTokenNotRefusedAfterWrongOnes is issue 34 item 9: 30
+// wrong admin tokens from an address made the next right one 429, and a
+// process sending wrong tokens at 10/s refused 24 of the operator's 40
+// requests. The right credential (token, login, cookie) is checked
+// before the budget of wrong ones, which goes on refusing wrong ones.
+func TestAdminRightTokenNotRefusedAfterWrongOnes(t *testing.T) {
+	h := adminAuth{Token: testAdminAuth.Token, failures: testFailureBudget(20)}.wrap(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	ask := func(addr, auth string) int {
+		r := httptest.NewRequest("GET", "/config", nil)
+		r.RemoteAddr = addr
+		r.Header.Set("Authorization", auth)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for range 30 {
+		ask("127.0.0.1:40000", "Bearer wrong-token-0123456789")
+	}
+	// The guesser keeps going between the operator's requests, from the
+	// same address (another local process).
+	refused := 0
+	for i := range 40 {
+		if code := ask("127.0.0.1:40000", "Bearer wrong-token-0123456789"); code != http.StatusTooManyRequests {
+			t.Fatalf("wrong token %d past the budget: status %d, want 429", i+1, code)
+		}
+		if code := ask("127.0.0.1:40001", "Bearer "+testAdminToken); code != http.StatusOK {
+			refused++
+		}
+	}
+	if refused != 0 {
+		t.Errorf("the right token while a guesser at its address is past the budget: %d of 40 refused, want 0", refused)
+	}
+	r := httptest.NewRequest("GET", "/config", nil)
+	r.RemoteAddr = "127.0.0.1:40002"
+	r.SetBasicAuth("operator", testAdminToken)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Errorf("the right token as basic auth past the budget: status %d, want 200", w.Code)
+	}
+	r = httptest.NewRequest("POST", "/login", strings.NewReader("token="+testAdminToken))
+	r.RemoteAddr = "127.0.0.1:40003"
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	var cookie *http.Cookie
+	for _, c := range w.Result().Cookies() {
+		if c.Name == adminSessionCookie {
+			cookie = c
+		}
+	}
+	if w.Code != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("POST /login with the right token past the budget: status %d, cookie %v; want 303 with the cookie", w.Code, cookie)
+	}
+	r = httptest.NewRequest("GET", "/config", nil)
+	r.RemoteAddr = "127.0.0.1:40004"
+	r.AddCookie(cookie)
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Errorf("the session cookie past the budget: status %d, want 200", w.Code)
+	}
 }
 
 // TestAdminDashboardLogin: a browser without a credential is sent to the

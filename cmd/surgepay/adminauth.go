@@ -43,13 +43,26 @@ const (
 	adminSessionLifetime = 12 * time.Hour
 	// adminLoginBodyBytesMax bounds the body of POST /login.
 	adminLoginBodyBytesMax = 4 << 10
-	// adminFailuresPerSecond and adminFailuresBurst bound the wrong
-	// credentials (token, cookie, login) a listener checks: beyond, every
-	// request that presents one gets 429 until the budget refills, so a
-	// guessed token, even a short one from SURGEPAY_ADMIN_TOKEN, costs
-	// years. A client certificate and the open paths are not limited.
+	// adminFailuresPerSecond and adminFailuresBurst are each client
+	// address's budget of wrong credentials (token, cookie, login):
+	// beyond, a wrong one gets 429, held for adminFailureHold. Every
+	// credential is checked first, so a right one is never refused: the
+	// budget slows a guesser, and cannot lock the operator out (issue 34
+	// item 9: 30 wrong tokens from an address made the right one 429, and
+	// a process guessing at 10/s refused 24 of the operator's 40
+	// requests). A client certificate and the open paths are not limited.
 	adminFailuresPerSecond = 5
 	adminFailuresBurst     = 20
+	// adminFailureHold is how long a wrong credential past the budget
+	// waits for its 429: a guesser that sends one request at a time gets
+	// one answer a second, so even a 16-character token from
+	// SURGEPAY_ADMIN_TOKEN takes longer than anyone lives.
+	adminFailureHold = time.Second
+	// adminFailureHeldMax bounds the requests held at once (their
+	// goroutines and connections); past it a wrong credential gets its
+	// 429 at once. A guesser that keeps that many requests in flight is
+	// bounded by the token's entropy only: 256 bits when generated.
+	adminFailureHeldMax = 64
 )
 
 // validateAdminToken checks the length of SURGEPAY_ADMIN_TOKEN.
@@ -174,17 +187,16 @@ func (a adminAuth) wrap(next http.Handler) http.Handler {
 			mux.ServeHTTP(w, r)
 			return
 		}
-		presented := r.Header.Get("Authorization") != "" || hasCookie(r, adminSessionCookie)
-		if presented && !a.failuresLeft(r) {
-			tooManyFailures(w)
-			return
-		}
+		// The credential is checked before the budget of wrong ones: a
+		// right one passes whatever a guesser at the same address spent.
 		if a.allowed(r) {
 			mux.ServeHTTP(w, r)
 			return
 		}
-		if presented {
-			a.failures.spend(r)
+		presented := r.Header.Get("Authorization") != "" || hasCookie(r, adminSessionCookie)
+		if presented && !a.failures.spend(r) {
+			a.failures.tooMany(w, r)
+			return
 		}
 		a.refuse(w, r)
 	})
@@ -219,9 +231,6 @@ func (a adminAuth) clientCert(r *http.Request) bool {
 	return a.ClientCert && r.TLS != nil && len(r.TLS.VerifiedChains) > 0
 }
 
-// failuresLeft reports whether a wrong credential may still be checked.
-func (a adminAuth) failuresLeft(r *http.Request) bool { return a.failures.left(r) }
-
 // adminFailureClientsMax bounds the client addresses failureBudget
 // remembers; past it the budgets start again (an attacker with that many
 // addresses could guess at that many times the rate: the token's 256
@@ -229,17 +238,26 @@ func (a adminAuth) failuresLeft(r *http.Request) bool { return a.failures.left(r
 const adminFailureClientsMax = 4096
 
 // failureBudget bounds the wrong credentials each client address may
-// present: a guesser uses up its own budget, not an operator's (behind a
-// proxy every client shares the proxy's address and so one budget).
+// present before they are answered 429, slowly. It only counts wrong
+// ones: a guesser at the operator's address (behind a proxy every client
+// shares the proxy's) slows itself, never the operator's right token.
+// Safe for concurrent use.
 type failureBudget struct {
 	every rate.Limit
 	burst int
-	mu    sync.Mutex
-	m     map[string]*rate.Limiter
+	// hold is how long a wrong credential past the budget waits for its
+	// 429 (adminFailureHold; tests shorten it).
+	hold time.Duration
+	// held counts the requests waiting out hold, up to
+	// adminFailureHeldMax.
+	held chan struct{}
+	mu   sync.Mutex
+	m    map[string]*rate.Limiter
 }
 
 func newFailureBudget(every rate.Limit, burst int) *failureBudget {
-	return &failureBudget{every: every, burst: burst, m: map[string]*rate.Limiter{}}
+	return &failureBudget{every: every, burst: burst, hold: adminFailureHold,
+		held: make(chan struct{}, adminFailureHeldMax), m: map[string]*rate.Limiter{}}
 }
 
 func (b *failureBudget) limiter(r *http.Request) *rate.Limiter {
@@ -260,19 +278,27 @@ func (b *failureBudget) limiter(r *http.Request) *rate.Limiter {
 	return l
 }
 
-// left reports whether r's client may still present a wrong credential.
-func (b *failureBudget) left(r *http.Request) bool { return b == nil || b.limiter(r).Tokens() >= 1 }
+// spend counts a wrong credential of r's client and reports whether it
+// was within the budget.
+func (b *failureBudget) spend(r *http.Request) bool { return b == nil || b.limiter(r).Allow() }
 
-// spend counts a wrong credential of r's client.
-func (b *failureBudget) spend(r *http.Request) {
-	if b != nil {
-		b.limiter(r).Allow()
+// tooMany answers a wrong credential past the budget: 429 after hold,
+// or at once when adminFailureHeldMax requests already wait or the
+// client leaves.
+func (b *failureBudget) tooMany(w http.ResponseWriter, r *http.Request) {
+	if b != nil && b.hold > 0 {
+		select {
+		case b.held <- struct{}{}:
+			t := time.NewTimer(b.hold)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+			}
+			<-b.held
+		default:
+		}
 	}
-}
-
-// tooManyFailures answers a credential sent while the budget of wrong
-// ones is spent.
-func tooManyFailures(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
 	w.Header().Set("Cache-Control", "no-store")
 	http.Error(w, "429 too many wrong admin credentials: retry later", http.StatusTooManyRequests)
@@ -401,13 +427,12 @@ func (a adminAuth) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
-	if !a.failuresLeft(r) {
-		tooManyFailures(w)
-		return
-	}
 	token := a.token()
 	if !a.tokenMatches(r.PostForm.Get("token")) {
-		a.failures.spend(r)
+		if !a.failures.spend(r) {
+			a.failures.tooMany(w, r)
+			return
+		}
 		writeLogin(w, http.StatusUnauthorized, loginData{Next: next, Failed: true})
 		return
 	}
