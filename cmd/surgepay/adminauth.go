@@ -470,13 +470,10 @@ func localPath(p string) string {
 	return p
 }
 
-// loadAdminToken reads (or, at first start, creates) the admin token and
-// prints the admin listener's address at addr with how to log in.
-func (a *app) loadAdminToken(out io.Writer, addr net.Addr, secure bool) error {
-	token, created, err := loadAdminToken(a.cfg)
-	if err != nil {
-		return err
-	}
+// useAdminToken guards the admin listener with token (from
+// loadAdminToken, created or not) and prints its address at addr with how
+// to log in.
+func (a *app) useAdminToken(out io.Writer, token string, created bool, addr net.Addr, secure bool) {
 	a.adminToken.Store(&token)
 	where := "SURGEPAY_ADMIN_TOKEN"
 	if a.cfg.adminToken == "" {
@@ -487,7 +484,6 @@ func (a *app) loadAdminToken(out io.Writer, addr net.Addr, secure bool) error {
 	}
 	fmt.Fprintf(out, "Admin dashboard: %s://%s/dashboard (log in with the admin token in %s)\n",
 		scheme(secure), addr, where)
-	return nil
 }
 
 // adminAuth returns the admin listener's guard, reading the token that

@@ -97,8 +97,8 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 			a.Close()
 		}
 	}()
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data folder %s: %w", cfg.DataDir, err)
+	if err := ensureDataDir(cfg.DataDir, log); err != nil {
+		return nil, err
 	}
 	var err error
 	if a.keys, err = openKeyring(cfg, log); err != nil {
@@ -450,7 +450,7 @@ func (a *app) ensureDevMerchant(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "Created development merchant %s with API key (also in %s):\n\n    %s\n\n"+
-		"Try:  curl -s %s://%s/v1/customers -H 'Authorization: Bearer %s' -d '{\"name\":\"Ada\"}'\n\n",
+		"Try:  curl -s %s://%s/v1/customers -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"name\":\"Ada\"}'\n\n",
 		m.ID, keyFile, secret, scheme(a.certs != nil), a.cfg.Listen, secret)
 	return nil
 }
@@ -580,6 +580,19 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 			aln.Close()
 		}
 	}()
+	// The admin token is read (or made) before anything else: a token
+	// file that others can read must stop serve before it creates and
+	// prints a development merchant and key.
+	var adminToken string
+	var adminTokenCreated bool
+	if aln != nil {
+		if err := ensureDataDir(cfg.DataDir, log); err != nil {
+			return err
+		}
+		if adminToken, adminTokenCreated, err = loadAdminToken(cfg); err != nil {
+			return err
+		}
+	}
 	a, err := openApp(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -590,9 +603,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		return fmt.Errorf("development merchant: %w", err)
 	}
 	if aln != nil {
-		if err := a.loadAdminToken(out, aln.Addr(), tlsAdmin != nil); err != nil {
-			return err
-		}
+		a.useAdminToken(out, adminToken, adminTokenCreated, aln.Addr(), tlsAdmin != nil)
 	}
 	if err := a.eng.Preheat(ctx); err != nil {
 		return fmt.Errorf("preheat: %w", err)
@@ -688,7 +699,7 @@ func commandConfig(path string, stderr io.Writer) (Config, int) {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return Config{}, 2
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	if err := ensureDataDir(cfg.DataDir, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return Config{}, 1
 	}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"runtime"
+)
+
+// dataDirMode is the data folder's mode: it holds the database, the
+// keyring, the admin token and the development API key, which nobody but
+// the server's user may read.
+const dataDirMode fs.FileMode = 0o700
+
+// ensureDataDir makes the data folder dir with dataDirMode, or tightens
+// an existing one that the group or others may read or enter (0755, as
+// mkdir makes it) to dataDirMode and says so on log: the files in it are
+// 0600, but their names, sizes and times would still show, and a file
+// made looser later (a restored backup, an editor) would be open. A
+// folder that the group or others may write is refused instead of
+// tightened: it is someone else's too (a shared /tmp), and they could
+// have put or replaced files in it already.
+func ensureDataDir(dir string, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, dataDirMode); err != nil {
+		return fmt.Errorf("data folder %s: %w", dir, err)
+	}
+	if runtime.GOOS == "windows" {
+		return nil // modes are not permissions there
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data folder %s: %w", dir, err)
+	}
+	mode := st.Mode().Perm()
+	if mode&0o022 != 0 {
+		return fmt.Errorf("data folder %s: mode %v lets others write into it; use a folder of the server's own (mkdir -m 700)",
+			dir, mode)
+	}
+	if mode&0o077 == 0 {
+		return nil
+	}
+	if err := os.Chmod(dir, dataDirMode); err != nil {
+		return fmt.Errorf("data folder %s: mode %v lets others read it, and it cannot be tightened to %v: %w",
+			dir, mode, dataDirMode, err)
+	}
+	log.Warn("data folder tightened: it holds the database, keyring and tokens", "dir", dir,
+		"mode_was", mode.String(), "mode", dataDirMode.String())
+	return nil
+}
