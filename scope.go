@@ -46,7 +46,11 @@ func ValidScope(s string) bool { return slices.Contains(AllScopes, s) }
 
 // ParseScopes turns a list of scopes and presets into the sorted, unique
 // scopes a key stores; nil means full access. param names the field for
-// errors (EINVALID invalid_scope).
+// errors (EINVALID invalid_scope). A list that contradicts itself is
+// refused rather than read one way (issue 34: ["read_only","full"] made a
+// full-access key): "full" with anything else, "read_only" with a write
+// scope (or a preset that holds one), "payments_no_refunds" with
+// refunds:write.
 func ParseScopes(param string, in []string) ([]string, error) {
 	if in != nil && len(in) == 0 {
 		// An empty list given on purpose must not fail open into the
@@ -58,8 +62,14 @@ func ParseScopes(param string, in []string) ([]string, error) {
 	}
 	var out []string
 	full := false
+	presets := map[string]bool{}
 	for i, s := range in {
-		switch s = strings.TrimSpace(s); s {
+		s = strings.TrimSpace(s)
+		switch s {
+		case ScopePresetFull, ScopePresetReadOnly, ScopePresetPaymentsNoRefunds:
+			presets[s] = true
+		}
+		switch s {
 		case ScopePresetFull:
 			full = true
 		case ScopePresetReadOnly:
@@ -83,11 +93,33 @@ func ParseScopes(param string, in []string) ([]string, error) {
 			out = append(out, s)
 		}
 	}
+	if err := scopesContradiction(param, in, presets, out); err != nil {
+		return nil, err
+	}
 	if full {
 		return nil, nil
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// scopesContradiction returns EINVALID invalid_scope when in (with
+// presets, the presets it names, and out, its expansion) asks for a
+// restriction and for what the restriction forbids.
+func scopesContradiction(param string, in []string, presets map[string]bool, out []string) error {
+	bad := func(what string) error {
+		return Invalid(param, "invalid_scope", "%s contradicts itself: %s; give one or the other", param, what)
+	}
+	if presets[ScopePresetFull] && slices.ContainsFunc(in, func(s string) bool { return strings.TrimSpace(s) != ScopePresetFull }) {
+		return bad(`"full" (no restriction) with a restriction`)
+	}
+	if presets[ScopePresetReadOnly] && slices.ContainsFunc(out, func(s string) bool { return strings.HasSuffix(s, ":write") }) {
+		return bad(`"read_only" with a :write scope`)
+	}
+	if presets[ScopePresetPaymentsNoRefunds] && slices.Contains(out, ScopeRefundsWrite) {
+		return bad(`"payments_no_refunds" with ` + ScopeRefundsWrite)
+	}
+	return nil
 }
 
 // Allows reports whether a key with scopes may act with scope need: no

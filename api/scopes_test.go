@@ -75,7 +75,7 @@ func TestAllowsWriteGrantsRead(t *testing.T) {
 	if err != nil || len(got) != 5 {
 		t.Errorf("ParseScopes(read_only) = %v, %v; want the 5 read scopes", got, err)
 	}
-	if got, err := surgepay.ParseScopes("scopes", []string{"payments:read", "full"}); err != nil || got != nil {
+	if got, err := surgepay.ParseScopes("scopes", []string{"full"}); err != nil || got != nil {
 		t.Errorf("ParseScopes(full) = %v, %v; want nil (full access)", got, err)
 	}
 	if _, err := surgepay.ParseScopes("scopes", []string{"4242424242424242"}); surgepay.ErrorReason(err) != "invalid_scope" ||
