@@ -282,3 +282,51 @@ func TestCertReloaderKeepsCertOnError(t *testing.T) {
 		t.Error("after a refused reload the served certificate changed, want the running one")
 	}
 }
+
+// TestServeTLSAEADOnly is issue 34 item 12: TLS 1.2 offered the CBC-SHA1
+// suites of Go's defaults. A TLS 1.2 client offering only those is
+// refused at the handshake; one offering an ECDHE AEAD suite connects.
+func TestServeTLSAEADOnly(t *testing.T) {
+	ca := tlstest.NewCA(t, "surgepay-test")
+	cert := ca.Server("server")
+	certs, err := newCertReloader(cert.CertFile, cert.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := serverTLS(certs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	dial := func(suites ...uint16) error {
+		cc := ca.ClientTLS()
+		cc.MaxVersion, cc.CipherSuites = tls.VersionTLS12, suites
+		c, err := tls.Dial("tcp", ln.Addr().String(), cc)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	cbc := []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA}
+	if err := dial(cbc...); err == nil {
+		t.Error("a TLS 1.2 client offering only CBC-SHA1 suites connected, want refused")
+	}
+	if err := dial(tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); err != nil {
+		t.Errorf("a TLS 1.2 client offering ECDHE AES-GCM: %v, want connected", err)
+	}
+}
