@@ -20,8 +20,13 @@
 # "minimal", analytics = "off") or standard (every switch at its default).
 #
 # Environment: SURGEPAY_BIN (default: build ./cmd/surgepay into the work
-# directory), BENCH_DIR (default /tmp/surgepay-event), BENCH_PORT (18380),
-# BENCH_ADMIN_PORT (19380), BENCH_LOADTEST_FLAGS (more loadtest flags),
+# directory), BENCH_DIR (the work directory; default a fresh one,
+# mktemp -d /tmp/surgepay-event.XXXXXX), BENCH_PORT and BENCH_ADMIN_PORT
+# (default: free ports), so that two runs on one machine do not collide;
+# BENCH_KEEP_DATA=1 (keep the run's data folder, BENCH_DIR/data.XXXXXX,
+# which is otherwise removed at the end: it is made fresh for each run
+# and holds gigabytes after a half hour; nothing else is ever removed),
+# BENCH_LOADTEST_FLAGS (more loadtest flags),
 # BENCH_SERVE_TOML (more serve configuration, placed before the merchant's
 # table: top-level keys first, then tables such as [sqlite]),
 # BENCH_PAUSE=AT:SECONDS (stop the server with SIGSTOP AT seconds into the
@@ -36,11 +41,21 @@ usage="usage: bench/event.sh RATE DURATION [streamlined|standard]"
 rate=${1:?$usage}
 duration=${2:?$usage}
 path=${3:-streamlined}
-dir=${BENCH_DIR:-/tmp/surgepay-event}
-port=${BENCH_PORT:-18380}
-admin=${BENCH_ADMIN_PORT:-19380}
+if [[ -n ${BENCH_DIR:-} ]]; then
+	dir=$BENCH_DIR
+	mkdir -p "$dir"
+else
+	dir=$(mktemp -d /tmp/surgepay-event.XXXXXX)
+fi
+# Two free ports at once (both sockets open until both are known), unless
+# given; serve fails loudly if another process takes one meanwhile.
+read -r free1 free2 < <(python3 -c 'import socket
+ss = [socket.socket() for _ in range(2)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in ss])')
+port=${BENCH_PORT:-$free1}
+admin=${BENCH_ADMIN_PORT:-$free2}
 repo=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$dir"
 
 case $path in
 streamlined) merchant=$'processing = "streamlined"\naudit = "minimal"\nanalytics = "off"' ;;
@@ -73,8 +88,10 @@ for p in "$port" "$admin"; do
 	fi
 done
 
-data=$dir/data
-rm -rf "$data"
+# A fresh data folder for each run, made here (mode 0700): this script
+# removes only what it made, never a folder it found.
+data=$(mktemp -d "$dir/data.XXXXXX")
+echo "event: work directory $dir, data folder $data, ports $port (API) and $admin (admin)" >&2
 cat >"$dir/event.toml" <<EOF
 listen = "127.0.0.1:$port"
 admin_listen = "127.0.0.1:$admin"
@@ -89,7 +106,15 @@ EOF
 
 "$bin" serve --config "$dir/event.toml" >"$dir/serve.out" 2>"$dir/serve.err" &
 server=$!
-trap 'kill -CONT $server 2>/dev/null; kill $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
+cleanup() {
+	kill -CONT $server 2>/dev/null
+	kill $server 2>/dev/null || true
+	wait $server 2>/dev/null || true
+	if [[ -z ${BENCH_KEEP_DATA:-} ]]; then
+		rm -rf "$data"
+	fi
+}
+trap cleanup EXIT
 for _ in $(seq 150); do
 	[[ -s $data/dev-api-key ]] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
 	kill -0 $server 2>/dev/null || { tail "$dir/serve.err" >&2; exit 1; }
@@ -139,3 +164,6 @@ print(f"event: {sales} sales in {s['elapsed_seconds']:.0f} s, refused {refused} 
          f"shed {sum(sum((w.get('shed') or {}).values()) for w in ws)}" if worst else "writer not scraped"))
 PY
 echo "reports: $dir/$label.json $dir/$label.html"
+if [[ -n ${BENCH_KEEP_DATA:-} ]]; then
+	echo "data folder (kept): $data"
+fi

@@ -13,7 +13,8 @@
 # The merged profile replaces cmd/surgepay/default.pgo (PGO_OUT to write it
 # elsewhere); the event's reports are in BENCH_DIR as event.sh leaves them,
 # with the three profiles (cpu-*.pprof). Same environment as event.sh
-# (SURGEPAY_BIN, BENCH_DIR, BENCH_ADMIN_PORT, ...). Run it on an otherwise
+# (SURGEPAY_BIN, BENCH_DIR, BENCH_ADMIN_PORT, ...; a fresh BENCH_DIR and a
+# free admin port unless given). Run it on an otherwise
 # idle machine, and commit the new profile with the figures it gave
 # (bench/RESULTS.md): a profile of a different workload, or of a machine
 # busy with something else, optimises for the wrong code.
@@ -22,8 +23,13 @@ set -euo pipefail
 rate=${1:-5000}
 duration=${2:-30m}
 repo=$(cd "$(dirname "$0")/.." && pwd)
-dir=${BENCH_DIR:-/tmp/surgepay-event}
-admin=${BENCH_ADMIN_PORT:-19380}
+# event.sh's work directory and admin port, chosen here to reach its
+# server's profiler.
+export BENCH_DIR=${BENCH_DIR:-$(mktemp -d /tmp/surgepay-pgo.XXXXXX)}
+export BENCH_ADMIN_PORT=${BENCH_ADMIN_PORT:-$(python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+dir=$BENCH_DIR
+admin=$BENCH_ADMIN_PORT
 out=${PGO_OUT:-$repo/cmd/surgepay/default.pgo}
 seconds=$(python3 -c 'import re,sys
 total = 0.0
@@ -35,13 +41,18 @@ if ((seconds < 240)); then
 	exit 2
 fi
 mkdir -p "$dir"
-rm -rf "$dir"/cpu-*.pprof "$dir/data" # event.sh makes a fresh data folder
+rm -f "$dir"/cpu-*.pprof
+# event.sh makes a fresh data folder, BENCH_DIR/data.XXXXXX: the one with
+# an admin token newer than this marker.
+marker=$dir/.pgo-started
+touch "$marker"
+token_file=
 
 # profile AFTER NAME: a 30 s CPU profile, AFTER seconds from now.
 profile() {
 	local at=$1 name=$2 token
 	sleep "$at"
-	token=$(<"$dir/data/admin-token")
+	token=$(<"$token_file")
 	curl -sf -m 60 -H "Authorization: Bearer $token" \
 		"http://127.0.0.1:$admin/debug/pprof/profile?seconds=30" -o "$dir/cpu-$name.pprof"
 }
@@ -49,7 +60,8 @@ profile() {
 (
 	# Wait for event.sh's fresh server (its data folder's admin token).
 	for _ in $(seq 600); do
-		[[ -s $dir/data/admin-token ]] && break
+		token_file=$(find "$dir" -maxdepth 2 -path "$dir/data.*/admin-token" -newer "$marker" -size +0 | head -n 1)
+		[[ -n $token_file ]] && break
 		sleep 0.1
 	done
 	profile 30 start                   # seconds 30-60

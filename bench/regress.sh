@@ -21,10 +21,10 @@
 #
 # Environment: the thresholds below; REGRESS_RATE and REGRESS_DURATION
 # (default 2500/s for 40s: 100,000 sales); REGRESS_PATH (streamlined, the
-# event set-up, or standard); BENCH_DIR (default /tmp/surgepay-regress),
-# BENCH_PORT (18390) and BENCH_ADMIN_PORT (19390): not event.sh's, so that
-# a check can run beside a profile; SURGEPAY_BIN and the other BENCH_*
-# variables of bench/event.sh. Needs python3.
+# event set-up, or standard); BENCH_DIR (default /tmp/surgepay-regress,
+# where --check finds the report); SURGEPAY_BIN and the other BENCH_*
+# variables of bench/event.sh (which picks free ports unless BENCH_PORT
+# and BENCH_ADMIN_PORT say). Needs python3.
 set -euo pipefail
 
 # The bounds: the figures measured after issue 14's write and memory work
@@ -49,8 +49,6 @@ rate=${REGRESS_RATE:-2500}
 duration=${REGRESS_DURATION:-40s}
 path=${REGRESS_PATH:-streamlined}
 export BENCH_DIR=${BENCH_DIR:-/tmp/surgepay-regress}
-export BENCH_PORT=${BENCH_PORT:-18390}
-export BENCH_ADMIN_PORT=${BENCH_ADMIN_PORT:-19390}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 report=$BENCH_DIR/event-$rate-$duration-$path.json
 out=$BENCH_DIR/regress-event.txt
