@@ -3,6 +3,7 @@ package surgepay
 import (
 	"context"
 	"net/http"
+	"time"
 )
 
 // ProcessorEvent is what a processor's webhook tells about one of its
@@ -80,15 +81,57 @@ type OutsideRefunder interface {
 }
 
 // TxDispute is the type of a payment's dispute (chargeback) transaction:
-// its Status is the dispute's at the processor (needs_response,
-// under_review, won, lost, warning_*), ProviderRef the dispute's id.
+// one for each change of a dispute, so that a payment keeps every dispute
+// its processor opens on it and each one's history. Its Status is the
+// dispute's at the processor (needs_response, under_review, won, lost,
+// warning_*), ProviderRef the dispute's id, Message its reason.
 const TxDispute = "dispute"
 
-// Dispute returns the payment's latest dispute transaction, or nil.
-func (p *Payment) Dispute() *Transaction {
-	for i := len(p.Transactions) - 1; i >= 0; i-- {
-		if p.Transactions[i].Type == TxDispute {
-			return &p.Transactions[i]
+// Dispute is one of a payment's disputes, as its dispute transactions
+// tell it (Payment.Disputes).
+type Dispute struct {
+	ID      string // the processor's dispute id, qualified as the payment's reference is ("stripe_eu:dp_…")
+	Status  string // the latest the processor told
+	Reason  string // the latest non-empty reason the processor gave
+	Amount  int64
+	Created time.Time // when surgepay learned of it
+	Updated time.Time // when surgepay learned of its latest change
+}
+
+// Disputes returns the payment's disputes, in the order they were opened:
+// the dispute transactions grouped by the dispute's id. A payment written
+// before each change had a transaction of its own holds one transaction
+// per dispute, changed in place: its dispute reads with Updated equal to
+// Created.
+func (p *Payment) Disputes() []Dispute {
+	var out []Dispute
+	for i := range p.Transactions {
+		t := &p.Transactions[i]
+		if t.Type != TxDispute {
+			continue
+		}
+		d := findDispute(out, t.ProviderRef)
+		if d == nil {
+			out = append(out, Dispute{ID: t.ProviderRef, Created: t.Created})
+			d = &out[len(out)-1]
+		}
+		d.Status, d.Amount, d.Updated = t.Status, t.Amount, t.Created
+		if t.Message != "" {
+			d.Reason = t.Message
+		}
+	}
+	return out
+}
+
+// Dispute returns the payment's dispute of that id, or nil.
+func (p *Payment) Dispute(id string) *Dispute {
+	return findDispute(p.Disputes(), id)
+}
+
+func findDispute(ds []Dispute, id string) *Dispute {
+	for i := range ds {
+		if ds[i].ID == id {
+			return &ds[i]
 		}
 	}
 	return nil

@@ -325,6 +325,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		{"Payment", paymentJSON{}, false},
 		{"Tax", taxJSON{}, false},
 		{"Transaction", transactionJSON{}, false},
+		{"Dispute", disputeJSON{}, false},
 		{"Event", eventJSON{}, false},
 		{"Deleted", deletedJSON{}, false},
 		{"CustomerList", listJSON{}, false},

@@ -76,14 +76,30 @@ func appendPaymentJSON(b []byte, p *paymentJSON) []byte {
 		b = append(b, ']')
 	}
 	if d := p.Dispute; d != nil {
-		b = append(b, `,"dispute":{"id":`...)
-		b = jsonappend.String(b, d.ID)
-		b = append(b, `,"status":`...)
-		b = jsonappend.String(b, d.Status)
-		b = jsonappend.Int(b, `,"amount":`, d.Amount)
-		b = jsonappend.Optional(b, `,"reason":`, d.Reason)
-		b = append(b, '}')
+		b = appendDisputeJSON(append(b, `,"dispute":`...), d)
+	}
+	if len(p.Disputes) > 0 {
+		b = append(b, `,"disputes":[`...)
+		for i := range p.Disputes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendDisputeJSON(b, &p.Disputes[i])
+		}
+		b = append(b, ']')
 	}
 	b = jsonappend.Int(b, `,"created":`, p.Created)
+	return append(b, '}')
+}
+
+func appendDisputeJSON(b []byte, d *disputeJSON) []byte {
+	b = append(b, `{"id":`...)
+	b = jsonappend.String(b, d.ID)
+	b = append(b, `,"status":`...)
+	b = jsonappend.String(b, d.Status)
+	b = jsonappend.Int(b, `,"amount":`, d.Amount)
+	b = jsonappend.Optional(b, `,"reason":`, d.Reason)
+	b = jsonappend.Int(b, `,"created":`, d.Created)
+	b = jsonappend.Int(b, `,"updated":`, d.Updated)
 	return append(b, '}')
 }

@@ -33,9 +33,9 @@ func TestPaymentJSONMatchesMarshal(t *testing.T) {
 		p := v.Interface().(paymentJSON)
 		switch i % 4 { // the shapes quick rarely makes
 		case 0:
-			p.Tax, p.Dispute, p.Metadata, p.Transactions = nil, nil, nil, nil
+			p.Tax, p.Dispute, p.Disputes, p.Metadata, p.Transactions = nil, nil, nil, nil, nil
 		case 1:
-			p.Transactions = []transactionJSON{}
+			p.Transactions, p.Disputes = []transactionJSON{}, []disputeJSON{}
 			p.Metadata = map[string]string{}
 		case 2:
 			oddStrings(&p, odd, rng)

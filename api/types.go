@@ -92,17 +92,24 @@ type paymentJSON struct {
 	DeclineCode      string            `json:"decline_code,omitempty"`
 	FailureMessage   string            `json:"failure_message,omitempty"`
 	Transactions     []transactionJSON `json:"transactions"`
-	// Dispute is the payment's latest dispute (chargeback) at its
-	// processor; absent if none. The payment's status stays as it was.
+	// Dispute is the last dispute (chargeback) opened on the payment at
+	// its processor, as clients that read one dispute know it; absent if
+	// none. The payment's status stays as it was.
 	Dispute *disputeJSON `json:"dispute,omitempty"`
-	Created int64        `json:"created"`
+	// Disputes are all the payment's disputes, oldest first: a second
+	// dispute is added beside the first, which may be closed; absent if
+	// none.
+	Disputes []disputeJSON `json:"disputes,omitempty"`
+	Created  int64         `json:"created"`
 }
 
 type disputeJSON struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
-	Amount int64  `json:"amount"`
-	Reason string `json:"reason,omitempty"`
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Amount  int64  `json:"amount"`
+	Reason  string `json:"reason,omitempty"`
+	Created int64  `json:"created"`
+	Updated int64  `json:"updated"`
 }
 
 func paymentOf(p *surgepay.Payment) paymentJSON {
@@ -122,8 +129,13 @@ func paymentOf(p *surgepay.Payment) paymentJSON {
 			Amount: t.Amount, ProviderReference: t.ProviderRef, DeclineCode: t.DeclineCode, Message: t.Message,
 			Created: t.Created.Unix()})
 	}
-	if d := p.Dispute(); d != nil {
-		out.Dispute = &disputeJSON{ID: d.ProviderRef, Status: d.Status, Amount: d.Amount, Reason: d.Message}
+	if ds := p.Disputes(); len(ds) > 0 {
+		out.Disputes = make([]disputeJSON, len(ds))
+		for i, d := range ds {
+			out.Disputes[i] = disputeJSON{ID: d.ID, Status: d.Status, Amount: d.Amount, Reason: d.Reason,
+				Created: d.Created.Unix(), Updated: d.Updated.Unix()}
+		}
+		out.Dispute = &out.Disputes[len(ds)-1]
 	}
 	return out
 }

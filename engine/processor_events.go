@@ -30,8 +30,9 @@ const processorEventAttemptsMax = 5
 //     cancels a payment still in requires_capture;
 //   - a refund made at the processor (its dashboard) adds a refund of the
 //     difference to surgepay's payment;
-//   - a dispute (chargeback) adds or updates the payment's dispute
-//     transaction; the payment's status stays as it is.
+//   - a dispute (chargeback) adds a dispute transaction: a new dispute
+//     is added beside the payment's others, a change to one is found by
+//     the dispute's id; the payment's status stays as it is.
 //
 // Each change writes audit events, so the merchant's own signed webhook
 // follows (payment.disputed, payment.dispute_updated, payment.refunded,
@@ -164,22 +165,24 @@ func (e *Engine) eventChange(call *Call, p *surgepay.Payment, ev *surgepay.Proce
 		next.AmountRefunded += amount
 		next.SetStatus(next.StatusAfterRefund())
 	default: // a dispute
+		// Each change of a dispute is a dispute transaction of its own,
+		// found by the dispute's id: a second dispute on the payment is
+		// added beside the first (which may be closed, lost), never over
+		// it, and each dispute keeps its history.
 		ref := p.AuthorizationRef[:len(p.AuthorizationRef)-len(refTail(p.AuthorizationRef))] + ev.DisputeID
-		typ, amount = ev.Kind, ev.Amount
-		if d := findDispute(next, ref); d != nil {
-			if d.Status == ev.Status {
+		typ, amount = surgepay.ProcessorEventDisputeCreated, ev.Amount
+		if d := p.Dispute(ref); d != nil {
+			if d.Status == ev.Status && d.Amount == ev.Amount {
 				return nil, nil
 			}
-			d.Status, d.Amount = ev.Status, ev.Amount
+			typ = ev.Kind
 			if ev.Kind == surgepay.ProcessorEventDisputeCreated {
 				typ = surgepay.ProcessorEventDisputeUpdated
 			}
-		} else {
-			next.Transactions = append(next.Transactions, surgepay.Transaction{ID: surgepay.NewID("txn"), Type: surgepay.TxDispute,
-				Status: ev.Status, Amount: ev.Amount, ProviderRef: ref, IdempotencyKey: key, Message: ev.Reason,
-				Created: next.Updated})
-			typ = surgepay.ProcessorEventDisputeCreated
 		}
+		next.Transactions = append(next.Transactions, surgepay.Transaction{ID: surgepay.NewID("txn"), Type: surgepay.TxDispute,
+			Status: ev.Status, Amount: ev.Amount, ProviderRef: ref, IdempotencyKey: key, Message: ev.Reason,
+			Created: next.Updated})
 	}
 	return next, []*surgepay.Event{{ID: surgepay.NewID("evt"), PaymentID: p.ID, MerchantID: p.MerchantID, Type: typ,
 		FromStatus: p.Status, ToStatus: next.Status, Amount: amount, ActorKeyID: call.KeyID, RequestID: call.RequestID,
@@ -195,15 +198,6 @@ func refTail(ref string) string {
 		}
 	}
 	return ref
-}
-
-func findDispute(p *surgepay.Payment, ref string) *surgepay.Transaction {
-	for i := range p.Transactions {
-		if p.Transactions[i].Type == surgepay.TxDispute && p.Transactions[i].ProviderRef == ref {
-			return &p.Transactions[i]
-		}
-	}
-	return nil
 }
 
 // refundedOutside sums the refunds already recorded from the processor's
