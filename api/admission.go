@@ -190,6 +190,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, sh
 		st.body, st.bodyErr = s.readBodyWithin(w, r, readMax)
 		st.bodyRead = true
 		if st.bodyErr != nil {
+			if strings.HasPrefix(tenant, processorWebhooksTenant+":") && surgepay.ErrorReason(st.bodyErr) == "body_too_large" {
+				s.processorEventTooLarge(w, r, st.bodyErr)
+				return
+			}
 			// The rest of a body too large or too slow is not read: close
 			// rather than let net/http drain it.
 			w.Header().Set("Connection", "close")

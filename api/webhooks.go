@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -268,7 +269,9 @@ func (s *Server) resendWebhookDelivery(w http.ResponseWriter, r *http.Request, c
 // processorWebhook applies a processor's webhook: 200 with what was done
 // (applied, unchanged, duplicate, ignored, unknown_payment), 400 for a
 // signature that does not verify (the processor retries, then gives up),
-// 404 for a processor that is not configured, 503 to be retried.
+// 404 for a processor that is not configured, 413 for a body over
+// surgepay.ProcessorEventBytesMax (answered by admit, through
+// processorEventTooLarge), 503 to be retried.
 func (s *Server) processorWebhook(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r) // read by admit, within surgepay.ProcessorEventBytesMax
 	if err != nil {
@@ -282,4 +285,40 @@ func (s *Server) processorWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	b, _ := json.Marshal(map[string]any{"received": true, "result": done})
 	s.writeRaw(w, r, http.StatusOK, b)
+}
+
+// A processor's webhook whose body is over surgepay.ProcessorEventBytesMax
+// is answered 413, then the rest of its body is read and discarded, at
+// most processorEventDrainBytesMax more within processorEventDrainWait,
+// before the connection is closed: a connection closed with the body
+// unread is reset, and a client that writes its whole body before it
+// reads the answer got a broken pipe or a reset instead of the answer.
+// Past either bound the connection is closed anyway: what a sender may
+// make the server read stays bounded.
+const (
+	processorEventDrainBytesMax = 16 << 20
+	processorEventDrainWait     = 2 * time.Second
+)
+
+// processorEventTooLarge answers a processor's webhook whose body was cut
+// at surgepay.ProcessorEventBytesMax (err, body_too_large): 413 with the
+// API's error body ({type, code, message, param}), Connection: close, and
+// then drains the body (processorEventDrainBytesMax). admit calls it with
+// the processor's slot still held, so that the drain counts against it.
+func (s *Server) processorEventTooLarge(w http.ResponseWriter, r *http.Request, err error) {
+	rc := http.NewResponseController(w)
+	// Full duplex keeps the body readable once the answer is sent (HTTP/1
+	// otherwise stops reading it); a writer that is not a connection's
+	// (ErrNotSupported, a unit test) has no socket to reset.
+	duplex := rc.EnableFullDuplex() == nil
+	s.observe(r, nil, err)
+	_, body := render(nil, err)
+	w.Header().Set("Connection", "close")
+	s.writeRaw(w, r, http.StatusRequestEntityTooLarge, body)
+	if !duplex || rc.Flush() != nil {
+		return
+	}
+	if rc.SetReadDeadline(time.Now().Add(processorEventDrainWait)) == nil {
+		_, _ = io.CopyN(io.Discard, r.Body, processorEventDrainBytesMax)
+	}
 }
