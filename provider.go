@@ -150,7 +150,12 @@ type LookupQuery struct {
 	AuthorizationRef string // for a capture, void or refund.
 	Amount           int64
 	Currency         string
-	Attempted        time.Time // when the operation was first sent.
+	// Attempted is when the operation's last attempt ended (the call
+	// returned, or the pending operation was stored): an attempt may go
+	// on executing at the processor after its caller gave up, so a lookup
+	// that finds nothing within the processor's lag of Attempted proves
+	// nothing.
+	Attempted time.Time
 }
 
 // OperationLookuper is a Provider that resolves an unknown outcome better

@@ -75,7 +75,6 @@ func (e *Engine) operate(ctx context.Context, call *Call, id string, plan func(*
 func (e *Engine) callProvider(ctx context.Context, p *surgepay.Payment, op operation) (*surgepay.ProviderResult, error) {
 	var res *surgepay.ProviderResult
 	var err error
-	sent := e.now()
 	switch op.typ {
 	case surgepay.TxCapture:
 		res, err = e.provider.Capture(ctx, &surgepay.CaptureRequest{IdempotencyKey: op.key,
@@ -87,9 +86,12 @@ func (e *Engine) callProvider(ctx context.Context, p *surgepay.Payment, op opera
 			AuthorizationRef: p.AuthorizationRef, Amount: op.amount, Currency: p.Currency})
 	}
 	if surgepay.IsUnknown(err) {
+		// Attempted is when the call returned: its last attempt may still
+		// be executing at the processor, so a lookup that finds nothing
+		// proves nothing until the processor's lag has passed since then.
 		res, err = e.lookup(ctx, &surgepay.LookupQuery{Key: op.key, Operation: op.typ, Processor: surgepay.ProcessorOf(err),
 			MerchantID: p.MerchantID, AuthorizationRef: p.AuthorizationRef, Amount: op.amount, Currency: p.Currency,
-			Attempted: sent})
+			Attempted: e.now()})
 	}
 	return res, err
 }

@@ -192,9 +192,9 @@ func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment,
 		}
 		req.Card = surgepay.ProviderCard{Number: surgepay.PAN(pan), ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, CVC: in.CVC}
 	}
-	sent := e.now()
 	res, perr := e.provider.Authorize(ctx, req)
 	if surgepay.IsUnknown(perr) {
+		sent := e.now() // the call's last attempt ended now (see callProvider)
 		res, perr = e.lookup(ctx, &surgepay.LookupQuery{Key: req.IdempotencyKey, Operation: surgepay.TxAuthorization,
 			Processor: surgepay.ProcessorOf(perr), MerchantID: req.MerchantID, Amount: req.Amount,
 			Currency: req.Currency, Attempted: sent})

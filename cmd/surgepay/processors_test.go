@@ -49,7 +49,12 @@ func stripeServe(t *testing.T, extra string) (*server, *stripedouble.Proxy, stri
 	if !strings.HasPrefix(sealed, `secret_key = "sealed:`) || strings.Contains(sealed, stripeSecret) {
 		t.Fatalf("processors seal printed %q, want a sealed secret_key line", sealed)
 	}
-	conf := base + fmt.Sprintf("\n[processors.stripe_test]\nkind = \"stripe\"\n%s\nbase_url = %q\ntimeout = \"2s\"\nsearch_lag = \"1ms\"\n%s\n"+
+	for _, d := range []string{"timeout = \"2s\"", "search_lag = \"1ms\""} { // defaults extra may replace
+		if k, _, _ := strings.Cut(d, " "); !strings.Contains(extra, k+" =") {
+			extra = d + "\n" + extra
+		}
+	}
+	conf := base + fmt.Sprintf("\n[processors.stripe_test]\nkind = \"stripe\"\n%s\nbase_url = %q\n%s\n"+
 		"[merchants.default]\nprocessors = [\"stripe_test\"]\n", sealed, proxy.URL, extra)
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)

@@ -289,7 +289,14 @@ func TestOutage(t *testing.T) {
 			"lookup": func() error { _, err := c.Lookup(ctx, "before"); return err },
 		}
 		for name, call := range calls {
-			wantProviderError(t, name, call(), surgepay.NotPerformed, sim.ErrOutage)
+			// A lookup that did not happen says nothing of the operation:
+			// unknown, never "not performed" (issue 34: read as "no such
+			// operation", it let a router fail over past a charge).
+			want := surgepay.NotPerformed
+			if name == "lookup" {
+				want = surgepay.Unknown
+			}
+			wantProviderError(t, name, call(), want, sim.ErrOutage)
 		}
 		cfg.Outage = false
 		cfg.Latency = sim.Latency{}

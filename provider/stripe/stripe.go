@@ -25,7 +25,8 @@
 // Stripe's Search API, which lags writes by up to a minute or so: not
 // found within Config.SearchLag of the attempt is unknown, not found
 // after it is not performed. Captures, voids and refunds are found from
-// the PaymentIntent they acted on.
+// the PaymentIntent they acted on, with the same lag: a request Stripe is
+// still executing (its client gave up) leaves no trace yet.
 //
 // Limits: 3-D Secure is not performed: an issuer that asks for it gets
 // the PaymentIntent cancelled at once and the payment declined
@@ -83,10 +84,14 @@ type Config struct {
 	// again under the same Idempotency-Key. Default RetriesMaxDefault; a
 	// negative value means none.
 	RetriesMax int
-	// SearchLag is how long after an authorization was sent a search that
-	// does not find it still leaves its outcome unknown. Default
-	// SearchLagDefault; a double whose search is current at once may set
-	// it to a nanosecond.
+	// SearchLag is how long after the last attempt of an operation a
+	// lookup that finds no trace of it still leaves its outcome unknown:
+	// an authorization not found by search, a capture or void not seen
+	// in its PaymentIntent's state, a refund not among its refunds. It
+	// covers Stripe's search lag and a request Stripe is still executing
+	// after its client gave up; never less than CallTimeout. Default
+	// SearchLagDefault; a double that executes at once and whose search
+	// is current may set it to a nanosecond.
 	SearchLag time.Duration
 	// Name is the processor's name in surgepay's configuration, for
 	// errors. Default "stripe".
@@ -421,14 +426,7 @@ func (p *Provider) lookupAuthorization(ctx context.Context, q *surgepay.LookupQu
 		}
 	}
 	if found == nil {
-		// A request Stripe is still executing (its client gave up) is not
-		// searchable either: never less than a call's timeout.
-		lag := max(p.cfg.SearchLag, p.cfg.CallTimeout)
-		if (q.Attempted.IsZero() && lag >= time.Second) || time.Since(q.Attempted) < lag {
-			return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Processor: p.cfg.Name,
-				Err: errors.New("no payment intent found yet; Stripe's search lags its writes")}
-		}
-		return nil, p.notPerformed("lookup", errors.New("no payment intent carries this key"))
+		return nil, p.notFound(q, errors.New("no payment intent carries this key"))
 	}
 	res, err := p.authorizationOf(ctx, found)
 	if err == nil && !res.Approved && found.Status == stripego.PaymentIntentStatusCanceled && found.LastPaymentError == nil {
@@ -437,8 +435,29 @@ func (p *Provider) lookupAuthorization(ctx context.Context, q *surgepay.LookupQu
 	return res, err
 }
 
+// notFound answers a lookup that found no trace of q's operation. A
+// request Stripe is still executing leaves no trace yet (its client gave
+// up: a timeout, a cut connection; a resend got 409 in progress), and
+// Stripe's search lags its writes: so nothing found proves "not
+// performed" only once Config.SearchLag (never less than a call's
+// timeout) has passed since the last attempt (q.Attempted); before, the
+// outcome stays unknown. Answering "not performed" early told clients to
+// retry captures and refunds that Stripe completed a moment later
+// (issue 34: a second refund under a new key refunded twice).
+func (p *Provider) notFound(q *surgepay.LookupQuery, err error) error {
+	lag := max(p.cfg.SearchLag, p.cfg.CallTimeout)
+	if (q.Attempted.IsZero() && lag >= time.Second) || time.Since(q.Attempted) < lag {
+		return &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Processor: p.cfg.Name,
+			Err: fmt.Errorf("%w yet; the request may still be executing at Stripe", err)}
+	}
+	return p.notPerformed("lookup", err)
+}
+
 // lookupState reads a capture's or a void's outcome from the
-// PaymentIntent's state.
+// PaymentIntent's state. A state the operation can no longer reach
+// (a void of a captured intent, a capture of a cancelled one) proves it
+// was not performed; requires_capture proves it only after the lag
+// (notFound).
 func (p *Provider) lookupState(ctx context.Context, q *surgepay.LookupQuery) (*surgepay.ProviderResult, error) {
 	if q.AuthorizationRef == "" {
 		return nil, p.notPerformed("lookup", errors.New("a capture or void lookup needs its authorization"))
@@ -459,6 +478,8 @@ func (p *Provider) lookupState(ctx context.Context, q *surgepay.LookupQuery) (*s
 	case pi.Status == stripego.PaymentIntentStatusProcessing:
 		return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Processor: p.cfg.Name,
 			Err: fmt.Errorf("payment intent %s is processing", pi.ID)}
+	case pi.Status == stripego.PaymentIntentStatusRequiresCapture:
+		return nil, p.notFound(q, fmt.Errorf("payment intent %s is requires_capture: no %s found", pi.ID, q.Operation))
 	}
 	return nil, p.notPerformed("lookup", fmt.Errorf("payment intent %s is %s: no %s happened", pi.ID, pi.Status, q.Operation))
 }
@@ -478,7 +499,7 @@ func (p *Provider) lookupRefund(ctx context.Context, q *surgepay.LookupQuery) (*
 			return refundResult(r), nil
 		}
 	}
-	return nil, p.notPerformed("lookup", errors.New("no refund of the payment intent carries this key"))
+	return nil, p.notFound(q, errors.New("no refund of the payment intent carries this key"))
 }
 
 func (p *Provider) retrieve(ctx context.Context, id string) (*stripego.PaymentIntent, error) {
@@ -490,6 +511,12 @@ func (p *Provider) retrieve(ctx context.Context, id string) (*stripego.PaymentIn
 		return err
 	})
 	if err != nil {
+		// A lookup that did not happen (refused, 429, 401) proves nothing
+		// about the operation: unknown, never "not performed".
+		var pe *surgepay.ProviderError
+		if errors.As(err, &pe) && pe.Outcome == surgepay.NotPerformed {
+			pe.Outcome = surgepay.Unknown
+		}
 		return nil, err
 	}
 	if res != nil { // the PaymentIntent does not exist

@@ -2,6 +2,7 @@ package stripedouble
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"io"
@@ -36,6 +37,12 @@ const (
 	RateLimited
 	// SlowAfter forwards the request and answers after Proxy.Slow.
 	SlowAfter
+	// CutAfter forwards the request and closes the client's connection
+	// after Proxy.Cut while the double goes on executing it: the client
+	// gives up on a request that Stripe completes a moment later (with
+	// Proxy.Exec, a slow processor), and a resend under the same key
+	// meanwhile gets Stripe's 409 idempotency_key_in_use.
+	CutAfter
 )
 
 // Proxy is a loopback HTTP proxy in front of localstripe (or stripe-mock)
@@ -49,6 +56,14 @@ type Proxy struct {
 	Faults func(r *http.Request) Fault
 	// Slow is the delay of SlowAfter.
 	Slow time.Duration
+	// Exec, if set, is how long "Stripe" takes to execute a POST that
+	// carries an Idempotency-Key (called concurrently): the key is in
+	// progress (409 to a resend) from its arrival, and the double
+	// performs it after Exec, whether or not the client is still there.
+	Exec func(r *http.Request) time.Duration
+	// Cut is how long CutAfter waits before closing the client's
+	// connection.
+	Cut time.Duration
 
 	Forwarded atomic.Int64 // requests that reached the double
 	mu        sync.Mutex
@@ -99,36 +114,61 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 429, "invalid_request_error", "rate_limit", "Too many requests hit the API too quickly.")
 		return
 	}
-	status, out, ok := p.execute(w, r, body)
-	if !ok {
-		return // answered by the idempotency layer (409, 400)
-	}
-	switch f { // faults after Stripe: it happened, the answer is lost
-	case DropAfter:
+	if f == CutAfter {
+		// The double executes on a request of its own, unbound to the
+		// client's connection, which is closed after Cut.
+		r2 := r.Clone(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p.execute(r2, body)
+		}()
+		select {
+		case <-done:
+		case <-time.After(p.Cut):
+		}
 		hangUp(w)
 		return
-	case Error500After:
+	}
+	a := p.execute(r, body)
+	switch {
+	case a.layer: // answered by the idempotency layer (409, 400): no fault applies
+	case f == DropAfter: // faults after Stripe: it happened, the answer is lost
+		hangUp(w)
+		return
+	case f == Error500After:
 		writeError(w, 500, "api_error", "", "An unknown error occurred.")
 		return
-	case SlowAfter:
+	case f == SlowAfter:
 		time.Sleep(p.Slow)
 	}
+	if a.replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(out)
+	w.WriteHeader(a.status)
+	w.Write(a.out)
+}
+
+// answer is what "Stripe" answers one request.
+type answer struct {
+	status   int
+	out      []byte
+	replayed bool // a saved answer to an earlier request under the key
+	layer    bool // the idempotency layer answered (409 in progress, 400 reused)
 }
 
 // execute is "Stripe": the double behind Stripe's idempotency layer. A
 // POST with an Idempotency-Key replays its saved answer, is refused 409
 // while the first is in progress, and 400 idempotency_error with other
 // parameters. An answer is saved once the request executed (Stripe saves
-// even its own 500s then); a 409 or 429 is not. ok is false when the
-// layer answered w itself.
-func (p *Proxy) execute(w http.ResponseWriter, r *http.Request, body []byte) (status int, out []byte, ok bool) {
+// even its own 500s then); a 409 or 429 is not. A POST with a key takes
+// Exec to execute. A double that did not answer is status 0.
+func (p *Proxy) execute(r *http.Request, body []byte) answer {
 	key := r.Header.Get("Idempotency-Key")
 	if r.Method != "POST" || key == "" {
-		status, out = p.forward(r, body)
-		return status, out, true
+		status, out := p.forward(r, body)
+		return answer{status: status, out: out}
 	}
 	params := sha256.Sum256(append([]byte(r.URL.Path+"\x00"), body...))
 	p.mu.Lock()
@@ -137,21 +177,21 @@ func (p *Proxy) execute(w http.ResponseWriter, r *http.Request, body []byte) (st
 		select {
 		case <-e.done:
 		default:
-			writeError(w, 409, "idempotency_error", "idempotency_key_in_use",
-				"There is currently another in-progress request using this Idempotent Key.")
-			return 0, nil, false
+			return answer{status: 409, layer: true, out: errorBody("idempotency_error", "idempotency_key_in_use",
+				"There is currently another in-progress request using this Idempotent Key.")}
 		}
 		if e.params != params {
-			writeError(w, 400, "idempotency_error", "idempotency_key_reused",
-				"Keys for idempotent requests can only be used with the same parameters they were first used with.")
-			return 0, nil, false
+			return answer{status: 400, layer: true, out: errorBody("idempotency_error", "idempotency_key_reused",
+				"Keys for idempotent requests can only be used with the same parameters they were first used with.")}
 		}
-		w.Header().Set("Idempotent-Replayed", "true")
-		return e.status, e.body, true
+		return answer{status: e.status, out: e.body, replayed: true}
 	}
 	e := &idemEntry{params: params, done: make(chan struct{})}
 	p.keys[key] = e
 	p.mu.Unlock()
+	if p.Exec != nil {
+		time.Sleep(p.Exec(r))
+	}
 	e.status, e.body = p.forward(r, body)
 	if e.status == 409 || e.status == 429 || e.status == 0 {
 		p.mu.Lock()
@@ -159,7 +199,7 @@ func (p *Proxy) execute(w http.ResponseWriter, r *http.Request, body []byte) (st
 		p.mu.Unlock()
 	}
 	close(e.done)
-	return e.status, e.body, true
+	return answer{status: e.status, out: e.body}
 }
 
 // forward sends the request to the double; status 0 if it did not answer.
@@ -196,7 +236,13 @@ func hangUp(w http.ResponseWriter) {
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"type": typ, "code": code, "message": msg}})
+	w.Write(errorBody(typ, code, msg))
+}
+
+// errorBody is a Stripe error object.
+func errorBody(typ, code, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"type": typ, "code": code, "message": msg}})
+	return b
 }
 
 // searchQuery is the one search form the connector sends.
