@@ -118,11 +118,34 @@ func sentNothing(err error) bool {
 	return errors.As(err, &dns)
 }
 
-// stripeErr is a Stripe error as surgepay reports it: type, code, status,
-// message and request id; never the whole error object, which can carry
-// the PaymentMethod.
+// CallError is Stripe's answer to a failed call as surgepay keeps it: the
+// HTTP status, Stripe's error type and code, its message and the request
+// id. It never holds the secret key or the whole error object, which can
+// carry the PaymentMethod. A *surgepay.ProviderError from this package
+// wraps it (errors.As), so that an operator reads which processor said
+// what: a 401 (the key is wrong or revoked) apart from a refused
+// connection, which has no CallError.
+type CallError struct {
+	Status    int
+	Type      string
+	Code      string
+	Message   string
+	RequestID string
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("stripe %d %s %s: %s (request %s)", e.Status, e.Type, e.Code, e.Message, e.RequestID)
+}
+
+// ProcessorStatus and ProcessorCode let packages that do not import this
+// one (telemetry) read the status and code through an interface.
+func (e *CallError) ProcessorStatus() int     { return e.Status }
+func (e *CallError) ProcessorCode() string    { return e.Code }
+func (e *CallError) ProcessorMessage() string { return e.Message }
+
+// stripeErr is a Stripe error as surgepay reports it: a *CallError.
 func stripeErr(se *stripego.Error) error {
-	return fmt.Errorf("stripe %d %s %s: %s (request %s)", se.HTTPStatusCode, se.Type, se.Code, se.Msg, se.RequestID)
+	return &CallError{Status: se.HTTPStatusCode, Type: string(se.Type), Code: string(se.Code), Message: se.Msg, RequestID: se.RequestID}
 }
 
 // redact keeps only what stripeErr keeps of a Stripe error.
