@@ -107,6 +107,9 @@ type Write struct {
 	MerchantStatus *MerchantStatus
 	// APIKeyExpire brings a key's expiry forward (never later). Not a guard.
 	APIKeyExpire *APIKeyExpiry
+	// A Write with APIKeyRevoke, MerchantStatus or APIKeyExpire also
+	// raises the credentials generation in the same transaction (see
+	// CredentialsGenerationReader): one more statement.
 	// APIKeysUsed raises keys' last-used times (never lowers them): the
 	// engine's background flush, at most APIKeysUsedPerWriteMax. Not a
 	// guard; keys that are gone are skipped.
@@ -166,6 +169,12 @@ type Write struct {
 	Analytics []AnalyticsDelta
 }
 
+// ChangesCredentials reports whether w changes the standing of API keys,
+// and so raises the credentials generation (CredentialsGenerationReader).
+func (w *Write) ChangesCredentials() bool {
+	return w.APIKeyRevoke != "" || w.APIKeyExpire != nil || w.MerchantStatus != nil
+}
+
 // StagedStore is the optional capability of a store that holds the
 // embedded stage. A Write holding only PaymentInsert, perhaps Idempotency
 // and Staged, costs ONE SQL statement (the budget of a sale, streamlined
@@ -180,6 +189,19 @@ type StagedStore interface {
 	// StagedBacklog returns the count of staged records and the creation
 	// time of the oldest.
 	StagedBacklog(ctx context.Context) (int, time.Time, error)
+}
+
+// CredentialsGenerationReader is the optional capability of a store that
+// counts the changes to the standing of API keys: a Write that revokes or
+// expires a key, or disables or enables a merchant (APIKeyRevoke,
+// APIKeyExpire, MerchantStatus), raises the generation by at least one
+// when it commits, in its own transaction, so that a reader that sees the
+// new generation and then reads the keys sees the change. Every process
+// sharing the database polls it (engine.RunCredentialsWatch) to drop the
+// API keys it caches in memory that another process changed, whichever
+// process (a server, the CLI) made the change. One statement.
+type CredentialsGenerationReader interface {
+	CredentialsGeneration(ctx context.Context) (int64, error)
 }
 
 // Page selects a page of a list, newest first. IDs sort by creation time

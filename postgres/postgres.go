@@ -146,6 +146,7 @@ type DB struct {
 
 var _ surgepay.Store = (*DB)(nil)
 var _ surgepay.PaymentByRefFinder = (*DB)(nil)
+var _ surgepay.CredentialsGenerationReader = (*DB)(nil)
 
 // Open connects, applies pending migrations and starts the committers.
 func Open(ctx context.Context, cfg Config) (*DB, error) {

@@ -94,6 +94,17 @@ func (db *DB) ListAPIKeys(ctx context.Context) ([]*surgepay.APIKey, error) {
 	return ks, nil
 }
 
+// CredentialsGeneration returns the count of changes to the standing of
+// API keys (surgepay.CredentialsGenerationReader). One statement.
+func (db *DB) CredentialsGeneration(ctx context.Context) (int64, error) {
+	defer count(ctx, surgepay.StmtSelect)()
+	var g int64
+	if err := db.pool.QueryRow(ctx, "SELECT generation FROM credentials_generation").Scan(&g); err != nil {
+		return 0, readErr(fmt.Errorf("read the credentials generation: %w", err))
+	}
+	return g, nil
+}
+
 // ListAuditEvents returns a page of the audit trail that passes f,
 // newest first, and whether more follow. One statement.
 func (db *DB) ListAuditEvents(ctx context.Context, f surgepay.AuditFilter) ([]*surgepay.AuditEvent, bool, error) {

@@ -392,6 +392,9 @@ func (t *txn) finish(ops []*op) error {
 	if q, ok := t.analyticsQuery(ops); ok { // after every sale of the round: see analytics.go
 		qs = append(qs, q)
 	}
+	if q, ok := credentialsQuery(ops); ok { // last: see sqlCredentialsBump
+		qs = append(qs, q)
+	}
 	qs = append(qs, queued{sql: "COMMIT", read: func(br pgx.BatchResults) error {
 		tag, err := br.Exec()
 		if err == nil && tag.String() != "COMMIT" {
@@ -403,6 +406,31 @@ func (t *txn) finish(ops []*op) error {
 		return nil
 	}})
 	return t.round(qs)
+}
+
+// sqlCredentialsBump raises the credentials generation
+// (surgepay.CredentialsGenerationReader) once for a batch's Writes that
+// change the standing of API keys. It is the batch's last statement before
+// COMMIT: a transaction waiting for the row's lock may hold other locks,
+// but the one holding it has taken every lock it will, so nodes changing
+// keys at once cannot deadlock on it.
+const sqlCredentialsBump = `UPDATE credentials_generation SET generation = generation + 1`
+
+// credentialsQuery returns the batch's bump, counted on the request of
+// every op it runs for, and false if no op whose guards held changes
+// credentials.
+func credentialsQuery(ops []*op) (queued, bool) {
+	n := 0
+	for _, o := range ops {
+		if !o.last && o.failed == nil && o.item.Value.ChangesCredentials() {
+			surgepay.CountStatement(o.item.Ctx, surgepay.StmtUpdate)
+			n++
+		}
+	}
+	if n == 0 {
+		return queued{}, false
+	}
+	return queued{sql: sqlCredentialsBump, read: readExec("raise the credentials generation")}, true
 }
 
 // existsQuery asks whether the row of o's failed guard exists, to tell a

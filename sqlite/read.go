@@ -22,6 +22,7 @@ type readStmts struct {
 	paymentByRef                                 *sql.Stmt
 	events, idempotency, idempotencyRow          *sql.Stmt
 	staged, stagedCount                          *sql.Stmt
+	credentials                                  *sql.Stmt
 }
 
 func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
@@ -44,6 +45,7 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&r.idempotencyRow, "SELECT " + idempotencyCols + " FROM idempotency WHERE rowid = ?"},
 		{&r.staged, "SELECT " + stagedCols + " FROM staged_captures WHERE id > ? ORDER BY id LIMIT ?"},
 		{&r.stagedCount, stagedCountQuery},
+		{&r.credentials, "SELECT generation FROM credentials_generation"},
 	} {
 		st, err := db.PrepareContext(ctx, s.query)
 		if err != nil {
@@ -57,7 +59,7 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 func (r *readStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{r.merchant, r.merchants, r.apiKey, r.apiKeys, r.customer,
-		r.paymentMethod, r.payment, r.processing, r.events, r.idempotency, r.idempotencyRow, r.staged, r.stagedCount} {
+		r.paymentMethod, r.payment, r.processing, r.events, r.idempotency, r.idempotencyRow, r.staged, r.stagedCount, r.credentials} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -139,6 +141,17 @@ func (db *DB) ListAPIKeys(ctx context.Context) ([]*surgepay.APIKey, error) {
 		return nil, fmt.Errorf("list API keys: %w", err)
 	}
 	return ks, nil
+}
+
+// CredentialsGeneration returns the count of changes to the standing of
+// API keys (surgepay.CredentialsGenerationReader). One statement.
+func (db *DB) CredentialsGeneration(ctx context.Context) (int64, error) {
+	defer counted(ctx)()
+	var g int64
+	if err := db.readSt.credentials.QueryRowContext(ctx).Scan(&g); err != nil {
+		return 0, fmt.Errorf("read the credentials generation: %w", err)
+	}
+	return g, nil
 }
 
 // ListAuditEvents returns a page of the audit trail that passes f,

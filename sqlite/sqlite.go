@@ -329,6 +329,7 @@ type DB struct {
 
 var _ surgepay.Store = (*DB)(nil)
 var _ surgepay.PaymentByRefFinder = (*DB)(nil)
+var _ surgepay.CredentialsGenerationReader = (*DB)(nil)
 
 // dsn returns the data source name of a connection to path with pragmas.
 func dsn(path string, busy time.Duration, pragmas ...string) string {

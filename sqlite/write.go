@@ -55,7 +55,7 @@ type writer struct {
 
 	insIdempotency, insMerchant, insAPIKey                    *sql.Stmt
 	revokeAPIKey, merchantStatus, expireAPIKey, useAPIKey     *sql.Stmt
-	insAudit                                                  *sql.Stmt
+	bumpCredentials, insAudit                                 *sql.Stmt
 	insCustomer, updCustomer, delCustomer, delCustomerMethods *sql.Stmt
 	customerVersion                                           *sql.Stmt
 	insPaymentMethod, delPaymentMethod                        *sql.Stmt
@@ -118,6 +118,7 @@ func (w *writer) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.merchantStatus, "UPDATE merchants SET disabled = ? WHERE id = ?"},
 		{&w.expireAPIKey, "UPDATE api_keys SET expires = min(coalesce(expires, ?1), ?1) WHERE id = ?2"},
 		{&w.useAPIKey, "UPDATE api_keys SET last_used = max(coalesce(last_used, ?1), ?1) WHERE id = ?2"},
+		{&w.bumpCredentials, "UPDATE credentials_generation SET generation = generation + 1"},
 		{&w.insAudit, insertSQL("audit_events", auditCols)},
 		{&w.insCustomer, insertSQL("customers", customerCols)},
 		{&w.updCustomer, "UPDATE customers SET " + setCols(customerCols, 2) + " WHERE merchant_id = ? AND id = ? AND version = ?"},
@@ -183,7 +184,7 @@ func insertEventsSQL(rows int) string {
 func (w *writer) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.rollbackTo,
-		w.insIdempotency, w.insMerchant, w.insAPIKey, w.revokeAPIKey, w.merchantStatus, w.expireAPIKey, w.useAPIKey, w.insAudit, w.insCustomer, w.updCustomer, w.delCustomer,
+		w.insIdempotency, w.insMerchant, w.insAPIKey, w.revokeAPIKey, w.merchantStatus, w.expireAPIKey, w.useAPIKey, w.bumpCredentials, w.insAudit, w.insCustomer, w.updCustomer, w.delCustomer,
 		w.delCustomerMethods, w.customerVersion, w.insPaymentMethod, w.delPaymentMethod, w.insPayment,
 		w.updPayment, w.paymentVersion, w.insStaged, w.delStaged, w.attempts.upsert} {
 		if st != nil {
@@ -622,6 +623,14 @@ func (w *writer) applyLifecycle(ctx context.Context, wr *surgepay.Write) error {
 	if x := wr.APIKeyExpire; x != nil {
 		if _, err := exec(ctx, surgepay.StmtUpdate, w.expireAPIKey, timeArg(x.Expires), x.ID); err != nil {
 			return fmt.Errorf("expire API key %s: %w", x.ID, err)
+		}
+	}
+	// Other processes that cache API keys poll the generation
+	// (CredentialsGenerationReader); it moves when this transaction
+	// commits, with the change.
+	if wr.ChangesCredentials() {
+		if _, err := exec(ctx, surgepay.StmtUpdate, w.bumpCredentials); err != nil {
+			return fmt.Errorf("raise the credentials generation: %w", err)
 		}
 	}
 	// One statement per key: this is the background flush, at most

@@ -215,3 +215,51 @@ func testLifecycleStatementCounts(t *testing.T, s surgepay.Store) {
 		wantStatements(t, name, c, stmtKinds{1, 1, 0, 0, 0})
 	}
 }
+
+// testCredentialsGeneration: a store that counts credentials changes
+// raises the generation with every Write that revokes or expires a key or
+// sets a merchant's status, in the Write's own transaction (one statement
+// more), and not with the other Writes: a sale, a new key, last-used times
+// (every server flushes them each minute, and each raise makes every
+// server read its keys again).
+func testCredentialsGeneration(t *testing.T, s surgepay.Store) {
+	r, ok := s.(surgepay.CredentialsGenerationReader)
+	if !ok {
+		t.Skip("the store does not count credentials changes")
+	}
+	gen := func() int64 {
+		t.Helper()
+		ctx, c := ctxCounter(t)
+		g, err := r.CredentialsGeneration(ctx)
+		if err != nil {
+			t.Fatalf("CredentialsGeneration: %v", err)
+		}
+		wantStatements(t, "CredentialsGeneration", c, stmtKinds{1, 1, 0, 0, 0})
+		return g
+	}
+	g := gen()
+	m := newMerchant(t, s)
+	k := newKey(t, s, m.ID, 0xe8)
+	w, _ := purchase(m.ID)
+	apply(t, s, w)
+	apply(t, s, &surgepay.Write{APIKeysUsed: []surgepay.APIKeyUse{{ID: k.ID, At: now()}}})
+	if got := gen(); got != g {
+		t.Fatalf("generation after a merchant, a key, a sale and a flush of uses: %d, want %d (unchanged)", got, g)
+	}
+	for name, w := range map[string]*surgepay.Write{
+		"APIKeyExpire":   {APIKeyExpire: &surgepay.APIKeyExpiry{ID: k.ID, Expires: now().Add(time.Hour)}},
+		"MerchantStatus": {MerchantStatus: &surgepay.MerchantStatus{MerchantID: m.ID, Disabled: true}},
+		"APIKeyRevoke":   {APIKeyRevoke: k.ID},
+	} {
+		ctx, c := ctxCounter(t)
+		if err := s.Apply(ctx, w); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		wantStatements(t, name, c, stmtKinds{2, 0, 0, 2, 0})
+		next := gen()
+		if next <= g {
+			t.Errorf("generation after %s: %d, want above %d", name, next, g)
+		}
+		g = next
+	}
+}

@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 		{"AuditListFilterPage", testAuditListFilterPage},
 		{"AuditAtomicWithChange", testAuditAtomicWithChange},
 		{"LifecycleStatementCounts", testLifecycleStatementCounts},
+		{"CredentialsGeneration", testCredentialsGeneration},
 
 		{"CustomerInsertFind", testCustomerInsertFind},
 		{"CustomerUpdate", testCustomerUpdate},
