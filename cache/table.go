@@ -246,6 +246,21 @@ func (t *Table[V]) GetIfPresent(ctx context.Context, key string) (v V, ok bool) 
 	return e.v, true
 }
 
+// Peek returns the value of key if this process's memory holds it (the
+// process scope, or a shared scope's memory layer), without asking Redis,
+// loading, or counting a hit or a miss: for a background check of what
+// memory holds against the source of truth, not for requests.
+func (t *Table[V]) Peek(key string) (v V, ok bool) {
+	if t.mem == nil {
+		return v, false
+	}
+	e, ok := t.mem.GetIfPresent(key)
+	if !ok || e.notFound {
+		return v, false
+	}
+	return e.v, true
+}
+
 func (t *Table[V]) answer(key string, e entry[V]) (V, error) {
 	if e.notFound {
 		var zero V

@@ -131,9 +131,10 @@ func (e *Engine) ListMerchants(ctx context.Context) ([]*surgepay.Merchant, error
 // SetMerchantDisabled disables (or enables) a merchant and drops its API
 // keys from the cache, so that their next request reads the merchant's
 // state: at once in this process and, with the api_keys entity in a
-// shared scope (Redis), in every process that shares it; a process that
-// caches keys in its own memory sees it once its entries expire
-// (cache.entities.api_keys.ttl). Its payments, staged captures and
+// shared scope (Redis), in every process that shares it; every other
+// process sharing the store sees it at its next poll of the credentials
+// generation, which the same Write raises (RunCredentialsWatch, within a
+// second in serve). Its payments, staged captures and
 // webhooks are untouched. Setting the state it has already changes
 // nothing and writes no audit row. ENOTFOUND if there is no merchant.
 func (e *Engine) SetMerchantDisabled(ctx context.Context, id string, disabled bool) (*surgepay.Merchant, error) {
@@ -287,11 +288,11 @@ func (e *Engine) GetAPIKey(ctx context.Context, id string) (*surgepay.APIKey, er
 
 // RevokeAPIKey revokes the key with this ID for good and drops it from the
 // cache: at once in this process and, with the api_keys entity in a shared
-// scope (Redis), in every process that shares it; a process that caches
-// keys in its own memory only keeps the key until its entry expires
-// (cache.entities.api_keys.ttl, 5 minutes by default). ENOTFOUND if there
-// is no such key; revoking a revoked key is no error and writes no audit
-// row.
+// scope (Redis), in every process that shares it; every other process
+// sharing the store drops it at its next poll of the credentials
+// generation, which the revoking Write raises (RunCredentialsWatch, within
+// a second in serve). ENOTFOUND if there is no such key; revoking a
+// revoked key is no error and writes no audit row.
 func (e *Engine) RevokeAPIKey(ctx context.Context, id string) (*surgepay.APIKey, error) {
 	k, err := e.GetAPIKey(ctx, id)
 	if err != nil {

@@ -55,8 +55,10 @@ func redisCache(t *testing.T, addr string) func() *cache.Cache {
 // TestDisableMerchantSharedCache: with API keys cached in Redis (scope
 // global), a merchant disabled on node B is refused on node A, which had
 // the key cached, without waiting for the TTL; enabling it on B lets it
-// back in on A. With keys cached in each process's memory, A keeps
-// accepting the key: the bound there is the entity's TTL (docs/api-keys.md).
+// back in on A. With keys cached in each process's memory and no
+// credentials watch on A, A keeps accepting the key until the entity's
+// TTL: the watch (RunCredentialsWatch, which serve runs) is what brings
+// that down (TestCredentialChangesReachOtherEngines).
 func TestDisableMerchantSharedCache(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
@@ -95,7 +97,7 @@ func TestDisableMerchantSharedCache(t *testing.T) {
 	}
 	eventually("enabled on B", func(err error) bool { return err == nil })
 
-	t.Run("ProcessScopeKeepsTheCopyUntilTTL", func(t *testing.T) {
+	t.Run("ProcessScopeWithoutWatchKeepsTheCopy", func(t *testing.T) {
 		a, b := twoNodes(t, func() *cache.Cache {
 			c, err := cache.New(cache.DefaultConfig())
 			if err != nil {
@@ -116,7 +118,7 @@ func TestDisableMerchantSharedCache(t *testing.T) {
 			t.Errorf("B, which disabled it: %v, want merchant_disabled at once", err)
 		}
 		if _, err := a.Authenticate(ctx, secret); err != nil {
-			t.Errorf("A with its own copy: %v; the documented bound is the TTL, and this test must change with it", err)
+			t.Errorf("A with its own copy and no watch: %v; want accepted until the TTL", err)
 		}
 	})
 }

@@ -34,12 +34,10 @@ stored, so they cannot be shown.
 
 const keysRevokeUsage = `Usage: surgepay keys revoke KEY_ID [--config FILE]
 
-Revokes an API key for good: its requests are refused 401. The key is
-dropped at once from a shared (Redis) cache, so every server that shares
-it refuses it at once; a server that caches API keys in its own memory
-only refuses it once its entry expires (cache.entities.api_keys.ttl, 5
-minutes by default): lower that TTL, or use the admin API of each server,
-to shorten the window. See docs/api-keys.md.
+Revokes an API key for good: its requests are refused 401 by every
+server sharing the database within a second (each one polls for such
+changes), and at once by those sharing a Redis API-key cache. See
+docs/api-keys.md.
 `
 
 const keysRollUsage = `Usage: surgepay keys roll KEY_ID --grace D [--expires-in D | --expires-at T] [--config FILE]

@@ -31,9 +31,9 @@ var merchantsUsages = map[string]string{
 Disables a merchant: every request with one of its API keys is refused
 403 merchant_disabled. Its payments, staged captures and webhooks are
 untouched: settle still captures its staged sales and webhooks are still
-delivered. Servers that share a Redis cache refuse its keys at once; a
-server that caches keys in its own memory refuses them within
-cache.entities.api_keys.ttl (or at once through that server's admin API).
+delivered. Every server sharing the database refuses its keys within a
+second (each one polls for such changes); those sharing a Redis API-key
+cache, and the server whose admin API made the change, at once.
 `,
 	"enable": "Usage: surgepay merchants enable ID [--config FILE]\n\nEnables a disabled merchant: its keys work again (same bound as disable).\n",
 }

@@ -362,7 +362,7 @@ func (a *app) openProcessors(cfg Config, def surgepay.Provider) (surgepay.Provid
 	if len(cfg.Processors) == 0 {
 		return def, nil
 	}
-	obs, err := a.tel.ProcessorMetrics(append(slices.Sorted(maps.Keys(cfg.Processors)), route.DefaultName))
+	obs, err := a.tel.ProcessorMetrics(append(slices.Sorted(maps.Keys(cfg.Processors)), route.DefaultName), a.log)
 	if err != nil {
 		return nil, err
 	}
@@ -660,6 +660,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	go func() { defer wg.Done(); watchConfig(bg, a, &current, hup, log) }()
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
 	go func() { defer wg.Done(); newPurger(a.eng, a.tel, log).run(bg, purgeInterval) }()
+	// Keys revoked or expired, and merchants disabled, by the CLI or
+	// another server: refused here within a second (docs/api-keys.md).
+	wg.Add(1)
+	go func() { defer wg.Done(); a.eng.RunCredentialsWatch(bg, 0) }()
 	a.startWebhooks(bg, &wg)
 	fmt.Fprintf(out, "surgepay listening on %s://%s (storage %s)\n", scheme(tlsAPI != nil), ln.Addr(), cfg.Storage)
 	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind, "tls", tlsAPI != nil)
