@@ -37,7 +37,9 @@ func (t *Telemetry) DashboardHandler() http.Handler {
 		ring, seq := t.dash.snapshot()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		json.NewEncoder(w).Encode(dashboardData(ring, seq))
+		d := dashboardData(ring, seq)
+		d.Processors = t.ProcessorStates()
+		json.NewEncoder(w).Encode(d)
 	})
 	return mux
 }
@@ -90,6 +92,8 @@ type data struct {
 	ProcRefusedPS map[string]series `json:"processor_refused_ps"`
 	ProcP99       map[string]series `json:"processor_p99_ms"`
 	ProcBreaker   map[string]series `json:"processor_breaker"`
+	// Processors is each processor's state now, with its last error.
+	Processors []ProcessorState `json:"processors"`
 }
 
 func dashboardData(ring []sample, seq uint64) *data {

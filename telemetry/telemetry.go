@@ -49,7 +49,8 @@ type Telemetry struct {
 	dash   *sampler // nil when metrics are off
 
 	engineObservesPayments atomic.Bool
-	flight                 atomic.Pointer[FlightRecorder] // nil: off
+	flight                 atomic.Pointer[FlightRecorder]   // nil: off
+	procs                  atomic.Pointer[ProcessorMetrics] // nil: no [processors]
 }
 
 // SetFlightRecorder makes a refusal for backpressure (Shed) trigger r.

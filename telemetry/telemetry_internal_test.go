@@ -178,7 +178,7 @@ func TestDashboardProcessors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm, err := tel.ProcessorMetrics([]string{"stripe_eu", "default"})
+	pm, err := tel.ProcessorMetrics([]string{"stripe_eu", "default"}, nil)
 	if err != nil || pm == nil {
 		t.Fatalf("ProcessorMetrics: %v, %v", pm, err)
 	}

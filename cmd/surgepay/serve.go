@@ -362,7 +362,7 @@ func (a *app) openProcessors(cfg Config, def surgepay.Provider) (surgepay.Provid
 	if len(cfg.Processors) == 0 {
 		return def, nil
 	}
-	obs, err := a.tel.ProcessorMetrics(append(slices.Sorted(maps.Keys(cfg.Processors)), route.DefaultName))
+	obs, err := a.tel.ProcessorMetrics(append(slices.Sorted(maps.Keys(cfg.Processors)), route.DefaultName), a.log)
 	if err != nil {
 		return nil, err
 	}

@@ -113,6 +113,15 @@ type Observer interface {
 	Failover(from, to string)
 }
 
+// ResultObserver is an Observer that also learns how each call ended at
+// the processor: a nil error when it answered (a result, a decline, a
+// lookup that found nothing, a key reused), else the error, which counts
+// against the breaker. A processor's state (healthy, or failing with the
+// processor's status and code) is built from it. Checked at run time.
+type ResultObserver interface {
+	Result(processor, op string, err error)
+}
+
 type proc struct {
 	Processor
 	limiter *rate.Limiter
@@ -336,6 +345,13 @@ func (r *Router) doN(ctx context.Context, p *proc, op string, n int, fn func(con
 	}
 	if r.obs != nil {
 		r.obs.Call(p.Name, op, outcome(res, err), time.Since(begin))
+		if ro, ok := r.obs.(ResultObserver); ok {
+			if healthy {
+				ro.Result(p.Name, op, nil)
+			} else {
+				ro.Result(p.Name, op, err)
+			}
+		}
 	}
 	if err != nil {
 		var pe *surgepay.ProviderError
