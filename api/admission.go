@@ -177,10 +177,20 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, sh
 					"(merchant_inflight_max); retry after 1 s", who, n)})
 			return
 		}
-		defer s.tenants.release(tenant)
+		defer func() {
+			if tenant != "" {
+				s.tenants.release(tenant)
+			}
+		}()
 	}
 	if pass != nil {
 		if err := pass(); err != nil {
+			// The refusal may wait for a slow body (closeIfBodyUnread):
+			// it holds no slot meanwhile.
+			if tenant != "" {
+				s.tenants.release(tenant)
+				tenant = ""
+			}
 			s.writeError(w, r, err)
 			return
 		}

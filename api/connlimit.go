@@ -2,6 +2,7 @@ package api
 
 import (
 	"container/list"
+	"context"
 	"net"
 	"net/http"
 	"sync"
@@ -37,6 +38,24 @@ import (
 // Clients retry a request on a new connection when they know it was not
 // processed, or when it is idempotent (Go's transport: a request with an
 // Idempotency-Key header), as they must for any server's idle timeout.
+//
+// A connection held for a refusal (a request refused before its body
+// came, waiting up to refusedBodyWait for it: closeIfBodyUnread) leaves
+// the bound while it is held, for a count of its own of at most Max more:
+// it frees its place within refusedBodyWait, and a new connection must
+// not wait for it. Issue 34 item 10: a merchant whose slow-body
+// connections reconnected at once after each 429 raised another
+// merchant's p99 from 33 ms to 579 ms; answered at once, the refusals
+// let the flood reconnect as fast as the CPU could refuse it (1,300 a
+// second), and at the bound the other merchant's idle keep-alive
+// connections were closed to let the flood in (505 in 10 s) and its new
+// ones waited behind the flood's in the accept queue. When that count is
+// full, a held connection stays in the bound, and while one does, a new
+// connection waits for a place rather than close an idle one: the idle
+// connections at the bound are then the other merchants' keep-alive
+// connections, and the held one frees its place within refusedBodyWait.
+// Set ConnContext as the http.Server's ConnContext so that the API can
+// say which connections it holds so.
 
 // ConnectionsMaxLimit is the most connections_max may be.
 const ConnectionsMaxLimit = 1_000_000
@@ -52,7 +71,9 @@ type ConnLimiter struct {
 	open    int
 	idle    *list.List // of *countedConn, longest idle first
 	idleOf  map[*countedConn]*list.Element
-	changed chan struct{} // a connection closed or fell idle; capacity 1
+	held    int           // connections held for a refusal, counted apart from open; at most max
+	heldIn  int           // connections held for a refusal while held was full, counted in open
+	changed chan struct{} // a connection closed, fell idle or ended its refusal; capacity 1
 	closed  chan struct{} // the listener is closed
 	once    sync.Once
 
@@ -68,8 +89,9 @@ func LimitConnections(ln net.Listener, n int) *ConnLimiter {
 }
 
 // Accept accepts a connection and, at the bound, makes room for it: it
-// closes the connection idle longest, or waits for one to close or fall
-// idle.
+// closes the connection idle longest, or, while a connection held for a
+// refusal is in the bound or none is idle, waits for one to close, fall
+// idle or end its refusal.
 func (l *ConnLimiter) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
@@ -84,7 +106,7 @@ func (l *ConnLimiter) Accept() (net.Conn, error) {
 			return &countedConn{Conn: c, l: l}, nil
 		}
 		var evict *countedConn
-		if e := l.idle.Front(); e != nil {
+		if e := l.idle.Front(); e != nil && l.heldIn == 0 {
 			evict = e.Value.(*countedConn)
 			l.forgetIdle(evict)
 		}
@@ -111,6 +133,56 @@ func (l *ConnLimiter) Accept() (net.Conn, error) {
 func (l *ConnLimiter) Close() error {
 	l.once.Do(func() { close(l.closed) })
 	return l.Listener.Close()
+}
+
+type countedConnKey struct{}
+
+// ConnContext is the http.Server's ConnContext hook: it lets the API find
+// a request's connection (holdForRefusal).
+func (l *ConnLimiter) ConnContext(ctx context.Context, nc net.Conn) context.Context {
+	if c := l.counted(nc); c != nil {
+		return context.WithValue(ctx, countedConnKey{}, c)
+	}
+	return ctx
+}
+
+// holdForRefusal marks the connection of the request of ctx as held for
+// a refusal until the returned func is called (ConnLimiter): out of the
+// bound if the count of held connections has room, else in it. A request
+// on a connection the limiter does not count (a test's server, the
+// limiter not wired) marks nothing.
+func holdForRefusal(ctx context.Context) (done func()) {
+	c, ok := ctx.Value(countedConnKey{}).(*countedConn)
+	if !ok {
+		return func() {}
+	}
+	l := c.l
+	l.mu.Lock()
+	if !c.closed && c.held == notHeld {
+		if l.held < l.max {
+			c.held = heldApart
+			l.held++
+			l.open--
+		} else {
+			c.held = heldInBound
+			l.heldIn++
+		}
+	}
+	l.mu.Unlock()
+	l.signal() // a place freed, or one a waiting Accept must not evict for
+	return func() {
+		l.mu.Lock()
+		switch c.held {
+		case heldApart: // back in the bound; over it until a connection closes
+			l.held--
+			l.open++
+		case heldInBound:
+			l.heldIn--
+		}
+		c.held = notHeld
+		l.mu.Unlock()
+		l.signal()
+	}
 }
 
 // ConnState is the http.Server's ConnState hook: it tracks which
@@ -170,11 +242,12 @@ func (l *ConnLimiter) signal() {
 // Max is the bound.
 func (l *ConnLimiter) Max() int { return l.max }
 
-// Open is the connections open now.
+// Open is the connections open now, those held for a refusal apart from
+// the bound included.
 func (l *ConnLimiter) Open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.open
+	return l.open + l.held
 }
 
 // Idle is the connections open now that are idle between requests.
@@ -191,10 +264,25 @@ func (l *ConnLimiter) Waits() uint64 { return l.waits.Load() }
 // Evictions counts the idle connections closed to make room for a new one.
 func (l *ConnLimiter) Evictions() uint64 { return l.evictions.Load() }
 
+// Held is the connections held for a refusal now, in the bound or not.
+func (l *ConnLimiter) Held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held + l.heldIn
+}
+
+// The states of a connection held for a refusal.
+const (
+	notHeld     = iota
+	heldApart   // counted in ConnLimiter.held, not in open
+	heldInBound // counted in ConnLimiter.heldIn and open
+)
+
 type countedConn struct {
 	net.Conn
 	l      *ConnLimiter
 	closed bool        // under l.mu
+	held   int         // notHeld, heldApart or heldInBound; under l.mu
 	idle   atomic.Bool // in l.idle; read without l.mu by Read
 }
 
@@ -217,7 +305,16 @@ func (c *countedConn) Close() error {
 	first := !c.closed
 	if first {
 		c.closed = true
-		l.open--
+		switch c.held {
+		case heldApart:
+			l.held--
+		case heldInBound:
+			l.heldIn--
+			l.open--
+		default:
+			l.open--
+		}
+		c.held = notHeld
 		l.forgetIdle(c)
 	}
 	l.mu.Unlock()

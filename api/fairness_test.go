@@ -555,8 +555,9 @@ func TestProcessorWebhooksPerProcessor(t *testing.T) {
 // TestEarlyRefusalKeepsConnection: a request refused before its body was
 // read (here 429 merchant_concurrency_limit) keeps its connection when
 // the body came with the headers: the next request on the same
-// connection is served. A body that does not come is not waited for: the
-// refusal is answered at once and the connection closed.
+// connection is served. A body that does not come is waited for a second
+// at most (not BodyReadTimeout): then the refusal is answered and the
+// connection closed.
 func TestEarlyRefusalKeepsConnection(t *testing.T) {
 	e, _ := newAdmissionEnv(t, api.Config{InflightMax: 8, MerchantInflightMax: 1, BodyReadTimeout: time.Minute})
 	u, _ := url.Parse(e.url)
@@ -600,7 +601,8 @@ func TestEarlyRefusalKeepsConnection(t *testing.T) {
 		t.Fatalf("B on the kept connection: %d close %v, want 200 and kept", res.StatusCode, res.Close)
 	}
 	// A body that stops coming: answered without waiting for the body
-	// (BodyReadTimeout is a minute), and the connection closed.
+	// longer than a second (BodyReadTimeout is a minute), and the
+	// connection closed.
 	sb := openSlowBody(t, e, e.keyA, "/v1/customers")
 	var r *response
 	select {

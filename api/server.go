@@ -511,22 +511,34 @@ func (s *Server) logError(r *http.Request, status int, err error) {
 	}
 }
 
-// unreadBodyDrainWait bounds how long an answer given before the body was
-// read waits for that body to be drained so that its connection can stay
-// open: a client that sent its body with its headers (every client that
-// is not stalled) has it in the socket's buffer already.
-const unreadBodyDrainWait = 2 * time.Millisecond
+// refusedBodyWait bounds how long an answer given before the body was
+// read waits for the body, draining it as it comes, before it is sent and
+// the connection closed. A client that sent its body with its headers
+// (every client that is not stalled) has it in the socket's buffer
+// already and waits for nothing; for a stalled one the wait is the
+// Retry-After of such a refusal (1 s), which a client that honours it
+// waits anyway. The wait holds no slot of its merchant's or of the node's,
+// only its connection, which the connection bound counts but may not make
+// the others wait for long (ConnLimiter). Answered at once, a slow body's
+// refusal let a client that reconnects as soon as it is answered open
+// connections as fast as the server's CPU could refuse them (issue 34
+// item 10: 1,300 a second from 192 connections, another merchant's p99
+// from 33 ms to 579 ms); held, it opens at most one connection a
+// refusedBodyWait for each it holds.
+const refusedBodyWait = time.Second
 
 // closeIfBodyUnread, for an error answered before the request's body was
 // read (a bad key, a merchant over its share or rate), drains the body
-// if it arrives within unreadBodyDrainWait (at most
-// surgepay.RequestBodyBytesMax), so the connection is kept; else it
-// closes the connection: net/http would otherwise read the rest of the
-// body before sending the answer, and a slow body would hold the answer
-// back (and the connection) until the read deadline. Closing every such
-// connection turned an overload into a storm of reconnections: at 5,000
-// sales/s offered to a server that could take ~3,000, the refusals' new
-// connections took the CPU and the server answered ~800 sales/s.
+// (at most surgepay.RequestBodyBytesMax) so the connection is kept, if it
+// arrives within refusedBodyWait, holding only its connection
+// (holdForRefusal); else it closes the
+// connection: net/http would otherwise read the rest of the body before
+// sending the answer, and a slow body would hold the answer back (and the
+// connection) until the read deadline. Closing every such connection,
+// even those whose body had come, turned an overload into a storm of
+// reconnections: at 5,000 sales/s offered to a server that could take
+// ~3,000, the refusals' new connections took the CPU and the server
+// answered ~800 sales/s.
 func closeIfBodyUnread(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 		return
@@ -535,19 +547,33 @@ func closeIfBodyUnread(w http.ResponseWriter, r *http.Request) {
 	if ok && st.bodyRead {
 		return
 	}
-	if r.ContentLength > 0 && r.ContentLength <= surgepay.RequestBodyBytesMax {
+	if r.ContentLength <= surgepay.RequestBodyBytesMax {
+		// A body of unknown length (chunked) is drained up to the largest
+		// body; one byte more is a body too large, and the connection
+		// closes.
+		body := &io.LimitedReader{R: r.Body, N: surgepay.RequestBodyBytesMax + 1}
 		rc := http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(unreadBodyDrainWait)) == nil {
-			n, err := io.Copy(io.Discard, r.Body) // Content-Length bounds it
-			if err == nil && n == r.ContentLength && rc.SetReadDeadline(time.Time{}) == nil {
-				if ok {
-					st.bodyRead, st.bodyErr = true, errBodyDrained
-				}
-				return
+		done := holdForRefusal(r.Context())
+		drained := drainWithin(rc, body, refusedBodyWait)
+		done()
+		if drained && body.N > 0 && rc.SetReadDeadline(time.Time{}) == nil {
+			if ok {
+				st.bodyRead, st.bodyErr = true, errBodyDrained
 			}
+			return
 		}
 	}
 	w.Header().Set("Connection", "close")
+}
+
+// drainWithin reads body to its end within d; false if it did not end (or
+// the deadline could not be set).
+func drainWithin(rc *http.ResponseController, body io.Reader, d time.Duration) bool {
+	if rc.SetReadDeadline(time.Now().Add(d)) != nil {
+		return false
+	}
+	_, err := io.Copy(io.Discard, body) // a short body is ErrUnexpectedEOF
+	return err == nil
 }
 
 // errBodyDrained is the body of a request answered before its body was

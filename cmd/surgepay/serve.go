@@ -634,6 +634,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		WriteTimeout:      60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: serverErrorLog(log), TLSConfig: tlsAPI,
 		ConnState: conns.ConnState, // which connections are idle, for connections_max
+		// which connections are held for a refusal (api.ConnLimiter)
+		ConnContext: conns.ConnContext,
 	}
 	var wg sync.WaitGroup
 	bg, stopBG := context.WithCancel(ctx)
