@@ -111,20 +111,7 @@ func TestServeStripe(t *testing.T) {
 	if p.Status != "refunded" || p.AmountRefunded != total-100 {
 		t.Fatalf("after refunds: %s refunded %d, want refunded %d", p.Status, p.AmountRefunded, total-100)
 	}
-	var refunds struct {
-		Data []struct {
-			Amount   int64             `json:"amount"`
-			Metadata map[string]string `json:"metadata"`
-		} `json:"data"`
-	}
-	stripedouble.GetJSON(t, ls, "/v1/refunds?payment_intent="+pi, &refunds)
-	var sum int64
-	for _, r := range refunds.Data {
-		if r.Metadata["surgepay_key"] != "" {
-			sum += r.Amount
-		}
-	}
-	if sum != total-100 {
+	if sum := surgepayRefunds(t, ls, pi); sum != total-100 {
 		t.Fatalf("localstripe holds refunds of %d made by surgepay, want %d", sum, total-100)
 	}
 
