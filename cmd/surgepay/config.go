@@ -525,6 +525,7 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 		return cfg, err
 	}
 	cfg.processorEnv(env)
+	cfg.fillProcessorDefaults()
 	if err := cfg.Telemetry.ApplyEnv(env); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}

@@ -134,6 +134,38 @@ func (c *Config) processorEnv(env func(string) string) {
 	}
 }
 
+// fillProcessorDefaults writes into each processor's section the
+// defaults its connector and router apply to a setting left at zero, so
+// that /config shows the settings in effect (it showed timeout = "0s",
+// conns_max = 0) and a reload compares like with like.
+func (c *Config) fillProcessorDefaults() {
+	for name, p := range c.Processors {
+		if p.Timeout.Duration <= 0 {
+			p.Timeout.Duration = stripe.CallTimeoutDefault
+		}
+		if p.ConnsMax == 0 {
+			p.ConnsMax = stripe.ConnsPerHostMaxDefault
+		}
+		if p.RetriesMax == 0 {
+			p.RetriesMax = stripe.RetriesMaxDefault
+		}
+		if p.SearchLag.Duration <= 0 {
+			p.SearchLag.Duration = stripe.SearchLagDefault
+		}
+		p.SearchLag.Duration = max(p.SearchLag.Duration, p.Timeout.Duration) // as the connector takes it
+		if p.BudgetWait.Duration <= 0 {
+			p.BudgetWait.Duration = route.BudgetWaitMaxDefault
+		}
+		if p.InflightMax == 0 {
+			p.InflightMax = p.ConnsMax
+		}
+		if p.SettleCallsPerSecond == 0 {
+			p.SettleCallsPerSecond = p.CallsPerSecond
+		}
+		c.Processors[name] = p
+	}
+}
+
 // unsealSecret returns a processor's secret key in the clear: sealed ones
 // are opened with the keyring (the processor's name is bound to it).
 func unsealSecret(keys *vault.Keyring, name string, s cache.Secret) (string, error) {
