@@ -20,7 +20,7 @@ var commandNames = []string{
 	"", "serve", "settle", "trace", "migrate", "simulator", "version",
 	"keys", "keys create", "keys list", "keys revoke", "keys roll", "keys expire", "keys rotate",
 	"merchants", "merchants create", "merchants list", "merchants show", "merchants disable", "merchants enable",
-	"audit", "audit list", "keys settlement", "processors", "processors seal",
+	"audit", "audit list", "keys settlement", "processors", "processors seal", "processors check",
 	"tax", "tax import",
 	"webhooks", "webhooks endpoints", "webhooks deliveries", "webhooks resend", "webhooks roll-secret",
 	"loadtest", "loadtest run", "loadtest compare", "loadtest merge", "loadtest table",

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/provider/stripe/stripedouble"
 )
 
 // TestConfigShowsProcessorDefaults: /config showed timeout = "0s",
@@ -49,5 +55,142 @@ func TestConfigShowsProcessorDefaults(t *testing.T) {
 				t.Errorf("[processors.%s] in /config: got\n%s\nwant %s", name, got, w)
 			}
 		}
+	}
+}
+
+// sealAs runs `surgepay processors seal` with args in dir, the secret on
+// standard input.
+func sealAs(t *testing.T, dir, secret string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	t.Chdir(dir)
+	stdin = strings.NewReader(secret + "\n")
+	t.Cleanup(func() { stdin = os.Stdin })
+	var out, errb bytes.Buffer
+	code = run(t.Context(), append([]string{"processors", "seal"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestProcessorsSealAsDocumented: the seal command of docs/processors.md,
+// run as written in a fresh clone, named a surgepay.toml a clone does not
+// have and exited 2. It now works, seals with the keyring serve will use
+// (./data/keyring.json by default) and says so.
+func TestProcessorsSealAsDocumented(t *testing.T) {
+	isolateEnv(t)
+	doc, err := os.ReadFile("../../docs/processors.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, line := range strings.Split(string(doc), "\n") {
+		if _, cmd, ok := strings.Cut(line, "| surgepay processors seal "); ok && strings.HasPrefix(line, "echo ") {
+			args = strings.Fields(cmd)
+			break
+		}
+	}
+	if args == nil {
+		t.Fatal("docs/processors.md has no `echo … | surgepay processors seal …` line")
+	}
+	dir := t.TempDir()
+	code, out, errs := sealAs(t, dir, "sk_test_documented", args...)
+	if code != 0 {
+		t.Fatalf("surgepay processors seal %s: exit %d: %s", strings.Join(args, " "), code, errs)
+	}
+	keyring := filepath.Join(dir, "data", "keyring.json")
+	if !strings.Contains(errs, keyring) {
+		t.Errorf("got stderr %q, want it to name the keyring %s", errs, keyring)
+	}
+	cfg, err := LoadConfig("", envOf(nil)) // serve's configuration from the same folder
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := openKeyringNoCreate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(out), `secret_key = "`), `"`)
+	if got, err := unsealSecret(keys, args[slices.Index(args, "--name")+1], cache.Secret(sealed)); err != nil || got != "sk_test_documented" {
+		t.Errorf("serve's keyring opens the seal to %q, %v; want the key", got, err)
+	}
+}
+
+// TestProcessorsSealRefusesKeyringServeDoesNotRead: run where serve's
+// database is but its keyring is not (serve reads SURGEPAY_KEYRING or
+// another keyring_file), seal silently made a new keyring whose seals
+// serve could not open. It now refuses, naming both.
+func TestProcessorsSealRefusesKeyringServeDoesNotRead(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "surgepay.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := sealAs(t, dir, "sk_test_x", "--name", "stripe_eu")
+	if code != 1 || out != "" || !strings.Contains(errs, "no keyring at "+filepath.Join(dir, "data", "keyring.json")) ||
+		!strings.Contains(errs, "SURGEPAY_KEYRING") {
+		t.Errorf("got exit %d, stdout %q, stderr %q; want 1 and a refusal naming the keyring and SURGEPAY_KEYRING", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "keyring.json")); err == nil {
+		t.Error("a keyring was made; want none")
+	}
+}
+
+// TestProcessorsCheck: `surgepay processors check` says ok for a working
+// key (stripe-mock, sealed), what is wrong for a revoked key (401) and a
+// processor that refuses connections, and exits 1 if any fails.
+func TestProcessorsCheck(t *testing.T) {
+	isolateEnv(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "surgepay.toml")
+	base := fmt.Sprintf("data_dir = %q\n", filepath.Join(dir, "data"))
+	if err := os.WriteFile(file, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, sealed, errs := sealAs(t, dir, "sk_test_check", "--name", "stripe_ok", "--config", file)
+	if code != 0 {
+		t.Fatalf("seal: exit %d: %s", code, errs)
+	}
+	revoked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"type":"invalid_request_error","code":"api_key_expired","message":"Expired API Key provided"}}`))
+	}))
+	defer revoked.Close()
+	closed := "http://" + freeAddr(t)
+	conf := base + fmt.Sprintf("[processors.stripe_ok]\nkind = \"stripe\"\n%sbase_url = %q\n"+
+		"[processors.stripe_revoked]\nkind = \"stripe\"\nsecret_key = \"sk_live_revoked\"\nbase_url = %q\n"+
+		"[processors.stripe_down]\nkind = \"stripe\"\nsecret_key = \"sk_test_x\"\nbase_url = %q\n",
+		sealed, stripedouble.StartStripeMock(t), revoked.URL, closed)
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), append([]string{"processors", "check", "--config", file}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	code, out, errs := check()
+	if code != 1 {
+		t.Errorf("got exit %d, want 1 (two fail): %s", code, errs)
+	}
+	for _, want := range []string{
+		"default: ok",
+		"stripe_down: unreachable: connection refused",
+		"stripe_ok: ok (test mode key",
+		"stripe_revoked: authentication failed (401 invalid_request_error api_key_expired: Expired API Key provided): the key is wrong or revoked",
+	} {
+		if !strings.Contains(out, want+"") {
+			t.Errorf("got\n%s\nwant a line %q", out, want)
+		}
+	}
+	if strings.Contains(out, "sk_") {
+		t.Errorf("got\n%s\nwant no key", out)
+	}
+	if code, out, errs := check("stripe_ok"); code != 0 || strings.Count(out, "\n") != 1 {
+		t.Errorf("check stripe_ok: got exit %d, %q, %q; want 0 and one line", code, out, errs)
+	}
+	if code, _, errs := check("nope"); code != 2 || !strings.Contains(errs, `no processor "nope"`) {
+		t.Errorf("check nope: got exit %d, %q; want 2 naming it", code, errs)
 	}
 }
