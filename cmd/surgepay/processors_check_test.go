@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/provider/stripe/stripedouble"
 )
 
@@ -192,5 +193,78 @@ func TestProcessorsCheck(t *testing.T) {
 	}
 	if code, _, errs := check("nope"); code != 2 || !strings.Contains(errs, `no processor "nope"`) {
 		t.Errorf("check nope: got exit %d, %q; want 2 naming it", code, errs)
+	}
+}
+
+// TestServeProcessorRevokedKeyLogged: a processor answering 401 reached
+// the client as a 503 and the log said only "the card network did not
+// process the request". serve now logs the processor's state change once,
+// with its name, status and code, however many payments fail, and shows
+// it on /metrics and the dashboard.
+func TestServeProcessorRevokedKeyLogged(t *testing.T) {
+	isolateEnv(t)
+	revoked := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"type":"invalid_request_error","code":"api_key_expired","message":"Expired API Key provided"}}`))
+	}))
+	defer revoked.Close()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "surgepay.toml")
+	conf := fmt.Sprintf("data_dir = %q\nlisten = %q\nadmin_listen = %q\nlog_level = \"warn\"\n"+
+		"[processors.stripe_eu]\nkind = \"stripe\"\nsecret_key = \"sk_test_revoked\"\nbase_url = %q\n"+
+		"[merchants.default]\nprocessors = [\"stripe_eu\"]\n", filepath.Join(dir, "data"), freeAddr(t), freeAddr(t), revoked.URL)
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(file, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, cfg)
+	c := newClient(s.url, readDevKey(t, cfg.DataDir))
+	var cus, pm object
+	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada Lovelace"}, 200, &cus)
+	c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+		"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030, "cvc": "123"}}, 200, &pm)
+	for i := range 3 {
+		c.must(t, "POST", "/v1/payments", fmt.Sprintf("revoked-%d", i), map[string]any{"amount": 1000, "currency": "usd",
+			"customer": cus.ID, "payment_method": pm.ID}, http.StatusServiceUnavailable, nil)
+	}
+	logs := s.logs.String()
+	if n := strings.Count(logs, `msg="processor failing"`); n != 1 ||
+		!strings.Contains(logs, `processor=stripe_eu status=401 code=api_key_expired message="Expired API Key provided"`) {
+		t.Errorf("got %d state-change lines in\n%s\nwant one naming stripe_eu, 401 and api_key_expired", n, logs)
+	}
+	if strings.Contains(logs, "sk_test_revoked") {
+		t.Error("the key is in the log")
+	}
+	token := readAdminToken(t, cfg.DataDir)
+	_, metrics := getAuth(t, "http://"+cfg.AdminListen+"/metrics", token)
+	for _, want := range []string{`surgepay_processor_state{processor="stripe_eu",state="failing"} 1`,
+		`surgepay_processor_last_error_info{code="api_key_expired",processor="stripe_eu",status="401"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	if _, data := getAuth(t, "http://"+cfg.AdminListen+"/dashboard/data", token); !strings.Contains(data,
+		`"processor":"stripe_eu","state":"failing"`) || !strings.Contains(data, `"status":401,"code":"api_key_expired"`) {
+		t.Errorf("/dashboard/data shows no failing stripe_eu with 401 api_key_expired: %.400s", data)
+	}
+}
+
+// TestProcessorsCheckSimulator: `default` over HTTP is checked at the
+// simulator's /healthz; a closed port is unreachable.
+func TestProcessorsCheckSimulator(t *testing.T) {
+	simSrv := httptest.NewServer(sim.NewHandler(sim.New(sim.Config{})))
+	defer simSrv.Close()
+	cfg := DefaultConfig()
+	cfg.Provider.Kind, cfg.Provider.URL = "sim-http", simSrv.URL
+	if line, err := checkProcessor(t.Context(), cfg, "default", nil); err != nil || !strings.Contains(line, simSrv.URL) {
+		t.Errorf("got %q, %v; want ok at %s", line, err, simSrv.URL)
+	}
+	cfg.Provider.URL = "http://" + freeAddr(t)
+	if _, err := checkProcessor(t.Context(), cfg, "default", nil); err == nil || !strings.HasPrefix(err.Error(), "unreachable: connection refused") {
+		t.Errorf("got %v, want unreachable: connection refused", err)
 	}
 }
