@@ -7,7 +7,9 @@
 # embedded storage and, when SURGEPAY_BENCH_POSTGRES_DSN is set, PostgreSQL.
 # Every run gets a fresh server and data directory, is bounded by
 # BENCH_RUN_DURATION and BENCH_MAX_RATE, and writes JSON and HTML into
-# bench/results/; a summary table is appended to bench/RESULTS.md.
+# bench/results/, and appends a summary table to bench/results/summary.md
+# (gitignored: the figures kept in git are chosen by hand for
+# bench/RESULTS.md).
 #
 # The server is configured by environment only: SURGEPAY_DATA_DIR, SURGEPAY_LISTEN,
 # SURGEPAY_ADMIN_LISTEN=off (so runs never collide on the admin port),
@@ -34,7 +36,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 results="$root/bench/results"
-summary="$root/bench/RESULTS.md"
+summary="$results/summary.md"
 mkdir -p "$results"
 
 port=${BENCH_PORT:-18181}
