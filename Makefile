@@ -4,8 +4,13 @@ GO ?= go
 
 .PHONY: run test race lint bench fuzz build
 
+# run builds ./surgepay first, naming each package as it compiles (-v): on a
+# fresh machine the first build takes minutes, and `go run` alone prints
+# nothing until the server listens. A later run rebuilds only what changed.
 run:
-	$(GO) run ./cmd/surgepay serve
+	@echo 'make run: building ./surgepay (the first build downloads modules and compiles for a few minutes)' >&2
+	$(GO) build -v -o surgepay ./cmd/surgepay
+	./surgepay serve
 
 build:
 	$(GO) build -o surgepay ./cmd/surgepay
