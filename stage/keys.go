@@ -50,7 +50,7 @@ func WriteKeyFiles(dir string) (keyID string, err error) {
 		return "", err
 	}
 	if err := writeNew(pubPath, 0o644, encodeKey(pemPublic, id, pub)); err != nil {
-		os.Remove(privPath)
+		_ = os.Remove(privPath) // best effort: the public key's error is the one to report
 		return "", err
 	}
 	return id, nil
@@ -61,13 +61,30 @@ func encodeKey(typ, id string, key []byte) []byte {
 }
 
 // writeNew creates path with mode (never widening it through the umask's
-// absence) and syncs it.
+// absence) and syncs it. A failed write removes the file.
 func writeNew(path string, mode os.FileMode, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return fmt.Errorf("settlement keys: %w", err)
 	}
-	if err := f.Chmod(mode); err == nil {
+	return writeKeyFile(f, path, mode, data)
+}
+
+// keyFile is the part of *os.File that writeKeyFile uses, so that a test can
+// make each step fail.
+type keyFile interface {
+	Chmod(mode os.FileMode) error
+	Write(b []byte) (n int, err error)
+	Sync() error
+	Close() error
+}
+
+// writeKeyFile sets mode on f, the newly created file at path, writes data,
+// syncs and closes it. On any error it removes path and returns the error:
+// an empty or partial key file must not look like a key.
+func writeKeyFile(f keyFile, path string, mode os.FileMode, data []byte) error {
+	err := f.Chmod(mode)
+	if err == nil {
 		_, err = f.Write(data)
 	}
 	if err == nil {
@@ -77,7 +94,7 @@ func writeNew(path string, mode os.FileMode, data []byte) error {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(path)
+		_ = os.Remove(path) // best effort: the write's error is the one to report
 		return fmt.Errorf("settlement keys: write %s: %w", path, err)
 	}
 	return nil
