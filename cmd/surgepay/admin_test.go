@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/telemetry"
 	"github.com/surgepay/surgepay/telemetry/telemetrytest"
 )
@@ -56,7 +57,7 @@ func doRequest(t *testing.T, hc *http.Client, method, url string, body io.Reader
 // dir.
 func readAdminToken(t testing.TB, dir string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, adminTokenFileName))
+	b, err := os.ReadFile(filepath.Join(dir, config.AdminTokenFileName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestAdminAuth(t *testing.T) {
 	e := telemetrytest.Start(t, telemetrytest.Options{Telemetry: telemetry.DefaultConfig()})
 	cfg := testConfig(t, t.TempDir(), nil)
 	newAdmin := func(auth adminAuth) *httptest.Server {
-		srv := httptest.NewServer(newAdminHandler(adminConfig{Telemetry: e.Tel, Config: func() any { return cfg.adminView() },
+		srv := httptest.NewServer(newAdminHandler(adminConfig{Telemetry: e.Tel, Config: func() any { return cfg.View() },
 			Auth: auth}))
 		t.Cleanup(srv.Close)
 		return srv
@@ -368,7 +369,7 @@ func TestAdminTokenFile(t *testing.T) {
 	if got, _, err := loadAdminToken(env); err != nil || got != "env-token-0123456789" {
 		t.Errorf("with SURGEPAY_ADMIN_TOKEN: %q, %v; want the variable's token", got, err)
 	}
-	if _, err := LoadConfig("", envOf(map[string]string{"SURGEPAY_ADMIN_TOKEN": "short"})); err == nil ||
+	if _, err := config.Load("", envOf(map[string]string{"SURGEPAY_ADMIN_TOKEN": "short"})); err == nil ||
 		!strings.Contains(err.Error(), "SURGEPAY_ADMIN_TOKEN") || strings.Contains(err.Error(), "short") {
 		t.Errorf("a 5-character SURGEPAY_ADMIN_TOKEN: %v; want refused by name, without the value", err)
 	}
@@ -396,7 +397,7 @@ func TestServeAdminAuth(t *testing.T) {
 	s := startServe(t, cfg)
 	token := readAdminToken(t, dir)
 	want := "Admin dashboard: http://" + cfg.AdminListen + "/dashboard (log in with the admin token in the file " +
-		filepath.Join(dir, adminTokenFileName) + ", just created)"
+		filepath.Join(dir, config.AdminTokenFileName) + ", just created)"
 	if !strings.Contains(s.out.String(), want) {
 		t.Errorf("serve's stdout lacks %q:\n%s", want, s.out)
 	}
@@ -427,7 +428,7 @@ func TestServeAdminTokenRotation(t *testing.T) {
 		t.Fatalf("GET /config with the first token: status %d, want 200", code)
 	}
 	const rotated = "rotated-admin-token-0123456789"
-	if err := writeFileAtomic(filepath.Join(dir, adminTokenFileName), []byte(rotated+"\n")); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, config.AdminTokenFileName), []byte(rotated+"\n")); err != nil {
 		t.Fatal(err)
 	}
 	sendHUP(t) // serve's signal.Notify takes it

@@ -21,17 +21,11 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/surgepay/surgepay/config"
 )
 
 const (
-	// adminTokenFileName is the admin token's file in the data folder.
-	adminTokenFileName = "admin-token"
-	// adminTokenLenMin is the shortest admin token accepted from
-	// SURGEPAY_ADMIN_TOKEN or a token file: 16 characters of a random
-	// token are 96 bits or more. A generated one has adminTokenBytes.
-	adminTokenLenMin = 16
-	// adminTokenLenMax bounds a token (and what is read of its file).
-	adminTokenLenMax = 512
 	// adminTokenBytes is the randomness of a generated token: 256 bits.
 	adminTokenBytes = 32
 	// adminTokenPrefix marks a generated token, so that a secret scanner
@@ -65,22 +59,14 @@ const (
 	adminFailureHeldMax = 64
 )
 
-// validateAdminToken checks the length of SURGEPAY_ADMIN_TOKEN.
-func (c *Config) validateAdminToken(bad func(field, format string, args ...any)) {
-	if n := len(c.adminToken); n > 0 && (n < adminTokenLenMin || n > adminTokenLenMax) {
-		bad("SURGEPAY_ADMIN_TOKEN", "is %d characters; it must be %d to %d (a random one: `openssl rand -hex 32`)",
-			n, adminTokenLenMin, adminTokenLenMax)
-	}
-}
-
 // loadAdminToken returns the admin token: SURGEPAY_ADMIN_TOKEN, else the
 // content of admin_token_file, which is created with a random token when
 // it does not exist (created is then true). A file that the group or
 // others can read or write is refused, as ssh refuses a private key: the
 // token would no longer be secret.
-func loadAdminToken(cfg Config) (token string, created bool, err error) {
-	if cfg.adminToken != "" {
-		return cfg.adminToken.Reveal(), false, nil
+func loadAdminToken(cfg config.Config) (token string, created bool, err error) {
+	if cfg.AdminToken() != "" {
+		return cfg.AdminToken().Reveal(), false, nil
 	}
 	path := cfg.AdminTokenFile
 	token, err = readAdminTokenFile(path)
@@ -130,12 +116,12 @@ func readAdminTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("admin_token_file %s: mode %v lets others read it; chmod 600 it (or set SURGEPAY_ADMIN_TOKEN)",
 			path, st.Mode().Perm())
 	}
-	b := make([]byte, adminTokenLenMax+2)
+	b := make([]byte, config.AdminTokenLenMax+2)
 	n, _ := f.Read(b)
 	token := strings.TrimSpace(string(b[:n]))
-	if len(token) < adminTokenLenMin || len(token) > adminTokenLenMax {
+	if len(token) < config.AdminTokenLenMin || len(token) > config.AdminTokenLenMax {
 		return "", fmt.Errorf("admin_token_file %s: the token is %d characters; it must be %d to %d (delete the file to have a new one made)",
-			path, len(token), adminTokenLenMin, adminTokenLenMax)
+			path, len(token), config.AdminTokenLenMin, config.AdminTokenLenMax)
 	}
 	return token, nil
 }
@@ -476,7 +462,7 @@ func localPath(p string) string {
 func (a *app) useAdminToken(out io.Writer, token string, created bool, addr net.Addr, secure bool) {
 	a.adminToken.Store(&token)
 	where := "SURGEPAY_ADMIN_TOKEN"
-	if a.cfg.adminToken == "" {
+	if a.cfg.AdminToken() == "" {
 		where = "the file " + a.cfg.AdminTokenFile
 		if created {
 			where = "the file " + a.cfg.AdminTokenFile + ", just created"

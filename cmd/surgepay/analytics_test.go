@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/enginetest"
 )
@@ -24,7 +25,7 @@ processing = "standard"
 [merchants."mer_on"]
 analytics = "on"
 `)
-	cfg, err := LoadConfig(path, noEnv)
+	cfg, err := config.Load(path, noEnv)
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
@@ -44,7 +45,7 @@ analytics = "on"
 
 	t.Run("Reload", func(t *testing.T) {
 		eng := settingsEngine(t, &cfg)
-		var current atomic.Pointer[Config]
+		var current atomic.Pointer[config.Config]
 		current.Store(&cfg)
 		if err := os.WriteFile(path, []byte("[merchants.\"mer_on\"]\nanalytics = \"off\"\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -69,7 +70,7 @@ func loadConfigRefused(t *testing.T, cases []badConfig) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadConfig(writeFile(t, "bad.toml", tc.text), noEnv)
+			_, err := config.Load(writeFile(t, "bad.toml", tc.text), noEnv)
 			if err == nil || !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("LoadConfig = %v, want an error naming %s", err, tc.field)
 			}
@@ -79,7 +80,7 @@ func loadConfigRefused(t *testing.T, cases []badConfig) {
 
 // settingsEngine returns an engine on a fresh SQLite store with the
 // simulator, running cfg's merchant settings, for reload tests.
-func settingsEngine(t *testing.T, cfg *Config) *engine.Engine {
+func settingsEngine(t *testing.T, cfg *config.Config) *engine.Engine {
 	t.Helper()
 	return enginetest.SQLite(t, cfg.MerchantSettings())
 }

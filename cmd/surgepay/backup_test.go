@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/surgepay/surgepay/config"
 )
 
 // `surgepay backup` copies the database of a running server: the copy
@@ -21,7 +23,7 @@ func TestBackupCommand(t *testing.T) {
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(file, envOf(nil))
+	cfg, err := config.Load(file, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surgepay/surgepay/config"
 )
 
 // cliSeenWait bounds how long TestCLICredentialChangesReachServe waits for
@@ -39,7 +41,7 @@ func TestCLICredentialChangesReachServe(t *testing.T) {
 			if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := LoadConfig(file, envOS)
+			cfg, err := config.Load(file, os.Getenv)
 			if err != nil {
 				t.Fatal(err)
 			}

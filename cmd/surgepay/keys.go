@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
 )
@@ -99,7 +100,7 @@ func (f expiryFlags) time(now time.Time) (time.Time, error) {
 // changes or reads merchants and keys. code >= 0 is the exit code of a
 // failure, already reported.
 func openCLIApp(ctx context.Context, path string, stderr io.Writer) (*app, int) {
-	cfg, err := LoadConfig(path, envOS)
+	cfg, err := config.Load(path, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return nil, 2

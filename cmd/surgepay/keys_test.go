@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surgepay/surgepay/config"
 )
 
 // TestKeysListRevoke: `keys list` shows the keys without their secrets;
@@ -24,7 +26,7 @@ func TestKeysListRevoke(t *testing.T) {
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(file, envOf(nil))
+	cfg, err := config.Load(file, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

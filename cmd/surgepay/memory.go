@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+
+	"github.com/surgepay/surgepay/config"
 )
 
 // applyMemorySettings sets the garbage collector's target (gc_percent)
@@ -12,7 +14,7 @@ import (
 // and they win, as for any Go program. It logs what is in force and
 // returns a function that puts back the previous settings, for serve run
 // inside a test process.
-func applyMemorySettings(cfg Config, env func(string) string, log *slog.Logger) (restore func()) {
+func applyMemorySettings(cfg config.Config, env func(string) string, log *slog.Logger) (restore func()) {
 	gogc, limit := any(cfg.GCPercent), any(cfg.MemoryLimitMiB)
 	var undo []func()
 	if v := env("GOGC"); v != "" {

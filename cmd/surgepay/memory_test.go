@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surgepay/surgepay/config"
 )
 
 // gcSettings reads the collector's target and the memory limit in force,
@@ -40,7 +42,7 @@ func TestApplyMemorySettings(t *testing.T) {
 		{"GOMEMLIMITOnly", 150, 64, map[string]string{"GOMEMLIMIT": "1GiB"}, 150, limit0, `gc_percent=150 memory_limit_mib="GOMEMLIMIT=1GiB"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := config.Default()
 			cfg.GCPercent, cfg.MemoryLimitMiB = tc.cfgPercent, tc.cfgMiB
 			var logs bytes.Buffer
 			restore := applyMemorySettings(cfg, envOf(tc.env), slog.New(slog.NewTextHandler(&logs, nil)))

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/provider/stripe/stripedouble"
 )
@@ -26,11 +27,11 @@ func TestConfigShowsProcessorDefaults(t *testing.T) {
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(file, envOf(nil))
+	cfg, err := config.Load(file, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := httptest.NewServer(newAdminHandler(adminConfig{Config: func() any { return cfg.adminView() }, Auth: testAdminAuth}))
+	admin := httptest.NewServer(newAdminHandler(adminConfig{Config: func() any { return cfg.View() }, Auth: testAdminAuth}))
 	defer admin.Close()
 	code, body := getAuth(t, admin.URL+"/config", testAdminToken)
 	if code != http.StatusOK {
@@ -100,7 +101,7 @@ func TestProcessorsSealAsDocumented(t *testing.T) {
 	if !strings.Contains(errs, keyring) {
 		t.Errorf("got stderr %q, want it to name the keyring %s", errs, keyring)
 	}
-	cfg, err := LoadConfig("", envOf(nil)) // serve's configuration from the same folder
+	cfg, err := config.Load("", envOf(nil)) // serve's configuration from the same folder
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestServeProcessorRevokedKeyLogged(t *testing.T) {
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(file, envOf(nil))
+	cfg, err := config.Load(file, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestServeProcessorRevokedKeyLogged(t *testing.T) {
 func TestProcessorsCheckSimulator(t *testing.T) {
 	simSrv := httptest.NewServer(sim.NewHandler(sim.New(sim.Config{})))
 	defer simSrv.Close()
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.Provider.Kind, cfg.Provider.URL = "sim-http", simSrv.URL
 	if line, err := checkProcessor(t.Context(), cfg, "default", nil); err != nil || !strings.Contains(line, simSrv.URL) {
 		t.Errorf("got %q, %v; want ok at %s", line, err, simSrv.URL)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/surgepay/surgepay/config"
 )
 
 // reloadTimeout bounds the wait for one reload to show: a SIGHUP is
@@ -49,12 +51,12 @@ func TestReloadProcess(t *testing.T) {
 
 	// waitConfig polls GET /config until ok accepts it or reloadTimeout
 	// passes.
-	waitConfig := func(what string, ok func(configView) bool) configView {
+	waitConfig := func(what string, ok func(config.View) bool) config.View {
 		t.Helper()
-		var v configView
+		var v config.View
 		for deadline := time.Now().Add(reloadTimeout); ; time.Sleep(50 * time.Millisecond) {
 			code, body := getAuth(t, adminURL, readAdminToken(t, dir))
-			v = configView{}
+			v = config.View{}
 			if _, err := toml.Decode(body, &v); code != http.StatusOK || err != nil {
 				t.Fatalf("GET /config: status %d, %v\n%s", code, err, body)
 			}
@@ -67,7 +69,7 @@ func TestReloadProcess(t *testing.T) {
 			}
 		}
 	}
-	rateLimit := func(v configView) float64 { return v.MerchantSettings().Default.RateLimit }
+	rateLimit := func(v config.View) float64 { return v.MerchantSettings().Default.RateLimit }
 	// limited reports whether quick requests of the dev merchant meet a 429.
 	limited := func() bool {
 		for range 5 {
@@ -81,7 +83,7 @@ func TestReloadProcess(t *testing.T) {
 		}
 		return false
 	}
-	if v := waitConfig("the start", func(v configView) bool { return true }); rateLimit(v) != 0 || limited() {
+	if v := waitConfig("the start", func(v config.View) bool { return true }); rateLimit(v) != 0 || limited() {
 		t.Fatalf("at start: rate_limit %v, limited %t; want unlimited", rateLimit(v), limited())
 	}
 
@@ -98,7 +100,7 @@ func TestReloadProcess(t *testing.T) {
 		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		v := waitConfig("the SIGHUP's merchant setting", func(v configView) bool { return rateLimit(v) == 0.01 })
+		v := waitConfig("the SIGHUP's merchant setting", func(v config.View) bool { return rateLimit(v) == 0.01 })
 		if v.InflightMax != 100 || strings.Join(v.PendingRestart, ",") != "inflight_max" {
 			t.Errorf("after the SIGHUP inflight_max %d, pending_restart %v; want the running 100, [inflight_max]",
 				v.InflightMax, v.PendingRestart)
@@ -110,7 +112,7 @@ func TestReloadProcess(t *testing.T) {
 
 	t.Run("FileChanged", func(t *testing.T) {
 		writeConfig("inflight_max = 100\n[merchants.default]\nrate_limit = 0\n")
-		v := waitConfig("the rewritten file", func(v configView) bool { return rateLimit(v) == 0 })
+		v := waitConfig("the rewritten file", func(v config.View) bool { return rateLimit(v) == 0 })
 		if len(v.PendingRestart) != 0 {
 			t.Errorf("with inflight_max back at the running value, pending_restart %v, want none", v.PendingRestart)
 		}
@@ -140,7 +142,7 @@ func TestReloadProcess(t *testing.T) {
 				t.Fatalf("no two refusals logged within %s", reloadTimeout)
 			}
 		}
-		if v := waitConfig("the running configuration", func(configView) bool { return true }); rateLimit(v) != 0 {
+		if v := waitConfig("the running configuration", func(config.View) bool { return true }); rateLimit(v) != 0 {
 			t.Errorf("after a refused reload /config rate_limit %v, want the running 0", rateLimit(v))
 		}
 		api.must(t, "GET", "/v1/customers", "", nil, http.StatusOK, nil)

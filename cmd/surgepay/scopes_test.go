@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/surgepay/surgepay/config"
 )
 
 // TestContradictoryScopesRefused is issue 34 item 12: scopes
@@ -24,7 +26,7 @@ func TestContradictoryScopesRefused(t *testing.T) {
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(file, envOf(nil))
+	cfg, err := config.Load(file, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/groupcommit"
 	"github.com/surgepay/surgepay/internal/cli"
@@ -40,7 +41,7 @@ import (
 
 // app is the wired engine and its dependencies.
 type app struct {
-	cfg   Config
+	cfg   config.Config
 	log   *slog.Logger
 	store surgepay.Store
 	keys  *vault.Keyring
@@ -78,7 +79,7 @@ func configFlags(name, usage string) (*cli.Command, *string) {
 	return c, path
 }
 
-func newLogger(cfg Config, w io.Writer) *slog.Logger {
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
@@ -89,7 +90,7 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 }
 
 // openApp opens the store, keyring, tax table, provider and engine.
-func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
+func openApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, error) {
 	a := &app{cfg: cfg, log: log}
 	ok := false
 	defer func() {
@@ -237,7 +238,7 @@ func (a *app) openStage(ctx context.Context) (surgepay.Sealer, surgepay.Stage, e
 		}
 		return nil, nil, nil
 	}
-	pub, err := stage.PublicKeyFrom(cfg.Stage.PublicKeyFile, envOS)
+	pub, err := stage.PublicKeyFrom(cfg.Stage.PublicKeyFile, os.Getenv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("settlement public key: %w", err)
 	}
@@ -269,7 +270,7 @@ func (a *app) openStage(ctx context.Context) (surgepay.Sealer, surgepay.Stage, e
 	return sealer, js, nil
 }
 
-func openKeyring(cfg Config, log *slog.Logger) (*vault.Keyring, error) {
+func openKeyring(cfg config.Config, log *slog.Logger) (*vault.Keyring, error) {
 	if v := os.Getenv(vault.EnvVar); v != "" {
 		return vault.FromEnv(v)
 	}
@@ -283,7 +284,7 @@ func openKeyring(cfg Config, log *slog.Logger) (*vault.Keyring, error) {
 	return k, nil
 }
 
-func openTax(cfg Config) (surgepay.TaxTable, error) {
+func openTax(cfg config.Config) (surgepay.TaxTable, error) {
 	path := cfg.TaxTable
 	if path == "" {
 		imported := filepath.Join(cfg.DataDir, "tax-rates.csv")
@@ -301,21 +302,21 @@ func openTax(cfg Config) (surgepay.TaxTable, error) {
 	return t, nil
 }
 
-func openStore(ctx context.Context, cfg Config) (surgepay.Store, error) {
+func openStore(ctx context.Context, cfg config.Config) (surgepay.Store, error) {
 	return openStoreObserved(ctx, cfg, nil, nil)
 }
 
 // openStoreObserved opens the store with its group commits and (on
 // PostgreSQL) its queries observed by tel, and (on SQLite) slow commits
 // logged to log; either may be nil.
-func openStoreObserved(ctx context.Context, cfg Config, tel *telemetry.Telemetry, log *slog.Logger) (surgepay.Store, error) {
+func openStoreObserved(ctx context.Context, cfg config.Config, tel *telemetry.Telemetry, log *slog.Logger) (surgepay.Store, error) {
 	return openStoreWith(ctx, cfg, tel, log, 0)
 }
 
 // openStoreWith is openStoreObserved with the SQLite writer's
 // sqlite.Config.WriteLockRetryMax (0: the default, which serve keeps;
 // settle passes sqlite.WriteLockRetryYield).
-func openStoreWith(ctx context.Context, cfg Config, tel *telemetry.Telemetry, log *slog.Logger, lockRetryMax time.Duration) (surgepay.Store, error) {
+func openStoreWith(ctx context.Context, cfg config.Config, tel *telemetry.Telemetry, log *slog.Logger, lockRetryMax time.Duration) (surgepay.Store, error) {
 	var onBatch func(int, time.Duration)
 	var onSlow func()
 	var tracer pgx.QueryTracer
@@ -358,7 +359,7 @@ func sqliteMmapSize(mib int) int64 {
 // [provider] section; without any, def is the provider alone. Routes are
 // read from the engine's merchant settings at each payment, so a reload
 // of the settings reroutes at once.
-func (a *app) openProcessors(cfg Config, def surgepay.Provider) (surgepay.Provider, error) {
+func (a *app) openProcessors(cfg config.Config, def surgepay.Provider) (surgepay.Provider, error) {
 	if len(cfg.Processors) == 0 {
 		return def, nil
 	}
@@ -383,7 +384,7 @@ func (a *app) openProcessors(cfg Config, def surgepay.Provider) (surgepay.Provid
 // reloadProcessors rebuilds the processors from cfg (a connector whose
 // section did not change is kept, with its connections, breaker and
 // budget). It reports whether they were applied.
-func (a *app) reloadProcessors(cfg Config) error {
+func (a *app) reloadProcessors(cfg config.Config) error {
 	if a.router == nil {
 		return nil
 	}
@@ -394,7 +395,7 @@ func (a *app) reloadProcessors(cfg Config) error {
 	return a.router.Set(procs, routesOf(a.eng.SettingsFor))
 }
 
-func openProvider(cfg Config) (surgepay.Provider, error) {
+func openProvider(cfg config.Config) (surgepay.Provider, error) {
 	pc := cfg.Provider
 	if pc.Kind == "sim-http" {
 		return sim.NewClient(pc.URL, sim.NewHTTPClient(pc.Timeout.Duration))
@@ -495,13 +496,13 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code, ok := c.Parse(args, stdout, stderr); !ok {
 		return code
 	}
-	cfg, err := LoadConfig(*path, envOS)
+	cfg, err := config.Load(*path, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 2
 	}
 	log := newLogger(cfg, stderr)
-	defer applyMemorySettings(cfg, envOS, log)()
+	defer applyMemorySettings(cfg, os.Getenv, log)()
 	if err := serve(ctx, cfg, log, stdout); err != nil {
 		log.Error("serve", "err", err.Error())
 		// The log line is for machines; this one is for the operator.
@@ -532,7 +533,7 @@ func (e *listenError) Unwrap() error { return e.err }
 // listen opens the API listener and, unless admin_listen is off, the
 // admin listener (aln nil), or neither. An address beyond loopback needs
 // TLS, or tls.proxy_terminated.
-func listen(cfg Config) (ln, aln net.Listener, err error) {
+func listen(cfg config.Config) (ln, aln net.Listener, err error) {
 	if err := checkPlainListen(cfg.TLS, "listen", cfg.Listen); err != nil {
 		return nil, nil, err
 	}
@@ -557,7 +558,7 @@ func listen(cfg Config) (ln, aln net.Listener, err error) {
 
 // serve runs the API until ctx ends, then drains requests and flushes
 // pending writes.
-func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) error {
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer) error {
 	// SIGHUP means reload, from the start (opening, preheat) to the end of
 	// the drain: never the default action, which ends the process. One
 	// that arrives before the watcher runs is reloaded when it starts.
@@ -618,7 +619,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 		SharedRateLimiter: shared, WritesOverloaded: writesOverloaded(a.store)})
 	merchants := newMerchantCounter(a.eng, a.api.SetMerchantsEnabled, log)
 	merchants.count(ctx)
-	conns := api.LimitConnections(ln, cfg.connectionsMax())
+	conns := api.LimitConnections(ln, cfg.ConnectionsMaxEffective())
 	if err := a.tel.RegisterConnections(conns); err != nil {
 		return fmt.Errorf("connection metrics: %w", err)
 	}
@@ -641,7 +642,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	var ready atomic.Bool
-	var current atomic.Pointer[Config] // the effective configuration, replaced by reloads
+	var current atomic.Pointer[config.Config] // the effective configuration, replaced by reloads
 	current.Store(&cfg)
 	if aln != nil {
 		wg.Add(1)
@@ -649,7 +650,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) err
 			defer wg.Done()
 			isReady := func() bool { return ready.Load() && a.storeReachable(bg) }
 			if err := serveAdminWith(bg, aln, adminConfig{Ready: isReady, Telemetry: a.tel,
-				Config: func() any { return current.Load().adminView() }, Auth: a.adminAuth(), TLS: tlsAdmin,
+				Config: func() any { return current.Load().View() }, Auth: a.adminAuth(), TLS: tlsAdmin,
 				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: adminActor,
 					OnMerchantsChanged: merchants.changed})}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
@@ -699,15 +700,15 @@ const readTimeoutMin = 30 * time.Second
 // commandConfig loads and validates the configuration of a command whose
 // flags are parsed, and makes its data folder. A code of 0 or more is the
 // exit code of a failure, already reported on stderr; -1 means go on.
-func commandConfig(path string, stderr io.Writer) (Config, int) {
-	cfg, err := LoadConfig(path, envOS)
+func commandConfig(path string, stderr io.Writer) (config.Config, int) {
+	cfg, err := config.Load(path, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return Config{}, 2
+		return config.Config{}, 2
 	}
 	if err := ensureDataDir(cfg.DataDir, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return Config{}, 1
+		return config.Config{}, 1
 	}
 	return cfg, -1
 }
@@ -771,7 +772,7 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := c.Parse(args[1:], stdout, stderr); !ok {
 		return code
 	}
-	cfg, err := LoadConfig(*path, envOS)
+	cfg, err := config.Load(*path, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 2
@@ -779,7 +780,7 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return rotateVault(cfg, stdout, stderr)
 }
 
-func rotateVault(cfg Config, stdout, stderr io.Writer) int {
+func rotateVault(cfg config.Config, stdout, stderr io.Writer) int {
 	k, err := vault.Load(cfg.KeyringFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)

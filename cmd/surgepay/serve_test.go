@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/tax"
@@ -111,14 +112,14 @@ func backends(t testing.TB) []backend {
 
 // testConfig is the configuration of an in-process server on a fresh
 // port, with data in dir and the storage variables in env.
-func testConfig(t testing.TB, dir string, env map[string]string) Config {
+func testConfig(t testing.TB, dir string, env map[string]string) config.Config {
 	t.Helper()
 	all := map[string]string{"SURGEPAY_DATA_DIR": dir, "SURGEPAY_LISTEN": freeAddr(t),
 		"SURGEPAY_ADMIN_LISTEN": freeAddr(t), "SURGEPAY_LOG_LEVEL": "warn"}
 	for k, v := range env {
 		all[k] = v
 	}
-	cfg, err := LoadConfig("", envOf(all))
+	cfg, err := config.Load("", envOf(all))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +143,10 @@ type server struct {
 
 // startServe runs serve(ctx, cfg, ...) in a goroutine and waits until it
 // answers GET /healthz. Cleanup stops it if the test has not.
-func startServe(t testing.TB, cfg Config) *server {
+func startServe(t testing.TB, cfg config.Config) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{t: t, url: "http://" + cfg.Listen, admin: cfg.AdminListen, cfgPath: cfg.path, dataDir: cfg.DataDir, out: &syncBuffer{}, logs: &syncBuffer{}, cancel: cancel,
+	s := &server{t: t, url: "http://" + cfg.Listen, admin: cfg.AdminListen, cfgPath: cfg.Path(), dataDir: cfg.DataDir, out: &syncBuffer{}, logs: &syncBuffer{}, cancel: cancel,
 		done: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	go func() { s.done <- serve(ctx, cfg, log, s.out) }()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surgepay/surgepay/config"
 )
 
 // TestServeReadTimeouts: serve applies read_header_timeout (a connection
@@ -15,8 +17,8 @@ import (
 // stops coming is answered 408 body_timeout), from the configuration.
 func TestServeReadTimeouts(t *testing.T) {
 	cfg := testConfig(t, t.TempDir(), nil)
-	cfg.ReadHeaderTimeout = Duration{200 * time.Millisecond}
-	cfg.BodyReadTimeout = Duration{200 * time.Millisecond}
+	cfg.ReadHeaderTimeout = config.Duration{Duration: 200 * time.Millisecond}
+	cfg.BodyReadTimeout = config.Duration{Duration: 200 * time.Millisecond}
 	startServe(t, cfg)
 	key := readDevKey(t, cfg.DataDir)
 	// A generous client deadline: the server must end the exchange well

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
 	"github.com/surgepay/surgepay/provider/route"
@@ -191,7 +192,7 @@ func checkListenAddr(addr string) error {
 }
 
 // fill sets the options not given on the command line from cfg.
-func (o *settleOptions) fill(cfg Config) {
+func (o *settleOptions) fill(cfg config.Config) {
 	if o.stage == "" {
 		o.stage = cfg.Stage.Kind
 	}
@@ -209,7 +210,7 @@ func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !ok {
 		return code
 	}
-	cfg, err := LoadConfig(o.configPath, envOS)
+	cfg, err := config.Load(o.configPath, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return exitSettleUsage
@@ -240,7 +241,7 @@ func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 // runSettle opens the store, the key and the stage, runs settlement with
 // prov and writes the reports.
-func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.Provider, log *slog.Logger, stdout, stderr io.Writer) int {
+func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov surgepay.Provider, log *slog.Logger, stdout, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -252,7 +253,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	if keyPath == "" {
 		keyPath = filepath.Join(cfg.DataDir, stage.PrivateKeyFile)
 	}
-	priv, err := stage.PrivateKeyFrom(keyPath, envOS)
+	priv, err := stage.PrivateKeyFrom(keyPath, os.Getenv)
 	if err != nil {
 		return fail(fmt.Errorf("%w\n(make a key pair with `surgepay keys settlement --out DIR`; API hosts get settlement.pub only)", err))
 	}
@@ -298,7 +299,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	// the process. One that came before the watcher runs is a reload.
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go watchSettleSettings(watchCtx, cfg.path, hup, &settings, log)
+	go watchSettleSettings(watchCtx, cfg.Path(), hup, &settings, log)
 	// The outbox's refresh runs until runSettle returns (watchCtx), not
 	// until the caller's ctx ends: it read the store after it was closed,
 	// and a test's two settles wrote one log buffer from two leaked
@@ -329,7 +330,7 @@ func runSettle(ctx context.Context, cfg Config, o *settleOptions, prov surgepay.
 	return exitSettleOK
 }
 
-func openConsumer(ctx context.Context, cfg Config, o *settleOptions, store surgepay.Store) (surgepay.StageConsumer, func(), error) {
+func openConsumer(ctx context.Context, cfg config.Config, o *settleOptions, store surgepay.Store) (surgepay.StageConsumer, func(), error) {
 	if o.stage == "jetstream" {
 		jc := cfg.Stage.JetStream() // the credentials and TLS files of [stage]
 		jc.URL, jc.AckWait = o.natsURL, o.ackWait
@@ -359,7 +360,7 @@ func watchSettleSettings(ctx context.Context, path string, hup <-chan os.Signal,
 // its merchant settings; a configuration that does not validate is
 // refused and the running settings stay.
 func reloadSettleSettings(path string, settings *atomic.Pointer[engine.Settings], log *slog.Logger, why string) {
-	cfg, err := LoadConfig(path, envOS)
+	cfg, err := config.Load(path, os.Getenv)
 	if err != nil {
 		log.Error("merchant settings reload refused; the running settings stay", "why", why, "err", err.Error())
 		return
@@ -410,7 +411,7 @@ func (m *settleMetrics) stat() telemetry.SettleStat {
 // token unless admin_metrics_open, TLS with tls.cert_file, and plain
 // HTTP beyond loopback refused. The listener is open when it returns: a
 // port in use is an error now, not after settlement started.
-func serveSettleMetrics(cfg Config, addr string, m *settleMetrics, log *slog.Logger) (stop func(), err error) {
+func serveSettleMetrics(cfg config.Config, addr string, m *settleMetrics, log *slog.Logger) (stop func(), err error) {
 	if err := checkPlainListen(cfg.TLS, "--metrics-listen", addr); err != nil {
 		return nil, err
 	}
@@ -514,7 +515,7 @@ func cmdKeysSettlement(ctx context.Context, args []string, stdout, stderr io.Wri
 // card vault's keyring (SURGEPAY_KEYRING or keyring_file); give settle
 // its processors' keys by env instead to keep the keyring off the
 // settlement host.
-func openSettleProvider(cfg Config) (surgepay.Provider, error) {
+func openSettleProvider(cfg config.Config) (surgepay.Provider, error) {
 	if len(cfg.Processors) == 0 {
 		return openProvider(cfg)
 	}
@@ -527,7 +528,7 @@ func openSettleProvider(cfg Config) (surgepay.Provider, error) {
 		def = p
 	}
 	var keys *vault.Keyring
-	if cfg.needsKeyring() {
+	if cfg.NeedsKeyring() {
 		var err error
 		if v := os.Getenv(vault.EnvVar); v != "" {
 			keys, err = vault.FromEnv(v)

@@ -22,6 +22,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/settle"
@@ -161,7 +162,7 @@ func TestSettleCommandEmbedded(t *testing.T) {
 // no environment; the caller closes it.
 func openSettleStore(t *testing.T, configPath string) surgepay.Store {
 	t.Helper()
-	cfg, err := LoadConfig(configPath, func(string) string { return "" })
+	cfg, err := config.Load(configPath, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func TestSettleSettingsReload(t *testing.T) {
 		}
 	}
 	write("[merchants.mer_a]\nanalytics = \"off\"\n")
-	cfg, err := LoadConfig(path, func(string) string { return "" })
+	cfg, err := config.Load(path, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,12 +359,12 @@ func TestSettleSettingsReload(t *testing.T) {
 		t.Fatalf("at start: analytics %q, want off", got)
 	}
 	write("[merchants.mer_a]\nanalytics = \"on\"\n")
-	reloadSettleSettings(cfg.path, &settings, log, "test")
+	reloadSettleSettings(cfg.Path(), &settings, log, "test")
 	if got := settings.Load().For("mer_a").Analytics; got != "on" {
 		t.Errorf("after reload: analytics %q, want on", got)
 	}
 	write("[merchants.mer_a]\nanalytics = \"sometimes\"\n")
-	reloadSettleSettings(cfg.path, &settings, log, "test")
+	reloadSettleSettings(cfg.Path(), &settings, log, "test")
 	if got := settings.Load().For("mer_a").Analytics; got != "on" {
 		t.Errorf("after a refused reload: analytics %q, want on (the running settings)", got)
 	}
@@ -454,7 +455,7 @@ func TestSettleBatchIntervalDefault(t *testing.T) {
 		if !ok {
 			t.Fatalf("%v: exit %d", c.args, code)
 		}
-		var cfg Config
+		var cfg config.Config
 		cfg.Stage.Kind = c.stage
 		if o.fill(cfg); o.batchInterval != c.want {
 			t.Errorf("%v with stage.kind %s: batch interval %v, want %v", c.args, c.stage, o.batchInterval, c.want)
@@ -512,7 +513,7 @@ func TestSettleCommandErrors(t *testing.T) {
 // settleDataDir is the data folder of the configuration at path.
 func settleDataDir(t *testing.T, path string) string {
 	t.Helper()
-	cfg, err := LoadConfig(path, envOf(nil))
+	cfg, err := config.Load(path, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/internal/tlstest"
 )
 
@@ -25,21 +26,21 @@ const reloadTimeoutTLS = 10 * time.Second
 func TestCheckPlainListen(t *testing.T) {
 	for _, tc := range []struct {
 		addr string
-		tls  TLSConfig
+		tls  config.TLSConfig
 		ok   bool
 	}{
-		{"127.0.0.1:8080", TLSConfig{}, true},
-		{"127.9.9.9:8080", TLSConfig{}, true},
-		{"[::1]:8080", TLSConfig{}, true},
-		{"localhost:8080", TLSConfig{}, true},
-		{"", TLSConfig{}, true}, // admin_listen off
-		{":8080", TLSConfig{}, false},
-		{"0.0.0.0:8080", TLSConfig{}, false},
-		{"[::]:8080", TLSConfig{}, false},
-		{"10.0.0.5:8080", TLSConfig{}, false},
-		{"api.example.com:8080", TLSConfig{}, false},
-		{"0.0.0.0:8080", TLSConfig{ProxyTerminated: true}, true},
-		{"0.0.0.0:8443", TLSConfig{CertFile: "c.pem", KeyFile: "k.pem"}, true},
+		{"127.0.0.1:8080", config.TLSConfig{}, true},
+		{"127.9.9.9:8080", config.TLSConfig{}, true},
+		{"[::1]:8080", config.TLSConfig{}, true},
+		{"localhost:8080", config.TLSConfig{}, true},
+		{"", config.TLSConfig{}, true}, // admin_listen off
+		{":8080", config.TLSConfig{}, false},
+		{"0.0.0.0:8080", config.TLSConfig{}, false},
+		{"[::]:8080", config.TLSConfig{}, false},
+		{"10.0.0.5:8080", config.TLSConfig{}, false},
+		{"api.example.com:8080", config.TLSConfig{}, false},
+		{"0.0.0.0:8080", config.TLSConfig{ProxyTerminated: true}, true},
+		{"0.0.0.0:8443", config.TLSConfig{CertFile: "c.pem", KeyFile: "k.pem"}, true},
 	} {
 		err := checkPlainListen(tc.tls, "listen", tc.addr)
 		if (err == nil) != tc.ok {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -48,7 +49,7 @@ func cmdTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	if *key == "" {
-		*key = envOS("SURGEPAY_API_KEY")
+		*key = os.Getenv("SURGEPAY_API_KEY")
 	}
 	if _, ok := traceScenarios[*scenario]; !ok {
 		return c.Fail(stderr, "unknown --scenario %q: checkout, returning or refund", *scenario)

@@ -67,7 +67,7 @@ func (a *app) startWebhooks(ctx context.Context, wg *sync.WaitGroup) {
 		Workers: cfg.Workers, EndpointInflightMax: cfg.EndpointInflightMax, Timeout: cfg.Timeout.Duration,
 		AllowPrivateNetworks: cfg.AllowPrivateNetworks, DeliveredRetention: cfg.DeliveredRetention.Duration,
 		Wake: a.hooks.outbox.Wake()})
-	if err != nil { // Config.Validate checked the same bounds
+	if err != nil { // config.Config.Validate checked the same bounds
 		a.log.Error("webhooks: dispatcher not started", "err", err.Error())
 		return
 	}

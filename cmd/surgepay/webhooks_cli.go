@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
 )
@@ -100,7 +102,7 @@ func cmdWebhooks(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if sub == "deliveries" && *endpoint == "" && *event == "" {
 		return c.Fail(stderr, "give --endpoint or --event")
 	}
-	cfg, err := LoadConfig(*path, envOS)
+	cfg, err := config.Load(*path, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return cli.ExitUsage

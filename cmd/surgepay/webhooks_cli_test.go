@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/webhook"
 )
 
@@ -61,7 +62,7 @@ func TestWebhooksCLI(t *testing.T) {
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(file, envOf(nil))
+	cfg, err := config.Load(file, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/sqlite"
@@ -104,7 +105,7 @@ func getText(t *testing.T, url string) string {
 }
 
 // settingsOf is the reloadable merchant settings of cfg, as settle holds them.
-func settingsOf(cfg Config) *atomic.Pointer[engine.Settings] {
+func settingsOf(cfg config.Config) *atomic.Pointer[engine.Settings] {
 	var p atomic.Pointer[engine.Settings]
 	p.Store(cfg.MerchantSettings())
 	return &p
@@ -129,7 +130,7 @@ func TestSettleStoreQueuesWebhooks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	offSet := surgepay.DefaultMerchantSettings()
 	offSet.Webhooks = "off"
 	cfg.Merchants[off] = offSet
@@ -176,7 +177,7 @@ func TestConfigWebhooks(t *testing.T) {
 		}
 	}
 	write("[merchants.default]\nwebhooks = \"off\"\n[merchants.\"mer_1\"]\naudit = \"minimal\"\n[merchants.\"mer_2\"]\nwebhooks = \"on\"\n")
-	cfg, err := LoadConfig(path, noEnv)
+	cfg, err := config.Load(path, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestConfigWebhooks(t *testing.T) {
 		"[webhooks]\ntimeout = \"2m\"\n":              "webhooks.timeout",
 	} {
 		write(text)
-		if _, err := LoadConfig(path, noEnv); err == nil || !strings.Contains(err.Error(), field) {
+		if _, err := config.Load(path, noEnv); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%q: error %v, want one naming %s", text, err, field)
 		}
 	}
@@ -211,7 +212,7 @@ func TestSettleStoreQueuesWebhooksInBatches(t *testing.T) {
 	if err := db.Apply(ctx, &surgepay.Write{WebhookEndpointInsert: ep}); err != nil {
 		t.Fatal(err)
 	}
-	st := withWebhooks(t.Context(), db, settingsOf(DefaultConfig()), slog.New(slog.DiscardHandler))
+	st := withWebhooks(t.Context(), db, settingsOf(config.Default()), slog.New(slog.DiscardHandler))
 	sw, ok := st.(settlementWriter)
 	if !ok {
 		t.Fatal("the store with webhooks lost ApplySettlements")

@@ -1,18 +1,14 @@
-package main
+package config
 
 import (
 	"bytes"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +34,7 @@ var noEnv = envOf(nil)
 // defaultsFilled is DefaultConfig with the paths LoadConfig derives from
 // data_dir.
 func defaultsFilled() Config {
-	c := DefaultConfig()
+	c := Default()
 	c.fillPaths()
 	return c
 }
@@ -56,20 +52,20 @@ func TestDefaultConfig(t *testing.T) {
 	t.Run("Validates", func(t *testing.T) {
 		c := defaultsFilled()
 		if err := c.Validate(); err != nil {
-			t.Fatalf("DefaultConfig().Validate() = %v, want nil", err)
+			t.Fatalf("Default().Validate() = %v, want nil", err)
 		}
 	})
 	t.Run("LoadWithoutFileOrEnv", func(t *testing.T) {
-		got, err := LoadConfig("", noEnv)
+		got, err := Load("", noEnv)
 		if err != nil {
 			t.Fatalf("LoadConfig: %v", err)
 		}
 		if diff := cmp.Diff(defaultsFilled(), got, ignorePath); diff != "" {
-			t.Errorf("LoadConfig(\"\", no env) differs from the defaults (-want +got):\n%s", diff)
+			t.Errorf("Load(\"\", no env) differs from the defaults (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("PathsFollowDataDir", func(t *testing.T) {
-		got, err := LoadConfig("", envOf(map[string]string{"SURGEPAY_DATA_DIR": "/srv/pay"}))
+		got, err := Load("", envOf(map[string]string{"SURGEPAY_DATA_DIR": "/srv/pay"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,11 +110,11 @@ records_retention = "1m"
 scope = "process"
 ttl = "1m"
 `)
-	got, err := LoadConfig(path, noEnv)
+	got, err := Load(path, noEnv)
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
-	want := DefaultConfig()
+	want := Default()
 	want.Listen, want.DataDir, want.Storage, want.Debug = "0.0.0.0:9090", "/var/lib/surgepay", "postgres", true
 	want.LogFormat, want.LogLevel, want.InflightMax = "text", "debug", 100
 	want.IdempotencyRetention, want.ReconcileInterval = Duration{72 * time.Hour}, Duration{250 * time.Millisecond}
@@ -135,11 +131,11 @@ ttl = "1m"
 		EntriesMax: def.EntriesMax, BytesMax: def.BytesMax}
 	want.fillPaths()
 	if diff := cmp.Diff(want, got, ignorePath); diff != "" {
-		t.Errorf("LoadConfig(file) (-want +got):\n%s", diff)
+		t.Errorf("Load(file) (-want +got):\n%s", diff)
 	}
 
 	t.Run("FromSURGEPAY_CONFIG", func(t *testing.T) {
-		got, err := LoadConfig("", envOf(map[string]string{"SURGEPAY_CONFIG": path}))
+		got, err := Load("", envOf(map[string]string{"SURGEPAY_CONFIG": path}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,9 +145,9 @@ ttl = "1m"
 	})
 	t.Run("ErrFileMissing", func(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "nope.toml")
-		_, err := LoadConfig(missing, noEnv)
+		_, err := Load(missing, noEnv)
 		if err == nil || !strings.Contains(err.Error(), missing) {
-			t.Errorf("LoadConfig(missing file) = %v, want an error naming %s", err, missing)
+			t.Errorf("Load(missing file) = %v, want an error naming %s", err, missing)
 		}
 	})
 }
@@ -174,11 +170,11 @@ queue_depth_max = 20
 		"SURGEPAY_INFLIGHT_MAX": "77", "SURGEPAY_QUEUE_DEPTH_MAX": "88",
 		"SURGEPAY_SIM_RECORDS_MAX": "5000", "SURGEPAY_SIM_RECORDS_RETENTION": "2h",
 	}
-	got, err := LoadConfig(path, envOf(env))
+	got, err := Load(path, envOf(env))
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
-	want := DefaultConfig()
+	want := Default()
 	want.Listen, want.DataDir, want.Storage = "127.0.0.1:2222", "/from/env", "postgres"
 	want.Postgres.DSN, want.Postgres.Schema = "postgres://x@y/z", "s1"
 	want.LogFormat, want.LogLevel, want.TaxTable, want.Debug = "text", "warn", "/t.csv", true
@@ -187,11 +183,11 @@ queue_depth_max = 20
 	want.Provider.RecordsMax, want.Provider.RecordsRetention = 5000, Duration{2 * time.Hour}
 	want.fillPaths() // Paths derive from the environment's data_dir.
 	if diff := cmp.Diff(want, got, ignorePath); diff != "" {
-		t.Errorf("LoadConfig(file, env) (-want +got):\n%s", diff)
+		t.Errorf("Load(file, env) (-want +got):\n%s", diff)
 	}
 
 	t.Run("SQLitePath", func(t *testing.T) {
-		got, err := LoadConfig(path, envOf(map[string]string{"SURGEPAY_SQLITE_PATH": "/db/x.db"}))
+		got, err := Load(path, envOf(map[string]string{"SURGEPAY_SQLITE_PATH": "/db/x.db"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +203,7 @@ queue_depth_max = 20
 		{"ErrSimRecordsRetentionNotDuration", "SURGEPAY_SIM_RECORDS_RETENTION", "a day"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadConfig("", envOf(map[string]string{tc.key: tc.value}))
+			_, err := Load("", envOf(map[string]string{tc.key: tc.value}))
 			if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), tc.value) {
 				t.Errorf("LoadConfig with %s=%q: err = %v, want one naming the variable and the value", tc.key, tc.value, err)
 			}
@@ -233,13 +229,13 @@ func TestLoadConfigFileRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "bad.toml", tc.text)
-			_, err := LoadConfig(path, noEnv)
+			_, err := Load(path, noEnv)
 			if err == nil {
-				t.Fatalf("LoadConfig(%q) = nil error, want one", tc.text)
+				t.Fatalf("Load(%q) = nil error, want one", tc.text)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("LoadConfig(%q) error = %q, want it to contain %q", tc.text, err, w)
+					t.Errorf("Load(%q) error = %q, want it to contain %q", tc.text, err, w)
 				}
 			}
 		})
@@ -327,7 +323,7 @@ func TestValidate(t *testing.T) {
 		})
 	}
 	t.Run("ErrAdminListen", func(t *testing.T) {
-		_, err := LoadConfig("", envOf(map[string]string{"SURGEPAY_ADMIN_LISTEN": "nine-oh-nine-oh"}))
+		_, err := Load("", envOf(map[string]string{"SURGEPAY_ADMIN_LISTEN": "nine-oh-nine-oh"}))
 		if err == nil || !strings.Contains(err.Error(), "config admin_listen:") {
 			t.Errorf("LoadConfig with a bad SURGEPAY_ADMIN_LISTEN: err = %v, want one naming admin_listen", err)
 		}
@@ -460,18 +456,18 @@ func TestConfigRedactedEverySetting(t *testing.T) {
 	c.Telemetry.Tracing.Endpoint = "http://" + secret + "@otel.example:4318/v1/traces"
 	globalAddrs := slices.Clone(c.Cache.Redis.GlobalAddrs)
 
-	admin := httptest.NewServer(newAdminHandler(adminConfig{Config: func() any { return c.adminView() }, Auth: testAdminAuth}))
-	defer admin.Close()
-	code, body := getAuth(t, admin.URL+"/config", testAdminToken)
-	if code != http.StatusOK {
-		t.Fatalf("GET /config: status %d, want 200: %s", code, body)
+	// GET /config answers View() as TOML.
+	var text bytes.Buffer
+	if err := toml.NewEncoder(&text).Encode(c.View()); err != nil {
+		t.Fatal(err)
 	}
+	body := text.String()
 	for _, line := range strings.Split(body, "\n") {
 		if strings.Contains(line, secret) {
 			t.Errorf("GET /config shows the password: %s", line)
 		}
 	}
-	var got configView
+	var got View
 	if _, err := toml.Decode(body, &got); err != nil {
 		t.Fatalf("GET /config is not TOML: %v\n%s", err, body)
 	}
@@ -515,29 +511,14 @@ func tomlOf(t *testing.T, c Config) string {
 	return b.String()
 }
 
-// TestOpenProviderSimRecords: provider.records_max and records_retention
-// reach the in-process simulator.
-func TestOpenProviderSimRecords(t *testing.T) {
-	c := defaultsFilled()
-	c.Provider.RecordsMax, c.Provider.RecordsRetention = 5000, Duration{2 * time.Hour}
-	prov, err := openProvider(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := prov.(*sim.Provider).Config()
-	if got.RecordsMax != 5000 || got.Retention != sim.Duration(2*time.Hour) {
-		t.Fatalf("simulator config: records_max %d, retention %s; want 5000 and 2h", got.RecordsMax, got.Retention)
-	}
-}
-
-const exampleConfig = "../../etc/surgepay.toml"
+const exampleConfig = "../etc/surgepay.toml"
 
 // TestExampleConfig keeps etc/surgepay.toml loadable, at the defaults, and
 // complete: a setting added to Config without a line there fails it.
 func TestExampleConfig(t *testing.T) {
-	got, err := LoadConfig(exampleConfig, noEnv)
+	got, err := Load(exampleConfig, noEnv)
 	if err != nil {
-		t.Fatalf("LoadConfig(%s): %v", exampleConfig, err)
+		t.Fatalf("Load(%s): %v", exampleConfig, err)
 	}
 	if diff := cmp.Diff(defaultsFilled(), got, ignorePath); diff != "" {
 		t.Errorf("%s differs from DefaultConfig (-want +got):\n%s", exampleConfig, diff)
@@ -629,7 +610,7 @@ rate_limit = 0
 rate_limit = 10
 rate_burst = 0
 `)
-	cfg, err := LoadConfig(path, noEnv)
+	cfg, err := Load(path, noEnv)
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
@@ -667,98 +648,6 @@ rate_burst = 0
 		{"ErrRateBurstHuge", "[merchants.default]\nrate_burst = 1000001\n", "merchants.default.rate_burst"},
 		{"ErrRateLimitString", "[merchants.default]\nrate_limit = \"fast\"\n", "rate_limit"},
 	})
-
-	t.Run("Reload", func(t *testing.T) {
-		eng := settingsEngine(t, &cfg)
-		var current atomic.Pointer[Config]
-		current.Store(&cfg)
-		reload := func(text string) {
-			t.Helper()
-			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			reloadConfig(&app{eng: eng}, &current, slog.New(slog.DiscardHandler), "test")
-		}
-
-		reload("[merchants.default]\nrate_limit = 100\n[merchants.\"mer_own\"]\nrate_limit = 1000\nrate_burst = 2000\n")
-		if s := eng.SettingsFor("mer_own"); s.RateLimit != 1000 || s.RateBurst != 2000 {
-			t.Errorf("after raising it mer_own's rate_limit, rate_burst = %v, %d; want 1000, 2000", s.RateLimit, s.RateBurst)
-		}
-		reload("[merchants.\"mer_own\"]\nrate_limit = -5\n")
-		if s := eng.SettingsFor("mer_own"); s.RateLimit != 1000 || s.RateBurst != 2000 {
-			t.Errorf("after a bad reload mer_own's rate_limit, rate_burst = %v, %d; want the running 1000, 2000", s.RateLimit, s.RateBurst)
-		}
-		reload("")
-		if s := eng.SettingsFor("mer_own"); s.RateLimit != 0 {
-			t.Errorf("after removing the limits mer_own's rate_limit = %v, want 0", s.RateLimit)
-		}
-	})
-}
-
-// TestReloadEffectiveConfig: a reload applies the merchant settings and
-// nothing else, so the configuration it leaves (what /config shows) is
-// the running one with the new merchant settings; the settings the file
-// changed that need a restart are named in pending_restart and in a
-// warning, by key and never by value. (Before, a reload stored the whole
-// file: /config showed an inflight_max and a NATS URL not in effect.)
-func TestReloadEffectiveConfig(t *testing.T) {
-	const secret = "reload-Pw0rd"
-	path := writeFile(t, "surgepay.toml", "inflight_max = 100\n")
-	cfg, err := LoadConfig(path, noEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := settingsEngine(t, &cfg)
-	var current atomic.Pointer[Config]
-	current.Store(&cfg)
-	var logs syncBuffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	reload := func(text string) *Config {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		reloadConfig(&app{eng: eng}, &current, log, "test")
-		return current.Load()
-	}
-
-	got := reload("inflight_max = 200\n[stage]\nnats_url = \"nats://u:" + secret + "@n1:4222\"\n" +
-		"[cache.entities.api_keys]\nttl = \"1m\"\n[merchants.default]\nrate_limit = 7\n")
-	if got.InflightMax != 100 || got.Stage.NATSURL != "" || got.Cache.Entities["api_keys"].TTL != cfg.Cache.Entities["api_keys"].TTL {
-		t.Errorf("after the reload inflight_max %d, stage.nats_url %q, api_keys ttl %s; want the running 100, \"\", %s",
-			got.InflightMax, got.Stage.NATSURL, got.Cache.Entities["api_keys"].TTL, cfg.Cache.Entities["api_keys"].TTL)
-	}
-	if s := eng.SettingsFor("mer_x"); s.RateLimit != 7 || got.MerchantSettings().Default.RateLimit != 7 {
-		t.Errorf("after the reload the engine's rate_limit %v, the configuration's %v; want 7 and 7",
-			s.RateLimit, got.MerchantSettings().Default.RateLimit)
-	}
-	wantPending := []string{"cache.entities.api_keys.ttl", "inflight_max", "stage.nats_url"}
-	if diff := cmp.Diff(wantPending, got.pendingRestart); diff != "" {
-		t.Errorf("pending restart (-want +got):\n%s", diff)
-	}
-	var view bytes.Buffer
-	if err := toml.NewEncoder(&view).Encode(got.adminView()); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`pending_restart = ["cache.entities.api_keys.ttl", "inflight_max", "stage.nats_url"]`,
-		"inflight_max = 100", "rate_limit = 7.0"} {
-		if !strings.Contains(view.String(), want) {
-			t.Errorf("/config lacks %s:\n%s", want, view.String())
-		}
-	}
-	if !strings.Contains(logs.String(), "stage.nats_url") || strings.Contains(logs.String()+view.String(), secret) {
-		t.Errorf("the reload's log should name stage.nats_url and show no secret:\n%s", logs.String())
-	}
-
-	if got := reload("inflight_max = 100\n[merchants.default]\nrate_limit = 8\n"); len(got.pendingRestart) != 0 ||
-		got.MerchantSettings().Default.RateLimit != 8 {
-		t.Errorf("with the file back at the running values: pending %v, rate_limit %v; want none, 8",
-			got.pendingRestart, got.MerchantSettings().Default.RateLimit)
-	}
-	before := current.Load()
-	if got := reload("inflight_max = -1\n[merchants.default]\nrate_limit = 9\n"); got != before || eng.SettingsFor("mer_x").RateLimit != 8 {
-		t.Errorf("a refused reload changed the configuration (rate_limit %v), want the running one kept", eng.SettingsFor("mer_x").RateLimit)
-	}
 }
 
 // TestSharedRateScope: the shared rate limits use the global Redis when
@@ -776,38 +665,12 @@ func TestSharedRateScope(t *testing.T) {
 		{"Off", "off", "", []string{"10.0.0.1:6379"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := DefaultConfig()
+			c := Default()
 			c.RateLimits.Shared, c.Cache.Redis.ServerAddr, c.Cache.Redis.GlobalAddrs = tc.shared, tc.server, tc.global
-			if got := c.sharedRateScope(); got != tc.want {
+			if got := c.SharedRateScope(); got != tc.want {
 				t.Errorf("scope %q, want %q", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestReloadMerchantInflightMax: merchant_inflight_max reaches the
-// running API server on a reload, without a restart, and is shown by
-// /config as running, not pending.
-func TestReloadMerchantInflightMax(t *testing.T) {
-	path := writeFile(t, "surgepay.toml", "inflight_max = 100\nmerchant_inflight_max = 10\n")
-	cfg, err := LoadConfig(path, noEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := settingsEngine(t, &cfg)
-	srv := api.New(api.Config{Engine: eng, InflightMax: cfg.InflightMax, MerchantInflightMax: cfg.MerchantInflightMax})
-	var current atomic.Pointer[Config]
-	current.Store(&cfg)
-	if err := os.WriteFile(path, []byte("inflight_max = 100\nmerchant_inflight_max = 20\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	reloadConfig(&app{eng: eng, api: srv}, &current, slog.New(slog.DiscardHandler), "test")
-	got := current.Load()
-	if got.MerchantInflightMax != 20 || len(got.pendingRestart) != 0 {
-		t.Errorf("after the reload merchant_inflight_max %d, pending %v; want 20, none", got.MerchantInflightMax, got.pendingRestart)
-	}
-	if n := srv.MerchantInflightMax(); n != 20 {
-		t.Errorf("the API server's merchant share after the reload = %d, want 20", n)
 	}
 }
 
@@ -825,7 +688,7 @@ nats_tls_ca_file = "/etc/nats/ca.pem"
 nats_tls_cert_file = "/etc/nats/client.pem"
 nats_tls_key_file = "/etc/nats/client-key.pem"
 `)
-	cfg, err := LoadConfig(path, envOf(map[string]string{"SURGEPAY_NATS_PASSWORD": "from-env"}))
+	cfg, err := Load(path, envOf(map[string]string{"SURGEPAY_NATS_PASSWORD": "from-env"}))
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
@@ -835,7 +698,7 @@ nats_tls_key_file = "/etc/nats/client-key.pem"
 	if diff := cmp.Diff(want, cfg.Stage.JetStream(), cmpopts.IgnoreFields(jetstream.Config{}, "Options")); diff != "" {
 		t.Errorf("JetStream() (-want +got):\n%s", diff)
 	}
-	cfg, err = LoadConfig("", envOf(map[string]string{"SURGEPAY_NATS_TOKEN": "tok", "SURGEPAY_NATS_CREDS_FILE": "",
+	cfg, err = Load("", envOf(map[string]string{"SURGEPAY_NATS_TOKEN": "tok", "SURGEPAY_NATS_CREDS_FILE": "",
 		"SURGEPAY_NATS_TLS_CA_FILE": "/ca.pem"}))
 	if err != nil || cfg.Stage.JetStream().Token != "tok" || cfg.Stage.NATSTLSCAFile != "/ca.pem" {
 		t.Errorf("SURGEPAY_NATS_TOKEN, SURGEPAY_NATS_TLS_CA_FILE: token %q, CA %q, err %v; want tok, /ca.pem, nil",
@@ -849,4 +712,20 @@ nats_tls_key_file = "/etc/nats/client-key.pem"
 		{"ErrPasswordWithoutUser", "[stage]\nnats_password = \"p\"\n", "stage.nats_user"},
 		{"ErrCertWithoutKey", "[stage]\nnats_tls_cert_file = \"/c.pem\"\n", "stage.nats_tls_key_file"},
 	})
+}
+
+// badConfig is a config file Load must refuse with an error naming field.
+type badConfig struct{ name, text, field string }
+
+// loadConfigRefused checks that Load refuses each file, naming its field.
+func loadConfigRefused(t *testing.T, cases []badConfig) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(writeFile(t, "bad.toml", tc.text), noEnv)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("Load = %v, want an error naming %s", err, tc.field)
+			}
+		})
+	}
 }

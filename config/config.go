@@ -1,10 +1,13 @@
-package main
+// Package config is surgepay's configuration model: the settings, their
+// defaults, the TOML file, the SURGEPAY_* environment overrides,
+// validation with errors that name the setting, and redaction for
+// printing. docs/configuration.md is generated from it (go generate).
+package config
 
 import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,7 +26,7 @@ import (
 	"github.com/surgepay/surgepay/webhook"
 )
 
-// Config is surgepay's configuration: DefaultConfig, then the TOML file
+// Config is surgepay's configuration: Default, then the TOML file
 // (--config or SURGEPAY_CONFIG), then environment overrides, then Validate.
 type Config struct {
 	// Listen is the API's address. Default 127.0.0.1:8080.
@@ -40,7 +43,7 @@ type Config struct {
 	// (docs/observability.md). serve and settle create the file (mode
 	// 0600, a random token) when it does not exist, and refuse one that
 	// others can read. The environment variable SURGEPAY_ADMIN_TOKEN (at
-	// least adminTokenLenMin characters) gives the token instead, never
+	// least AdminTokenLenMin characters) gives the token instead, never
 	// printed. Env SURGEPAY_ADMIN_TOKEN_FILE. Default DataDir/admin-token.
 	AdminTokenFile string `toml:"admin_token_file"`
 	// adminToken is SURGEPAY_ADMIN_TOKEN: a secret kept out of the file
@@ -429,9 +432,9 @@ const QueueDelayTargetDefault = 0
 // sale at a time never lingers.
 const SQLiteFlushIntervalDefault = 8 * time.Millisecond
 
-// DefaultConfig returns the embedded default: SQLite in ./data, the
+// Default returns the embedded default: SQLite in ./data, the
 // in-process simulator, 127.0.0.1:8080.
-func DefaultConfig() Config {
+func Default() Config {
 	return Config{
 		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
 		InflightMax: 4096, GCPercent: GCPercentDefault, MemoryLimitMiB: MemoryLimitMiBDefault, ReadHeaderTimeout: Duration{ReadHeaderTimeoutDefault},
@@ -503,10 +506,10 @@ func (c *Config) MerchantSettings() *engine.Settings {
 	return out
 }
 
-// LoadConfig reads path (if not empty) over the defaults, applies the
+// Load reads path (if not empty) over the defaults, applies the
 // environment and validates.
-func LoadConfig(path string, env func(string) string) (Config, error) {
-	cfg := DefaultConfig()
+func Load(path string, env func(string) string) (Config, error) {
+	cfg := Default()
 	if path == "" {
 		path = env("SURGEPAY_CONFIG")
 	}
@@ -646,7 +649,7 @@ func (c *Config) fillPaths() {
 		c.KeyringFile = filepath.Join(c.DataDir, "keyring.json")
 	}
 	if c.AdminTokenFile == "" {
-		c.AdminTokenFile = filepath.Join(c.DataDir, adminTokenFileName)
+		c.AdminTokenFile = filepath.Join(c.DataDir, AdminTokenFileName)
 	}
 	if c.FlightRecorder.Dir == "" {
 		c.FlightRecorder.Dir = filepath.Join(c.DataDir, "flight")
@@ -923,9 +926,9 @@ func redactURLs(s string) string {
 	return strings.Join(parts, ",")
 }
 
-// configView is what GET /config answers: the effective configuration,
+// View is what GET /config answers: the effective configuration,
 // redacted, and the settings changed in the file that wait for a restart.
-type configView struct {
+type View struct {
 	// PendingRestart names (dotted TOML keys) the settings whose value in
 	// the file differs from the running one shown here; they take effect
 	// at the next start. Empty when the file and the running
@@ -934,18 +937,30 @@ type configView struct {
 	Config
 }
 
-// connectionsMax is the effective connections_max.
-func (c *Config) connectionsMax() int {
+// ConnectionsMaxEffective is the effective connections_max: ConnectionsMax,
+// or twice InflightMax (within api.ConnectionsMaxLimit) when 0.
+func (c *Config) ConnectionsMaxEffective() int {
 	if c.ConnectionsMax == 0 {
 		return min(2*c.InflightMax, api.ConnectionsMaxLimit)
 	}
 	return c.ConnectionsMax
 }
 
-// adminView returns the effective configuration for GET /config: secrets
+// View returns the effective configuration for GET /config: secrets
 // redacted, and what waits for a restart.
-func (c *Config) adminView() configView {
-	return configView{PendingRestart: append([]string{}, c.pendingRestart...), Config: c.Redacted()}
+func (c *Config) View() View {
+	return View{PendingRestart: append([]string{}, c.pendingRestart...), Config: c.Redacted()}
 }
 
-func envOS(k string) string { return os.Getenv(k) }
+// Path is the file the configuration was read from ("" for none): reloads
+// read it again.
+func (c *Config) Path() string { return c.path }
+
+// PendingRestart names (dotted TOML keys) the settings that the file
+// changed since start but that take effect only after a restart, as
+// Reloaded found them.
+func (c *Config) PendingRestart() []string { return c.pendingRestart }
+
+// AdminToken is SURGEPAY_ADMIN_TOKEN, "" when not set: the admin token
+// given by the environment instead of admin_token_file.
+func (c *Config) AdminToken() cache.Secret { return c.adminToken }
