@@ -14,22 +14,24 @@ import (
 
 // Admission: how a request gets a place on the server.
 //
-// Until issue 13 a request took one of the inflight_max slots before it
-// was authenticated and held it while its body arrived: one merchant with
-// a few thousand slow-body connections filled them all, and every other
-// merchant got 503 for about 30 s (the server's read timeout). Now a
-// request
+// A request
 //
 //  1. is authenticated (the key comes from the cache: no SQL, no slot);
-//  2. takes one of its tenant's slots (merchant_inflight_max; a tenant is
+//  2. takes one of the server's inflight_max slots: a full server
+//     answers 503 overloaded with Retry-After. The slot is held while the
+//     body arrives, so at most inflight_max bodies are buffered at once
+//     (64 KiB each at most): the memory of what is in flight is bounded
+//     by the server's bound, whatever the merchants' shares add up to;
+//  3. takes one of its tenant's slots (merchant_inflight_max; a tenant is
 //     a merchant, or all the processors' webhooks together): over its
 //     share it gets 429 merchant_concurrency_limit at once, and only its
-//     tenant does;
-//  3. passes the merchant's rate limit (ratelimit.go);
-//  4. reads its body, within BodyReadTimeout, holding only its tenant's
-//     slot: a slow body costs its own merchant, never the others;
-//  5. takes one of the server's inflight_max slots, the last line: a
-//     full server answers 503 overloaded.
+//     tenant does. A merchant alone on its server holds all of
+//     inflight_max: at that bound it meets the server's 503 (step 2), the
+//     node's overload, not a share of its own;
+//  4. passes the merchant's rate limit (ratelimit.go);
+//  5. reads its body, within BodyReadTimeout: a slow body holds one of
+//     its own merchant's slots, so a flood of them costs that merchant
+//     its share of the server and the others keep theirs.
 
 // Defaults of the admission bounds.
 const (
@@ -164,9 +166,32 @@ func (s *Server) processorWebhooksShare() int {
 // (MerchantInflightMax). pass, if not nil, runs between the
 // tenant's slot and the body (the rate limit) and may refuse too.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, share int, readMax int64, pass func() error, next func()) {
+	select {
+	case s.inflight <- struct{}{}:
+	default:
+		s.tel.Shed(telemetry.ShedOverloaded)
+		s.writeError(w, r, errOverloaded)
+		return
+	}
+	// held says which slots the request still holds: a refusal gives
+	// them back before it is written, since writing it may wait for a
+	// slow body (closeIfBodyUnread).
+	held := struct{ server, tenant bool }{server: true}
+	release := func() {
+		if held.tenant {
+			s.tenants.release(tenant)
+			held.tenant = false
+		}
+		if held.server {
+			<-s.inflight
+			held.server = false
+		}
+	}
+	defer release()
 	if tenant != "" {
 		n, ok := s.tenants.acquire(tenant, int64(min(share, s.cfg.InflightMax)))
 		if !ok {
+			release()
 			s.tel.Shed(telemetry.ShedMerchantConcurrency)
 			who := "this merchant has"
 			if strings.HasPrefix(tenant, processorWebhooksTenant+":") {
@@ -177,20 +202,11 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, sh
 					"(merchant_inflight_max); retry after 1 s", who, n)})
 			return
 		}
-		defer func() {
-			if tenant != "" {
-				s.tenants.release(tenant)
-			}
-		}()
+		held.tenant = true
 	}
 	if pass != nil {
 		if err := pass(); err != nil {
-			// The refusal may wait for a slow body (closeIfBodyUnread):
-			// it holds no slot meanwhile.
-			if tenant != "" {
-				s.tenants.release(tenant)
-				tenant = ""
-			}
+			release()
 			s.writeError(w, r, err)
 			return
 		}
@@ -200,6 +216,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, sh
 		st.body, st.bodyErr = s.readBodyWithin(w, r, readMax)
 		st.bodyRead = true
 		if st.bodyErr != nil {
+			release()
 			if strings.HasPrefix(tenant, processorWebhooksTenant+":") && surgepay.ErrorReason(st.bodyErr) == "body_too_large" {
 				s.processorEventTooLarge(w, r, st.bodyErr)
 				return
@@ -212,22 +229,18 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, tenant string, sh
 		}
 	}
 	if readMax > 0 && s.cfg.WritesOverloaded != nil && s.cfg.WritesOverloaded() {
+		release()
 		s.tel.Shed(telemetry.ShedWritesBehind)
 		s.writeError(w, r, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "overloaded", RetryAfter: 1,
 			Message: "the server's writes are queued beyond its target delay (queue_delay_target); retry shortly"})
 		return
 	}
-	select {
-	case s.inflight <- struct{}{}:
-		defer func() { <-s.inflight }()
-	default:
-		s.tel.Shed(telemetry.ShedOverloaded)
-		s.writeError(w, r, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "overloaded", RetryAfter: 1,
-			Message: "the server is at its limit of requests in flight; retry shortly"})
-		return
-	}
 	next()
 }
+
+// errOverloaded is the answer of a server at its inflight_max.
+var errOverloaded = &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "overloaded", RetryAfter: 1,
+	Message: "the server is at its limit of requests in flight; retry shortly"}
 
 // readBodyWithin reads r's body, at most readMax bytes, before
 // BodyReadTimeout from now: past it the connection's read deadline cuts

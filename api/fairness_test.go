@@ -172,6 +172,109 @@ func TestMerchantInflightShare(t *testing.T) {
 	})
 }
 
+// mustOverloaded fails the test unless r is the server's own 503.
+func mustOverloaded(t *testing.T, r *response) {
+	t.Helper()
+	if r == nil || r.Status != http.StatusServiceUnavailable || r.errField("code") != "overloaded" ||
+		r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("got %+v, want 503 overloaded with Retry-After 1", r)
+	}
+}
+
+// TestLoneMerchantMeetsNodeBound (issue 35 item 5): a merchant alone on
+// its server holds all of inflight_max; at that bound its next request
+// is the node's overload, 503 overloaded with Retry-After, not 429
+// merchant_concurrency_limit, which tells a client it is over a share of
+// its own. Before, the tenant's slot was checked first and the lone
+// merchant got 429.
+func TestLoneMerchantMeetsNodeBound(t *testing.T) {
+	const inflightMax = 4
+	tel, err := telemetry.New(telemetry.DefaultConfig(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, s := newAdmissionEnv(t, api.Config{InflightMax: inflightMax, BodyReadTimeout: time.Minute, Telemetry: tel})
+	s.SetMerchantsEnabled(1)
+	if got := s.MerchantInflightMax(); got != inflightMax {
+		t.Fatalf("a lone merchant's share is %d, want all of inflight_max (%d)", got, inflightMax)
+	}
+	held := make([]*slowBody, inflightMax)
+	for i := range held {
+		held[i] = openSlowBody(t, e, e.keyA, "/v1/customers")
+	}
+	eventually(t, "the lone merchant's next request refused", func() bool {
+		r := e.do(e.keyA, "GET", "/v1/customers", "", "")
+		if r.Status == http.StatusOK {
+			return false // a slow body not admitted yet
+		}
+		mustOverloaded(t, r)
+		return true
+	})
+	mustOverloaded(t, e.do(e.keyA, "POST", "/v1/customers", `{"name":"Ada"}`, ""))
+	if got := shedCount(t, tel, telemetry.ShedMerchantConcurrency); got != 0 {
+		t.Errorf("requests_shed_total{reason=merchant_concurrency_limit} = %v, want 0 (the bound is the node's)", got)
+	}
+	for _, h := range held {
+		h.conn.Close()
+	}
+	eventually(t, "served once its slow connections closed", func() bool {
+		return e.do(e.keyA, "GET", "/v1/customers", "", "").Status == http.StatusOK
+	})
+}
+
+// TestBodiesBoundedByNode (issue 35 item 5): bodies are read only under
+// one of the server's inflight_max slots, so however the merchants'
+// shares add up, at most inflight_max bodies are buffered at once. Three
+// merchants' shares (each 4 of 4) add up to three times the node's bound;
+// once two of them hold its four slots with slow bodies, the third's
+// request with a body is refused 503 overloaded before its body is read.
+// Before, it took its merchant's slot and read its body, and only then
+// met the server's bound.
+func TestBodiesBoundedByNode(t *testing.T) {
+	const inflightMax = 4
+	e, _ := newAdmissionEnv(t, api.Config{InflightMax: inflightMax, MerchantInflightMax: inflightMax, BodyReadTimeout: time.Minute})
+	m, err := e.eng.CreateMerchant(context.Background(), "merchant C")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyC, _, err := e.eng.CreateAPIKey(context.Background(), m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*slowBody
+	for range inflightMax / 2 {
+		held = append(held, openSlowBody(t, e, e.keyA, "/v1/customers"), openSlowBody(t, e, e.keyB, "/v1/customers"))
+	}
+	// The slow bodies are admitted as the server reads their heads; on a
+	// busy machine that may take a while (a hang guard, not a measurement).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := e.do(keyC, "GET", "/v1/customers", "", "")
+		if r.Status == http.StatusServiceUnavailable {
+			mustOverloaded(t, r)
+			break
+		}
+		if r.Status != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("C's read while A and B hold the server's slots: %d %s, want 503 overloaded", r.Status, r.Raw)
+		}
+	}
+	// C's slow body: refused at once (within refusedBodyWait, 1 s), its
+	// body never read; were it admitted, it would wait out the minute of
+	// BodyReadTimeout.
+	sb := openSlowBody(t, e, keyC, "/v1/customers")
+	select {
+	case r := <-sb.res:
+		mustOverloaded(t, r)
+	case <-time.After(30 * time.Second): // a hang guard, not a measurement
+		t.Fatal("a slow body beyond the server's bound was admitted to be read")
+	}
+	for _, h := range held {
+		h.conn.Close()
+	}
+	eventually(t, "C served once the slow connections closed", func() bool {
+		return e.do(keyC, "GET", "/v1/customers", "", "").Status == http.StatusOK
+	})
+}
+
 // TestMerchantOwnShare: merchants.*.inflight_max gives one merchant its
 // own share, the others keep the node's.
 func TestMerchantOwnShare(t *testing.T) {
@@ -213,12 +316,13 @@ func TestLoneMerchantShare(t *testing.T) {
 	if n := s.MerchantInflightMax(); n != inflightMax {
 		t.Fatalf("one merchant: share %d, want all of inflight_max (%d)", n, inflightMax)
 	}
-	// A holds six slow bodies, three times the quarter, and is still
-	// served: with the whole of inflight_max, 6 of 8 leave it room.
-	for range 6 {
+	// A holds five slow bodies, more than twice the quarter, and is still
+	// served: with the whole of inflight_max, 5 of 8 leave it room (and
+	// leave the webhooks below their share of 2 within the node's 8).
+	for range 5 {
 		openSlowBody(t, e, e.keyA, "/v1/customers")
 	}
-	eventually(t, "A's seventh request served", func() bool {
+	eventually(t, "A's sixth request served", func() bool {
 		return e.do(e.keyA, "GET", "/v1/customers", "", "").Status == 200
 	})
 	// The webhooks of a processor keep a quarter.
@@ -234,7 +338,7 @@ func TestLoneMerchantShare(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("no answer to any of three slow webhooks over a share of 2")
 	}
-	// A second merchant: the quarter again, and A, holding six, is
+	// A second merchant: the quarter again, and A, holding five, is
 	// refused at once.
 	s.SetMerchantsEnabled(2)
 	if n := s.MerchantInflightMax(); n != inflightMax/4 {

@@ -41,9 +41,9 @@ type Config struct {
 	// lines. Nil: no metrics, no spans, access lines on.
 	Telemetry *telemetry.Telemetry
 	// InflightMax bounds requests being served at once; beyond it requests
-	// get 503 overloaded with Retry-After. A request takes its slot only
-	// once it is authenticated and its body has arrived (admission.go).
-	// Default 4096.
+	// get 503 overloaded with Retry-After. A request takes its slot once
+	// it is authenticated, before its body is read, so at most
+	// InflightMax bodies are buffered at once (admission.go). Default 4096.
 	InflightMax int
 	// MerchantInflightMax bounds the requests one merchant may have in
 	// flight (its body being read included); beyond it its requests get
