@@ -52,21 +52,21 @@ type AuditFilter struct {
 }
 
 // CheckLifecycle reports a Write whose audit rows or last-used times
-// exceed their bounds, or whose audit rows are incomplete. Stores call it
-// in Apply.
+// exceed their bounds, or whose audit rows are incomplete (an error
+// wrapping ErrWriteInvalid). Write.Validate calls it.
 func CheckLifecycle(w *Write) error {
 	if len(w.Audit) > AuditEventsPerWriteMax {
-		return fmt.Errorf("apply: %d audit events in one Write, at most %d", len(w.Audit), AuditEventsPerWriteMax)
+		return fmt.Errorf("%w: %d audit events in one Write, at most %d", ErrWriteInvalid, len(w.Audit), AuditEventsPerWriteMax)
 	}
 	if len(w.APIKeysUsed) > APIKeysUsedPerWriteMax {
-		return fmt.Errorf("apply: %d API key uses in one Write, at most %d", len(w.APIKeysUsed), APIKeysUsedPerWriteMax)
+		return fmt.Errorf("%w: %d API key uses in one Write, at most %d", ErrWriteInvalid, len(w.APIKeysUsed), APIKeysUsedPerWriteMax)
 	}
 	for _, e := range w.Audit {
 		if e.ID == "" || e.Action == "" || e.Created.IsZero() {
-			return fmt.Errorf("apply: audit event without an ID, action or time")
+			return fmt.Errorf("%w: an audit event without an ID, action or time", ErrWriteInvalid)
 		}
 		if len(e.Actor) > AuditTextBytesMax || len(e.Detail) > AuditTextBytesMax {
-			return fmt.Errorf("apply: audit event %s: actor or detail over %d bytes", e.ID, AuditTextBytesMax)
+			return fmt.Errorf("%w: audit event %s: actor or detail over %d bytes", ErrWriteInvalid, e.ID, AuditTextBytesMax)
 		}
 	}
 	return nil

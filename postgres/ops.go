@@ -60,13 +60,10 @@ const (
 // them, and its inserts.
 func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	w := it.Value
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
 	if err := checkStaged(w); err != nil {
-		return nil, err
-	}
-	if err := checkWebhook(w); err != nil {
-		return nil, err
-	}
-	if err := surgepay.CheckLifecycle(w); err != nil {
 		return nil, err
 	}
 	if isSale(w) {

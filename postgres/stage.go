@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -154,14 +153,12 @@ func isSale(w *surgepay.Write) bool {
 		w.MerchantStatus == nil && w.APIKeyExpire == nil && len(w.APIKeysUsed) == 0 && len(w.Audit) == 0
 }
 
-// checkStaged reports a Write whose stage parts the store cannot take.
+// checkStaged reports a Write that acknowledges more staged records than
+// one statement takes (Write.Validate checks the rest).
 func checkStaged(w *surgepay.Write) error {
 	if len(w.StagedAck) > StagedAckMax {
 		return fmt.Errorf("postgres: %d staged records acknowledged in one Write, at most %d",
 			len(w.StagedAck), StagedAckMax)
-	}
-	if r := w.Staged; r != nil && (r.ID == "" || len(r.Sealed) == 0) {
-		return errors.New("postgres: staged record without an ID or sealed bytes")
 	}
 	return nil
 }

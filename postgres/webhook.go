@@ -172,31 +172,6 @@ const (
 	sqlWebhookEndpointExists = `SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE merchant_id = $1 AND id = $2)`
 )
 
-// checkWebhook reports a Write whose webhook parts the store cannot take:
-// an endpoint change goes with nothing but an idempotency record.
-func checkWebhook(w *surgepay.Write) error {
-	n := 0
-	for _, set := range []bool{w.WebhookEndpointInsert != nil, w.WebhookEndpointDelete != nil,
-		w.WebhookEndpointRoll != nil, w.WebhookResend != nil} {
-		if set {
-			n++
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	rest := *w
-	rest.Idempotency, rest.WebhookEndpointInsert, rest.WebhookEndpointDelete = nil, nil, nil
-	if n > 1 || rest.Merchant != nil ||
-		rest.APIKey != nil || rest.CustomerInsert != nil || rest.CustomerUpdate != nil || rest.CustomerDelete != nil ||
-		rest.PaymentMethodInsert != nil || rest.PaymentMethodDelete != nil || rest.PaymentInsert != nil ||
-		rest.PaymentUpdate != nil || len(rest.Events) > 0 || rest.Staged != nil || len(rest.StagedAck) > 0 ||
-		rest.Webhook != nil {
-		return errors.New("postgres: a webhook endpoint change must be alone in its Write, but for an idempotency record")
-	}
-	return nil
-}
-
 // addWebhook adds the webhook parts of w to o: the endpoint insert (the
 // merchant's lock, then the guarded INSERT) or delete, and the fan-out of
 // its event, one statement each.

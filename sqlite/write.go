@@ -212,13 +212,10 @@ func (db *DB) Apply(ctx context.Context, w *surgepay.Write) error {
 	if len(w.Events) > eventsPerWriteMax {
 		return fmt.Errorf("apply: %d events in one Write, at most %d", len(w.Events), eventsPerWriteMax)
 	}
+	if err := w.Validate(); err != nil {
+		return err
+	}
 	if err := checkStaged(w); err != nil {
-		return err
-	}
-	if err := checkWebhook(w); err != nil {
-		return err
-	}
-	if err := surgepay.CheckLifecycle(w); err != nil {
 		return err
 	}
 	if r := w.Idempotency; r != nil {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -25,6 +26,7 @@ var webhookTests = []struct {
 }{
 	{"WebhookEndpointInsertFindListDelete", testWebhookEndpointInsertFindListDelete},
 	{"WebhookEndpointLimit", testWebhookEndpointLimit},
+	{"WebhookEndpointChangeErrNotAlone", testWebhookEndpointChangeErrNotAlone},
 	{"WebhookEndpointLimitConcurrent", testWebhookEndpointLimitConcurrent},
 	{"WebhookFanOutInTheWrite", testWebhookFanOutInTheWrite},
 	{"WebhookRefusedWriteQueuesNothing", testWebhookRefusedWriteQueuesNothing},
@@ -182,6 +184,48 @@ func testWebhookEndpointLimit(t *testing.T, s surgepay.Store) {
 // refused with too_many_webhook_endpoints and stores nothing, its
 // idempotency record included. A count checked without serialising the
 // creates lets each concurrent transaction see room and pass the bound.
+// testWebhookEndpointChangeErrNotAlone: an endpoint change goes alone in
+// its Write but for an idempotency record (Write.Validate); with anything
+// else every store refuses it (ErrWriteInvalid) and stores none of it.
+// (PostgreSQL took one with an API key's revoke, which SQLite refused.)
+func testWebhookEndpointChangeErrNotAlone(t *testing.T, s surgepay.Store) {
+	ws := webhookStore(t, s)
+	m := newMerchant(t, s)
+	k := newKey(t, s, m.ID, 0xc3)
+	e := sampleEndpoint(m.ID, 1)
+	for _, tc := range []struct {
+		name string
+		w    *surgepay.Write
+	}{
+		{"APIKeyRevoke", &surgepay.Write{WebhookEndpointInsert: e, APIKeyRevoke: k.ID}},
+		{"MerchantStatus", &surgepay.Write{WebhookEndpointInsert: e, MerchantStatus: &surgepay.MerchantStatus{MerchantID: m.ID, Disabled: true}}},
+		{"Audit", &surgepay.Write{WebhookEndpointInsert: e, Audit: []*surgepay.AuditEvent{{ID: surgepay.NewID("aud"),
+			MerchantID: m.ID, Action: "webhook_endpoint.create", Created: now()}}}},
+		{"TwoChanges", &surgepay.Write{WebhookEndpointInsert: e, WebhookEndpointDelete: sampleEndpoint(m.ID, 2)}},
+	} {
+		err := s.Apply(t.Context(), tc.w)
+		if !errors.Is(err, surgepay.ErrWriteInvalid) {
+			t.Errorf("%s: Apply(endpoint insert with %s) = %v, want ErrWriteInvalid", tc.name, tc.name, err)
+		}
+	}
+	if _, err := ws.FindWebhookEndpoint(t.Context(), m.ID, e.ID); surgepay.ErrorCode(err) != surgepay.ENOTFOUND {
+		t.Errorf("FindWebhookEndpoint after refused Writes = %v, want not found", err)
+	}
+	if got := findKey(t, s, k.Hash); got.Revoked {
+		t.Error("the API key of a refused Write was revoked")
+	}
+	if got, err := s.FindMerchant(t.Context(), m.ID); err != nil || got.Disabled {
+		t.Errorf("FindMerchant after refused Writes = %+v, %v; want it enabled", got, err)
+	}
+	// With an idempotency record it is stored.
+	w := &surgepay.Write{WebhookEndpointInsert: e, Idempotency: &surgepay.IdempotencyRecord{MerchantID: m.ID,
+		Key: surgepay.NewID("idem"), StatusCode: 200, Body: []byte(`{}`), Created: now()}}
+	apply(t, s, w)
+	if _, err := ws.FindWebhookEndpoint(t.Context(), m.ID, e.ID); err != nil {
+		t.Errorf("FindWebhookEndpoint after the Write with an idempotency record: %v", err)
+	}
+}
+
 func testWebhookEndpointLimitConcurrent(t *testing.T, s surgepay.Store) {
 	ws := webhookStore(t, s)
 	m := newMerchant(t, s)
