@@ -16,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/admin"
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/engine"
@@ -43,7 +44,7 @@ type Config struct {
 	// (docs/observability.md). serve and settle create the file (mode
 	// 0600, a random token) when it does not exist, and refuse one that
 	// others can read. The environment variable SURGEPAY_ADMIN_TOKEN (at
-	// least AdminTokenLenMin characters) gives the token instead, never
+	// least admin.TokenLenMin characters) gives the token instead, never
 	// printed. Env SURGEPAY_ADMIN_TOKEN_FILE. Default DataDir/admin-token.
 	AdminTokenFile string `toml:"admin_token_file"`
 	// adminToken is SURGEPAY_ADMIN_TOKEN: a secret kept out of the file
@@ -649,7 +650,7 @@ func (c *Config) fillPaths() {
 		c.KeyringFile = filepath.Join(c.DataDir, "keyring.json")
 	}
 	if c.AdminTokenFile == "" {
-		c.AdminTokenFile = filepath.Join(c.DataDir, AdminTokenFileName)
+		c.AdminTokenFile = filepath.Join(c.DataDir, admin.TokenFileName)
 	}
 	if c.FlightRecorder.Dir == "" {
 		c.FlightRecorder.Dir = filepath.Join(c.DataDir, "flight")

@@ -729,3 +729,12 @@ func loadConfigRefused(t *testing.T, cases []badConfig) {
 		})
 	}
 }
+
+// TestValidateAdminToken: a SURGEPAY_ADMIN_TOKEN of the wrong length is
+// refused by name, without its value.
+func TestValidateAdminToken(t *testing.T) {
+	if _, err := Load("", envOf(map[string]string{"SURGEPAY_ADMIN_TOKEN": "short"})); err == nil ||
+		!strings.Contains(err.Error(), "SURGEPAY_ADMIN_TOKEN") || strings.Contains(err.Error(), "short") {
+		t.Errorf("a 5-character SURGEPAY_ADMIN_TOKEN: %v; want refused by name, without the value", err)
+	}
+}

@@ -139,7 +139,7 @@ func TestReferenceNamesEveryEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := []string{"config.go", "admintoken.go", "processors.go", "../telemetry/config.go"}
+	files := []string{"config.go", "processors.go", "../telemetry/config.go"}
 	re := regexp.MustCompile(`"(SURGEPAY_[A-Z0-9_]*)"`)
 	for _, f := range files {
 		src, err := os.ReadFile(f)

@@ -1,121 +1,87 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
-	"github.com/surgepay/surgepay/api"
-	"github.com/surgepay/surgepay/telemetry"
+	"github.com/surgepay/surgepay/admin"
+	"github.com/surgepay/surgepay/tlsconfig"
 )
 
-// adminConfig is what the admin listener serves.
-type adminConfig struct {
-	// Ready reports whether the server takes traffic (GET /readyz).
-	Ready func() bool
-	// Telemetry serves /metrics and /dashboard; nil: neither.
-	Telemetry *telemetry.Telemetry
-	// Config returns the effective configuration with secrets redacted
-	// (GET /config, as TOML); nil: no /config.
-	Config func() any
-	// Auth is the credential every route but /healthz and /readyz needs
-	// (adminauth.go); its zero value refuses them all.
-	Auth adminAuth
-	// TLS, when set, makes the listener serve TLS only.
-	TLS *tls.Config
-	// AdminAPI serves /admin/v1/ (merchants, API keys, audit trail;
-	// docs/admin-api.md); nil: none.
-	AdminAPI http.Handler
+// useAdminToken guards the admin listener with token (from
+// admin.LoadToken, created or not) and prints its address at addr with how
+// to log in.
+func (a *app) useAdminToken(out io.Writer, token string, created bool, addr net.Addr, secure bool) {
+	a.adminToken.Store(&token)
+	where := "SURGEPAY_ADMIN_TOKEN"
+	if a.cfg.AdminToken() == "" {
+		where = "the file " + a.cfg.AdminTokenFile
+		if created {
+			where = "the file " + a.cfg.AdminTokenFile + ", just created"
+		}
+	}
+	fmt.Fprintf(out, "Admin dashboard: %s://%s/dashboard (log in with the admin token in %s)\n",
+		tlsconfig.Scheme(secure), addr, where)
 }
 
-// adminHandler serves liveness, readiness and the Go profiler.
-func adminHandler(ready func() bool) http.Handler { return newAdminHandler(adminConfig{Ready: ready}) }
-
-// newAdminHandler serves the admin listener: liveness, readiness, the Go
-// profiler, Prometheus metrics, the effective configuration and the live
-// dashboard, every route but the probes behind c.Auth. It is bound to
-// loopback by default.
-func newAdminHandler(c adminConfig) http.Handler { return c.Auth.wrap(adminMux(c)) }
-
-// adminMux routes the admin listener, without the credential check.
-func adminMux(c adminConfig) *http.ServeMux {
-	if c.Ready == nil {
-		c.Ready = func() bool { return true }
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !c.Ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("GET /debug/flight-recorder", func(w http.ResponseWriter, r *http.Request) {
-		fr := c.Telemetry.FlightRecorder()
-		if fr == nil {
-			http.Error(w, "the flight recorder is off ([flight_recorder] enabled = true)", http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Disposition", `attachment; filename="surgepay-flight.trace"`)
-		if _, err := fr.WriteTo(w); err != nil {
-			// Nothing written yet when another snapshot is in progress.
-			http.Error(w, "flight recorder: "+err.Error(), http.StatusServiceUnavailable)
-		}
-	})
-	if c.Telemetry != nil {
-		mux.Handle("GET /metrics", c.Telemetry.MetricsHandler())
-		dash := c.Telemetry.DashboardHandler()
-		mux.Handle("GET /dashboard", dash)
-		mux.Handle("GET /dashboard/", dash)
-	}
-	if c.AdminAPI != nil {
-		mux.Handle(api.AdminPrefix, c.AdminAPI)
-	}
-	if c.Config != nil {
-		mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {
-			var b bytes.Buffer
-			if err := toml.NewEncoder(&b).Encode(c.Config()); err != nil {
-				http.Error(w, "encode configuration: "+err.Error(), http.StatusInternalServerError)
-				return
+// adminGuard returns the admin listener's guard, reading the token that
+// admin.LoadToken stored (and reloads replace).
+func (a *app) adminGuard() admin.Guard {
+	return admin.Guard{
+		Token: func() string {
+			if t := a.adminToken.Load(); t != nil {
+				return *t
 			}
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.Header().Set("Cache-Control", "no-store")
-			w.Write(b.Bytes())
-		})
+			return ""
+		},
+		MetricsOpen:  a.cfg.AdminMetricsOpen,
+		ClientCert:   a.cfg.TLS.AdminClientCAFile != "",
+		SecureCookie: a.cfg.TLS.ProxyTerminated,
 	}
-	return mux
-}
-
-// serveAdmin runs the admin listener on ln until ctx ends.
-func serveAdmin(ctx context.Context, ln net.Listener, ready func() bool, log *slog.Logger) error {
-	return serveAdminWith(ctx, ln, adminConfig{Ready: ready}, log)
 }
 
 // serveAdminWith runs the admin listener with c on ln until ctx ends.
-func serveAdminWith(ctx context.Context, ln net.Listener, c adminConfig, log *slog.Logger) error {
-	srv := &http.Server{Handler: newAdminHandler(c), ReadHeaderTimeout: 5 * time.Second, TLSConfig: c.TLS,
-		ErrorLog: serverErrorLog(log)}
+func serveAdminWith(ctx context.Context, ln net.Listener, c admin.Config, log *slog.Logger) error {
+	srv := &http.Server{Handler: admin.Handler(c), ReadHeaderTimeout: 5 * time.Second, TLSConfig: c.TLS,
+		ErrorLog: tlsconfig.ErrorLog(log)}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
 	log.Info("admin listening", "addr", ln.Addr().String(), "tls", c.TLS != nil)
-	if err := serveHTTP(srv, ln); err != http.ErrServerClosed {
+	if err := tlsconfig.Serve(srv, ln); err != http.ErrServerClosed {
 		return err
 	}
 	return nil
+}
+
+// reloadListeners reads the TLS certificate and the admin token again
+// (SIGHUP): new connections get the new certificate, open ones keep
+// theirs; the new token is required at once and ends every dashboard
+// login. A file that does not load is logged and the running one stays.
+func (a *app) reloadListeners(log *slog.Logger, why string) {
+	if a.certs != nil {
+		if err := a.certs.Reload(); err != nil {
+			log.Error("TLS certificate reload refused; the running certificate stays", "why", why, "err", err.Error())
+		} else {
+			log.Info("TLS certificate reloaded", "why", why, "file", a.certs.CertFile())
+		}
+	}
+	if a.adminToken.Load() == nil {
+		return
+	}
+	token, _, err := admin.LoadToken(a.cfg.AdminToken().Reveal(), a.cfg.AdminTokenFile)
+	if err != nil {
+		log.Error("admin token reload refused; the running token stays", "why", why, "err", err.Error())
+		return
+	}
+	if token != *a.adminToken.Load() {
+		a.adminToken.Store(&token)
+		log.Info("admin token changed", "why", why)
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/surgepay/surgepay/admin"
 )
 
 // chromiumLoginTimeout bounds the browser's whole visit.
@@ -83,7 +85,7 @@ func TestDashboardLoginInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(cookie, adminSessionCookie) {
+	if strings.Contains(cookie, admin.SessionCookie) {
 		t.Errorf("document.cookie = %q: the session cookie is readable by scripts, want HttpOnly", cookie)
 	}
 }

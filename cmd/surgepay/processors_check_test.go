@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/surgepay/surgepay/admin"
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/provider/sim"
@@ -31,7 +32,7 @@ func TestConfigShowsProcessorDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := httptest.NewServer(newAdminHandler(adminConfig{Config: func() any { return cfg.View() }, Auth: testAdminAuth}))
+	admin := httptest.NewServer(admin.Handler(admin.Config{Config: func() any { return cfg.View() }, Auth: testAdminAuth}))
 	defer admin.Close()
 	code, body := getAuth(t, admin.URL+"/config", testAdminToken)
 	if code != http.StatusOK {

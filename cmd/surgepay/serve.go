@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/admin"
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/config"
@@ -36,6 +37,7 @@ import (
 	"github.com/surgepay/surgepay/stage/jetstream"
 	"github.com/surgepay/surgepay/tax"
 	"github.com/surgepay/surgepay/telemetry"
+	"github.com/surgepay/surgepay/tlsconfig"
 	"github.com/surgepay/surgepay/vault"
 )
 
@@ -61,7 +63,7 @@ type app struct {
 	// certs is the listeners' TLS certificate (nil: plain HTTP) and
 	// adminToken the admin listener's token; both are read again on
 	// SIGHUP (reloadListeners).
-	certs      *certReloader
+	certs      *tlsconfig.CertReloader
 	adminToken atomic.Pointer[string]
 }
 
@@ -452,7 +454,7 @@ func (a *app) ensureDevMerchant(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "Created development merchant %s with API key (also in %s):\n\n    %s\n\n"+
 		"Try:  curl -s %s://%s/v1/customers -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"name\":\"Ada\"}'\n\n",
-		m.ID, keyFile, secret, scheme(a.certs != nil), a.cfg.Listen, secret)
+		m.ID, keyFile, secret, tlsconfig.Scheme(a.certs != nil), a.cfg.Listen, secret)
 	return nil
 }
 
@@ -534,10 +536,10 @@ func (e *listenError) Unwrap() error { return e.err }
 // admin listener (aln nil), or neither. An address beyond loopback needs
 // TLS, or tls.proxy_terminated.
 func listen(cfg config.Config) (ln, aln net.Listener, err error) {
-	if err := checkPlainListen(cfg.TLS, "listen", cfg.Listen); err != nil {
+	if err := tlsconfig.CheckPlainListen(cfg.TLS, "listen", cfg.Listen); err != nil {
 		return nil, nil, err
 	}
-	if err := checkPlainListen(cfg.TLS, "admin_listen", cfg.AdminListen); err != nil {
+	if err := tlsconfig.CheckPlainListen(cfg.TLS, "admin_listen", cfg.AdminListen); err != nil {
 		return nil, nil, err
 	}
 	ln, err = net.Listen("tcp", cfg.Listen)
@@ -567,7 +569,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 	defer signal.Stop(hup)
 	// Listen first: a port in use (or a certificate that does not load)
 	// must not leave a data folder, a merchant and an API key behind.
-	tlsAPI, tlsAdmin, certs, err := listenerTLS(cfg)
+	tlsAPI, tlsAdmin, certs, err := tlsconfig.Listeners(cfg.TLS)
 	if err != nil {
 		return err
 	}
@@ -590,7 +592,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		if err := ensureDataDir(cfg.DataDir, log); err != nil {
 			return err
 		}
-		if adminToken, adminTokenCreated, err = loadAdminToken(cfg); err != nil {
+		if adminToken, adminTokenCreated, err = admin.LoadToken(cfg.AdminToken().Reveal(), cfg.AdminTokenFile); err != nil {
 			return err
 		}
 	}
@@ -633,7 +635,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout.Duration,
 		ReadTimeout:       max(readTimeoutMin, cfg.ReadHeaderTimeout.Duration+cfg.BodyReadTimeout.Duration),
 		WriteTimeout:      60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
-		ErrorLog: serverErrorLog(log), TLSConfig: tlsAPI,
+		ErrorLog: tlsconfig.ErrorLog(log), TLSConfig: tlsAPI,
 		ConnState: conns.ConnState, // which connections are idle, for connections_max
 		// which connections are held for a refusal (api.ConnLimiter)
 		ConnContext: conns.ConnContext,
@@ -649,9 +651,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		go func() {
 			defer wg.Done()
 			isReady := func() bool { return ready.Load() && a.storeReachable(bg) }
-			if err := serveAdminWith(bg, aln, adminConfig{Ready: isReady, Telemetry: a.tel,
-				Config: func() any { return current.Load().View() }, Auth: a.adminAuth(), TLS: tlsAdmin,
-				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: adminActor,
+			if err := serveAdminWith(bg, aln, admin.Config{Ready: isReady, Telemetry: a.tel,
+				Config: func() any { return current.Load().View() }, Auth: a.adminGuard(), TLS: tlsAdmin,
+				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: admin.Actor,
 					OnMerchantsChanged: merchants.changed})}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
@@ -668,10 +670,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 	wg.Add(1)
 	go func() { defer wg.Done(); a.eng.RunCredentialsWatch(bg, 0) }()
 	a.startWebhooks(bg, &wg)
-	fmt.Fprintf(out, "surgepay listening on %s://%s (storage %s)\n", scheme(tlsAPI != nil), ln.Addr(), cfg.Storage)
+	fmt.Fprintf(out, "surgepay listening on %s://%s (storage %s)\n", tlsconfig.Scheme(tlsAPI != nil), ln.Addr(), cfg.Storage)
 	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind, "tls", tlsAPI != nil)
 	errc := make(chan error, 1)
-	go func() { errc <- serveAPI(srv, conns) }()
+	go func() { errc <- tlsconfig.ServeAPI(srv, conns) }()
 	ready.Store(true)
 	select {
 	case err := <-errc:

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/admin"
 	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
@@ -29,6 +30,7 @@ import (
 	"github.com/surgepay/surgepay/stage"
 	"github.com/surgepay/surgepay/stage/jetstream"
 	"github.com/surgepay/surgepay/telemetry"
+	"github.com/surgepay/surgepay/tlsconfig"
 	"github.com/surgepay/surgepay/vault"
 )
 
@@ -412,16 +414,16 @@ func (m *settleMetrics) stat() telemetry.SettleStat {
 // HTTP beyond loopback refused. The listener is open when it returns: a
 // port in use is an error now, not after settlement started.
 func serveSettleMetrics(cfg config.Config, addr string, m *settleMetrics, log *slog.Logger) (stop func(), err error) {
-	if err := checkPlainListen(cfg.TLS, "--metrics-listen", addr); err != nil {
+	if err := tlsconfig.CheckPlainListen(cfg.TLS, "--metrics-listen", addr); err != nil {
 		return nil, err
 	}
-	_, tc, _, err := listenerTLS(cfg)
+	_, tc, _, err := tlsconfig.Listeners(cfg.TLS)
 	if err != nil {
 		return nil, err
 	}
-	auth := adminAuth{MetricsOpen: cfg.AdminMetricsOpen, ClientCert: cfg.TLS.AdminClientCAFile != ""}
+	auth := admin.Guard{MetricsOpen: cfg.AdminMetricsOpen, ClientCert: cfg.TLS.AdminClientCAFile != ""}
 	if !cfg.AdminMetricsOpen {
-		token, _, err := loadAdminToken(cfg)
+		token, _, err := admin.LoadToken(cfg.AdminToken().Reveal(), cfg.AdminTokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("--metrics-listen: %w", err)
 		}
@@ -433,12 +435,12 @@ func serveSettleMetrics(cfg config.Config, addr string, m *settleMetrics, log *s
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.SettleMetricsHandler(m.stat))
-	srv := &http.Server{Handler: auth.wrap(mux), ReadHeaderTimeout: 5 * time.Second, TLSConfig: tc,
-		ErrorLog: serverErrorLog(log)}
+	srv := &http.Server{Handler: auth.Wrap(mux), ReadHeaderTimeout: 5 * time.Second, TLSConfig: tc,
+		ErrorLog: tlsconfig.ErrorLog(log)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := serveHTTP(srv, ln); err != http.ErrServerClosed {
+		if err := tlsconfig.Serve(srv, ln); err != http.ErrServerClosed {
 			log.Error("settlement metrics listener", "err", err.Error())
 		}
 	}()

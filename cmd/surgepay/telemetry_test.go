@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/surgepay/surgepay/admin"
 	"github.com/surgepay/surgepay/telemetry"
 	"github.com/surgepay/surgepay/telemetry/telemetrytest"
 )
@@ -66,7 +67,7 @@ func TestAdminTelemetryEndpoints(t *testing.T) {
 	traffic(t, e)
 	cfg := testConfig(t, t.TempDir(), map[string]string{"SURGEPAY_POSTGRES_DSN": "postgres://u:hunter2secret@db/x"})
 	var ready atomic.Bool
-	admin := httptest.NewServer(newAdminHandler(adminConfig{Ready: ready.Load, Telemetry: e.Tel,
+	admin := httptest.NewServer(admin.Handler(admin.Config{Ready: ready.Load, Telemetry: e.Tel,
 		Config: func() any { return cfg.Redacted() }, Auth: testAdminAuth}))
 	defer admin.Close()
 

@@ -1,4 +1,9 @@
-package main
+// Package tlsconfig is TLS on surgepay's listeners: the certificate,
+// read at start and again on reload (connections keep the certificate
+// they started with), the server configuration (TLS 1.2 or newer, ECDHE
+// with AEAD ciphers, HTTP/1.1, client certificates for the admin
+// listener), the refusal of plain HTTP beyond loopback, and serving.
+package tlsconfig
 
 import (
 	"context"
@@ -34,27 +39,30 @@ var tlsCipherSuites12 = []uint16{
 	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
-// certReloader holds the certificate served by a listener, read from its
+// CertReloader holds the certificate served by a listener, read from its
 // files at start and again by Reload. Safe for concurrent use: a
 // handshake reads the current certificate, a reload swaps it atomically,
 // so connections open at a reload keep theirs and new ones get the new.
-type certReloader struct {
+type CertReloader struct {
 	certFile, keyFile string
 	cert              atomic.Pointer[tls.Certificate]
 }
 
-// newCertReloader reads the certificate and key; an error names the files.
-func newCertReloader(certFile, keyFile string) (*certReloader, error) {
-	c := &certReloader{certFile: certFile, keyFile: keyFile}
+// NewCertReloader reads the certificate and key; an error names the files.
+func NewCertReloader(certFile, keyFile string) (*CertReloader, error) {
+	c := &CertReloader{certFile: certFile, keyFile: keyFile}
 	if err := c.Reload(); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
+// CertFile is the certificate's file.
+func (c *CertReloader) CertFile() string { return c.certFile }
+
 // Reload reads the files again. On error the certificate served so far
 // stays.
-func (c *certReloader) Reload() error {
+func (c *CertReloader) Reload() error {
 	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
 	if err != nil {
 		return fmt.Errorf("tls.cert_file %s, tls.key_file %s: %w", c.certFile, c.keyFile, err)
@@ -64,16 +72,16 @@ func (c *certReloader) Reload() error {
 }
 
 // GetCertificate is tls.Config.GetCertificate.
-func (c *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (c *CertReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return c.cert.Load(), nil
 }
 
-// serverTLS returns the TLS configuration of a listener serving certs;
+// Server returns the TLS configuration of a listener serving certs;
 // with clientCAFile, a client certificate signed by one of its
 // authorities is verified when given (the admin listener takes it as a
 // credential), and a client without one still connects (to use the
 // token, or /healthz).
-func serverTLS(certs *certReloader, clientCAFile string) (*tls.Config, error) {
+func Server(certs *CertReloader, clientCAFile string) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tlsVersionMin, CipherSuites: tlsCipherSuites12, GetCertificate: certs.GetCertificate,
 		// HTTP/1.1 only: the API's limits (in-flight requests, header and
 		// body read timeouts) are per connection and measured on it.
@@ -102,15 +110,15 @@ func loadCertPool(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// disableHTTP2 keeps srv to HTTP/1.1 over TLS (see serverTLS).
+// disableHTTP2 keeps srv to HTTP/1.1 over TLS (see Server).
 func disableHTTP2(srv *http.Server) {
 	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 }
 
-// isLoopback reports whether the host of addr (host:port) is a loopback
+// IsLoopback reports whether the host of addr (host:port) is a loopback
 // address or "localhost". An empty host ("":8080) listens on every
 // interface: not loopback.
-func isLoopback(addr string) bool {
+func IsLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
@@ -122,56 +130,55 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// errPlainPublic is the refusal to listen in plain HTTP beyond loopback.
-var errPlainPublic = errors.New("plain HTTP on an address that is not loopback: card numbers and the admin token " +
+// ErrPlainPublic is the refusal to listen in plain HTTP beyond loopback.
+var ErrPlainPublic = errors.New("plain HTTP on an address that is not loopback: card numbers and the admin token " +
 	"would cross the network in clear; set tls.cert_file and tls.key_file (SURGEPAY_TLS_CERT_FILE, SURGEPAY_TLS_KEY_FILE), " +
 	"or tls.proxy_terminated = true (SURGEPAY_TLS_PROXY_TERMINATED=true) if a proxy in front terminates TLS")
 
-// checkPlainListen returns errPlainPublic for a listener address (named
+// CheckPlainListen returns ErrPlainPublic for a listener address (named
 // by its setting) that would serve plain HTTP beyond loopback.
-func checkPlainListen(t config.TLSConfig, setting, addr string) error {
-	if addr == "" || t.Enabled() || t.ProxyTerminated || isLoopback(addr) {
+func CheckPlainListen(t config.TLSConfig, setting, addr string) error {
+	if addr == "" || t.Enabled() || t.ProxyTerminated || IsLoopback(addr) {
 		return nil
 	}
-	return fmt.Errorf("%s %s: %w", setting, addr, errPlainPublic)
+	return fmt.Errorf("%s %s: %w", setting, addr, ErrPlainPublic)
 }
 
-// listenerTLS returns the TLS configurations of the API and admin
+// Listeners returns the TLS configurations of the API and admin
 // listeners and the certificate they share, or all nil without
 // tls.cert_file.
-func listenerTLS(cfg config.Config) (api, admin *tls.Config, certs *certReloader, err error) {
-	if !cfg.TLS.Enabled() {
+func Listeners(t config.TLSConfig) (api, admin *tls.Config, certs *CertReloader, err error) {
+	if !t.Enabled() {
 		return nil, nil, nil, nil
 	}
-	if certs, err = newCertReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
+	if certs, err = NewCertReloader(t.CertFile, t.KeyFile); err != nil {
 		return nil, nil, nil, err
 	}
-	if api, err = serverTLS(certs, ""); err != nil {
+	if api, err = Server(certs, ""); err != nil {
 		return nil, nil, nil, err
 	}
-	if admin, err = serverTLS(certs, cfg.TLS.AdminClientCAFile); err != nil {
+	if admin, err = Server(certs, t.AdminClientCAFile); err != nil {
 		return nil, nil, nil, err
 	}
 	return api, admin, certs, nil
 }
 
-// scheme is the URL scheme of a listener that serves TLS or not.
-func scheme(secure bool) string {
+// Scheme is the URL scheme of a listener that serves TLS or not.
+func Scheme(secure bool) string {
 	if secure {
 		return "https"
 	}
 	return "http"
 }
 
-// serveHTTP serves srv on ln, in TLS when srv.TLSConfig is set.
-// serveAPI serves the public API on ln like serveHTTP, with every
+// ServeAPI serves the public API on ln like Serve, with every
 // connection's framing checked by api.GuardFraming (a request with both
 // Content-Length and Transfer-Encoding is refused 400). The guard must
 // read plaintext, so TLS is terminated first, by a tls.NewListener under
 // it: the API's requests then carry no r.TLS (the API reads none; the
 // admin listener, which checks client certificates, is served by
-// serveHTTP), and HTTP/2 is off as it is on every listener.
-func serveAPI(srv *http.Server, ln net.Listener) error {
+// Serve), and HTTP/2 is off as it is on every listener.
+func ServeAPI(srv *http.Server, ln net.Listener) error {
 	if srv.TLSConfig != nil {
 		disableHTTP2(srv)
 		ln = tls.NewListener(plainHTTPRefuser{ln}, srv.TLSConfig)
@@ -214,7 +221,9 @@ func (c *plainHTTPConn) Read(p []byte) (int, error) {
 
 var errPlainHTTP = errors.New("plain HTTP on the TLS listener")
 
-func serveHTTP(srv *http.Server, ln net.Listener) error {
+// Serve serves srv on ln, in TLS when srv.TLSConfig is set, HTTP/1.1
+// only.
+func Serve(srv *http.Server, ln net.Listener) error {
 	if srv.TLSConfig == nil {
 		return srv.Serve(ln)
 	}
@@ -222,37 +231,11 @@ func serveHTTP(srv *http.Server, ln net.Listener) error {
 	return srv.ServeTLS(ln, "", "")
 }
 
-// reloadListeners reads the TLS certificate and the admin token again
-// (SIGHUP): new connections get the new certificate, open ones keep
-// theirs; the new token is required at once and ends every dashboard
-// login. A file that does not load is logged and the running one stays.
-func (a *app) reloadListeners(log *slog.Logger, why string) {
-	if a.certs != nil {
-		if err := a.certs.Reload(); err != nil {
-			log.Error("TLS certificate reload refused; the running certificate stays", "why", why, "err", err.Error())
-		} else {
-			log.Info("TLS certificate reloaded", "why", why, "file", a.certs.certFile)
-		}
-	}
-	if a.adminToken.Load() == nil {
-		return
-	}
-	token, _, err := loadAdminToken(a.cfg)
-	if err != nil {
-		log.Error("admin token reload refused; the running token stays", "why", why, "err", err.Error())
-		return
-	}
-	if token != *a.adminToken.Load() {
-		a.adminToken.Store(&token)
-		log.Info("admin token changed", "why", why)
-	}
-}
-
-// serverErrorLog is http.Server.ErrorLog for a listener: its lines at
+// ErrorLog is http.Server.ErrorLog for a listener: its lines at
 // warn, but failed TLS handshakes at debug. Those come one per
 // connection from scanners, TCP health checks and clients that do not
 // trust the certificate, and would flood the log at warn.
-func serverErrorLog(log *slog.Logger) *stdlog.Logger {
+func ErrorLog(log *slog.Logger) *stdlog.Logger {
 	return stdlog.New(handshakeLevel{log}, "", 0)
 }
 

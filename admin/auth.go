@@ -1,4 +1,10 @@
-package main
+// Package admin serves the admin listener: health and readiness probes,
+// the Go profiler, metrics and the dashboard, the effective configuration
+// and the admin API, all but the probes behind the admin credential (the
+// admin token as a bearer token or basic-auth password, the dashboard's
+// session cookie from its login page, or a verified client certificate).
+// Wrong credentials are budgeted per client address.
+package admin
 
 import (
 	"crypto/hmac"
@@ -9,7 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io"
+	//DELETEME
 	"io/fs"
 	"net"
 	"net/http"
@@ -21,66 +27,71 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-
-	"github.com/surgepay/surgepay/config"
 )
 
 const (
-	// adminTokenBytes is the randomness of a generated token: 256 bits.
-	adminTokenBytes = 32
-	// adminTokenPrefix marks a generated token, so that a secret scanner
+	// TokenFileName is the admin token's file in the data folder.
+	TokenFileName = "admin-token"
+	// TokenLenMin is the shortest admin token accepted from
+	// SURGEPAY_ADMIN_TOKEN or a token file: 16 characters of a random
+	// token are 96 bits or more. A generated one has tokenBytes.
+	TokenLenMin = 16
+	// TokenLenMax bounds a token (and what is read of its file).
+	TokenLenMax = 512
+	// tokenBytes is the randomness of a generated token: 256 bits.
+	tokenBytes = 32
+	// TokenPrefix marks a generated token, so that a secret scanner
 	// (or a reader of a leaked log) can tell what it is.
-	adminTokenPrefix = "spadm_"
-	// adminSessionCookie is the dashboard's login cookie.
-	adminSessionCookie = "surgepay_admin"
-	// adminSessionLifetime is how long a dashboard login lasts.
-	adminSessionLifetime = 12 * time.Hour
-	// adminLoginBodyBytesMax bounds the body of POST /login.
-	adminLoginBodyBytesMax = 4 << 10
-	// adminFailuresPerSecond and adminFailuresBurst are each client
+	TokenPrefix = "spadm_"
+	// SessionCookie is the dashboard's login cookie.
+	SessionCookie = "surgepay_admin"
+	// SessionLifetime is how long a dashboard login lasts.
+	SessionLifetime = 12 * time.Hour
+	// loginBodyBytesMax bounds the body of POST /login.
+	loginBodyBytesMax = 4 << 10
+	// failuresPerSecond and failuresBurst are each client
 	// address's budget of wrong credentials (token, cookie, login):
-	// beyond, a wrong one gets 429, held for adminFailureHold. Every
+	// beyond, a wrong one gets 429, held for failureHold. Every
 	// credential is checked first, so a right one is never refused: the
 	// budget slows a guesser, and cannot lock the operator out (issue 34
 	// item 9: 30 wrong tokens from an address made the right one 429, and
 	// a process guessing at 10/s refused 24 of the operator's 40
 	// requests). A client certificate and the open paths are not limited.
-	adminFailuresPerSecond = 5
-	adminFailuresBurst     = 20
-	// adminFailureHold is how long a wrong credential past the budget
+	failuresPerSecond = 5
+	failuresBurst     = 20
+	// failureHold is how long a wrong credential past the budget
 	// waits for its 429: a guesser that sends one request at a time gets
 	// one answer a second, so even a 16-character token from
 	// SURGEPAY_ADMIN_TOKEN takes longer than anyone lives.
-	adminFailureHold = time.Second
-	// adminFailureHeldMax bounds the requests held at once (their
+	failureHold = time.Second
+	// failureHeldMax bounds the requests held at once (their
 	// goroutines and connections); past it a wrong credential gets its
 	// 429 at once. A guesser that keeps that many requests in flight is
 	// bounded by the token's entropy only: 256 bits when generated.
-	adminFailureHeldMax = 64
+	failureHeldMax = 64
 )
 
-// loadAdminToken returns the admin token: SURGEPAY_ADMIN_TOKEN, else the
-// content of admin_token_file, which is created with a random token when
-// it does not exist (created is then true). A file that the group or
-// others can read or write is refused, as ssh refuses a private key: the
-// token would no longer be secret.
-func loadAdminToken(cfg config.Config) (token string, created bool, err error) {
-	if cfg.AdminToken() != "" {
-		return cfg.AdminToken().Reveal(), false, nil
+// LoadToken returns the admin token: envToken (SURGEPAY_ADMIN_TOKEN) when
+// set, else the content of the file at path (admin_token_file), which is
+// created with a random token when it does not exist (created is then
+// true). A file that the group or others can read or write is refused,
+// as ssh refuses a private key: the token would no longer be secret.
+func LoadToken(envToken, path string) (token string, created bool, err error) {
+	if envToken != "" {
+		return envToken, false, nil
 	}
-	path := cfg.AdminTokenFile
-	token, err = readAdminTokenFile(path)
+	token, err = readTokenFile(path)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return token, false, err
 	}
-	b := make([]byte, adminTokenBytes)
+	b := make([]byte, tokenBytes)
 	rand.Read(b) // never fails (crypto/rand)
-	token = adminTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	token = TokenPrefix + base64.RawURLEncoding.EncodeToString(b)
 	// O_EXCL: when serve and settle start at once, one creates the file
 	// and the other reads it.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		token, err = readAdminTokenFile(path)
+		token, err = readTokenFile(path)
 		return token, false, err
 	}
 	if err != nil {
@@ -100,9 +111,9 @@ func loadAdminToken(cfg config.Config) (token string, created bool, err error) {
 	return token, true, nil
 }
 
-// readAdminTokenFile reads a token file, checking its mode and length;
+// readTokenFile reads a token file, checking its mode and length;
 // an error wraps fs.ErrNotExist when there is no file.
-func readAdminTokenFile(path string) (string, error) {
+func readTokenFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("admin_token_file %s: %w", path, err)
@@ -116,19 +127,19 @@ func readAdminTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("admin_token_file %s: mode %v lets others read it; chmod 600 it (or set SURGEPAY_ADMIN_TOKEN)",
 			path, st.Mode().Perm())
 	}
-	b := make([]byte, config.AdminTokenLenMax+2)
+	b := make([]byte, TokenLenMax+2)
 	n, _ := f.Read(b)
 	token := strings.TrimSpace(string(b[:n]))
-	if len(token) < config.AdminTokenLenMin || len(token) > config.AdminTokenLenMax {
+	if len(token) < TokenLenMin || len(token) > TokenLenMax {
 		return "", fmt.Errorf("admin_token_file %s: the token is %d characters; it must be %d to %d (delete the file to have a new one made)",
-			path, len(token), config.AdminTokenLenMin, config.AdminTokenLenMax)
+			path, len(token), TokenLenMin, TokenLenMax)
 	}
 	return token, nil
 }
 
-// adminAuth guards the admin listener. The zero value refuses every
+// Guard guards the admin listener. The zero value refuses every
 // guarded request (no token: nothing matches).
-type adminAuth struct {
+type Guard struct {
 	// Token returns the admin token (it may change on a reload); nil or
 	// "" refuses every credential but a client certificate.
 	Token func() string
@@ -143,25 +154,25 @@ type adminAuth struct {
 	ClientCert bool
 	// now is time.Now, replaced by tests.
 	now func() time.Time
-	// failures is the budget of wrong credentials; nil: wrap makes one
-	// of adminFailuresPerSecond and adminFailuresBurst.
+	// failures is the budget of wrong credentials; nil: Wrap makes one
+	// of failuresPerSecond and failuresBurst.
 	failures *failureBudget
 }
 
-// adminOpenPaths need no credential: probes of load balancers and
+// openPaths need no credential: probes of load balancers and
 // orchestrators, and the login page itself.
-var adminOpenPaths = map[string]bool{"/healthz": true, "/readyz": true, "/login": true}
+var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/login": true}
 
-// wrap returns next behind the credential check and, for every method
+// Wrap returns next behind the credential check and, for every method
 // that changes something (POST /login, the admin API), the standard
 // library's cross-origin protection: a browser request sent from another
 // site (Sec-Fetch-Site, Origin) is refused, so a page the operator
 // visits cannot use their login cookie, basic-auth or client
 // certificate. Clients that are not browsers send neither header and
 // pass.
-func (a adminAuth) wrap(next http.Handler) http.Handler {
+func (a Guard) Wrap(next http.Handler) http.Handler {
 	if a.failures == nil {
-		a.failures = newFailureBudget(adminFailuresPerSecond, adminFailuresBurst)
+		a.failures = newFailureBudget(failuresPerSecond, failuresBurst)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login", a.loginPage)
@@ -169,7 +180,7 @@ func (a adminAuth) wrap(next http.Handler) http.Handler {
 	mux.HandleFunc("POST /logout", a.logout)
 	mux.Handle("/", next)
 	guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if adminOpenPaths[r.URL.Path] || (a.MetricsOpen && r.URL.Path == "/metrics") || r.URL.Path == "/logout" || a.clientCert(r) {
+		if openPaths[r.URL.Path] || (a.MetricsOpen && r.URL.Path == "/metrics") || r.URL.Path == "/logout" || a.clientCert(r) {
 			mux.ServeHTTP(w, r)
 			return
 		}
@@ -179,7 +190,7 @@ func (a adminAuth) wrap(next http.Handler) http.Handler {
 			mux.ServeHTTP(w, r)
 			return
 		}
-		presented := r.Header.Get("Authorization") != "" || hasCookie(r, adminSessionCookie)
+		presented := r.Header.Get("Authorization") != "" || hasCookie(r, SessionCookie)
 		if presented && !a.failures.spend(r) {
 			a.failures.tooMany(w, r)
 			return
@@ -192,7 +203,7 @@ func (a adminAuth) wrap(next http.Handler) http.Handler {
 // allowed reports whether r carries a valid credential: the token as a
 // bearer token or basic-auth password, a valid session cookie, or a
 // verified client certificate.
-func (a adminAuth) allowed(r *http.Request) bool {
+func (a Guard) allowed(r *http.Request) bool {
 	if a.clientCert(r) {
 		return true
 	}
@@ -205,7 +216,7 @@ func (a adminAuth) allowed(r *http.Request) bool {
 		}
 		return false
 	}
-	if c, err := r.Cookie(adminSessionCookie); err == nil {
+	if c, err := r.Cookie(SessionCookie); err == nil {
 		return a.sessionValid(c.Value)
 	}
 	return false
@@ -213,15 +224,15 @@ func (a adminAuth) allowed(r *http.Request) bool {
 
 // clientCert reports whether r came with a client certificate that the
 // listener verified, when those are credentials.
-func (a adminAuth) clientCert(r *http.Request) bool {
+func (a Guard) clientCert(r *http.Request) bool {
 	return a.ClientCert && r.TLS != nil && len(r.TLS.VerifiedChains) > 0
 }
 
-// adminFailureClientsMax bounds the client addresses failureBudget
+// failureClientsMax bounds the client addresses failureBudget
 // remembers; past it the budgets start again (an attacker with that many
 // addresses could guess at that many times the rate: the token's 256
 // bits are the real bound).
-const adminFailureClientsMax = 4096
+const failureClientsMax = 4096
 
 // failureBudget bounds the wrong credentials each client address may
 // present before they are answered 429, slowly. It only counts wrong
@@ -232,18 +243,18 @@ type failureBudget struct {
 	every rate.Limit
 	burst int
 	// hold is how long a wrong credential past the budget waits for its
-	// 429 (adminFailureHold; tests shorten it).
+	// 429 (failureHold; tests shorten it).
 	hold time.Duration
 	// held counts the requests waiting out hold, up to
-	// adminFailureHeldMax.
+	// failureHeldMax.
 	held chan struct{}
 	mu   sync.Mutex
 	m    map[string]*rate.Limiter
 }
 
 func newFailureBudget(every rate.Limit, burst int) *failureBudget {
-	return &failureBudget{every: every, burst: burst, hold: adminFailureHold,
-		held: make(chan struct{}, adminFailureHeldMax), m: map[string]*rate.Limiter{}}
+	return &failureBudget{every: every, burst: burst, hold: failureHold,
+		held: make(chan struct{}, failureHeldMax), m: map[string]*rate.Limiter{}}
 }
 
 func (b *failureBudget) limiter(r *http.Request) *rate.Limiter {
@@ -255,7 +266,7 @@ func (b *failureBudget) limiter(r *http.Request) *rate.Limiter {
 	defer b.mu.Unlock()
 	l := b.m[host]
 	if l == nil {
-		if len(b.m) >= adminFailureClientsMax {
+		if len(b.m) >= failureClientsMax {
 			clear(b.m)
 		}
 		l = rate.NewLimiter(b.every, b.burst)
@@ -269,7 +280,7 @@ func (b *failureBudget) limiter(r *http.Request) *rate.Limiter {
 func (b *failureBudget) spend(r *http.Request) bool { return b == nil || b.limiter(r).Allow() }
 
 // tooMany answers a wrong credential past the budget: 429 after hold,
-// or at once when adminFailureHeldMax requests already wait or the
+// or at once when failureHeldMax requests already wait or the
 // client leaves.
 func (b *failureBudget) tooMany(w http.ResponseWriter, r *http.Request) {
 	if b != nil && b.hold > 0 {
@@ -298,7 +309,7 @@ func hasCookie(r *http.Request, name string) bool {
 // tokenMatches compares got with the token in constant time: both are
 // hashed first, so neither the content nor the length leaks through
 // timing.
-func (a adminAuth) tokenMatches(got string) bool {
+func (a Guard) tokenMatches(got string) bool {
 	token := a.token()
 	if token == "" {
 		return false
@@ -310,7 +321,7 @@ func (a adminAuth) tokenMatches(got string) bool {
 // session returns a session cookie value that expires at exp: the expiry
 // and its HMAC under a key derived from the token, so a new token ends
 // every session, and the cookie never holds the token itself.
-func (a adminAuth) session(token string, exp time.Time) string {
+func (a Guard) session(token string, exp time.Time) string {
 	e := strconv.FormatInt(exp.Unix(), 10)
 	return e + "." + base64.RawURLEncoding.EncodeToString(sessionMAC(token, e))
 }
@@ -323,7 +334,7 @@ func sessionMAC(token, exp string) []byte {
 }
 
 // sessionValid checks a session cookie's MAC and expiry.
-func (a adminAuth) sessionValid(v string) bool {
+func (a Guard) sessionValid(v string) bool {
 	token := a.token()
 	if token == "" {
 		return false
@@ -337,14 +348,14 @@ func (a adminAuth) sessionValid(v string) bool {
 	return err == nil && a.clock().Unix() < exp
 }
 
-func (a adminAuth) token() string {
+func (a Guard) token() string {
 	if a.Token == nil {
 		return ""
 	}
 	return a.Token()
 }
 
-func (a adminAuth) clock() time.Time {
+func (a Guard) clock() time.Time {
 	if a.now != nil {
 		return a.now()
 	}
@@ -354,7 +365,7 @@ func (a adminAuth) clock() time.Time {
 // refuse answers a request without a valid credential: a browser asking
 // for a page is sent to the login page; any other client gets 401 with
 // how to authenticate.
-func (a adminAuth) refuse(w http.ResponseWriter, r *http.Request) {
+func (a Guard) refuse(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html") {
 		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
@@ -390,7 +401,7 @@ type loginData struct {
 	Failed bool
 }
 
-func (a adminAuth) loginPage(w http.ResponseWriter, r *http.Request) {
+func (a Guard) loginPage(w http.ResponseWriter, r *http.Request) {
 	writeLogin(w, http.StatusOK, loginData{Next: localPath(r.URL.Query().Get("next"))})
 }
 
@@ -406,8 +417,8 @@ func writeLogin(w http.ResponseWriter, code int, d loginData) {
 // login checks the token of the login form and sets the session cookie:
 // HttpOnly (no script reads it), SameSite=Strict (no other site's
 // request carries it), Secure over TLS.
-func (a adminAuth) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, adminLoginBodyBytesMax)
+func (a Guard) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, loginBodyBytesMax)
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "400 bad request: the login form is not readable", http.StatusBadRequest)
 		return
@@ -422,22 +433,22 @@ func (a adminAuth) login(w http.ResponseWriter, r *http.Request) {
 		writeLogin(w, http.StatusUnauthorized, loginData{Next: next, Failed: true})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: adminSessionCookie, Value: a.session(token, a.clock().Add(adminSessionLifetime)),
-		Path: "/", MaxAge: int(adminSessionLifetime / time.Second), HttpOnly: true, Secure: a.secure(r),
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: a.session(token, a.clock().Add(SessionLifetime)),
+		Path: "/", MaxAge: int(SessionLifetime / time.Second), HttpOnly: true, Secure: a.secure(r),
 		SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // logout clears the session cookie.
-func (a adminAuth) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: adminSessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+func (a Guard) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		Secure: a.secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
 // secure reports whether the login cookie is Secure: over TLS, or behind
 // a proxy that terminates it.
-func (a adminAuth) secure(r *http.Request) bool { return r.TLS != nil || a.SecureCookie }
+func (a Guard) secure(r *http.Request) bool { return r.TLS != nil || a.SecureCookie }
 
 // localPath returns p if it is a path on this server, else /dashboard:
 // the login never redirects to another site.
@@ -456,42 +467,10 @@ func localPath(p string) string {
 	return p
 }
 
-// useAdminToken guards the admin listener with token (from
-// loadAdminToken, created or not) and prints its address at addr with how
-// to log in.
-func (a *app) useAdminToken(out io.Writer, token string, created bool, addr net.Addr, secure bool) {
-	a.adminToken.Store(&token)
-	where := "SURGEPAY_ADMIN_TOKEN"
-	if a.cfg.AdminToken() == "" {
-		where = "the file " + a.cfg.AdminTokenFile
-		if created {
-			where = "the file " + a.cfg.AdminTokenFile + ", just created"
-		}
-	}
-	fmt.Fprintf(out, "Admin dashboard: %s://%s/dashboard (log in with the admin token in %s)\n",
-		scheme(secure), addr, where)
-}
-
-// adminAuth returns the admin listener's guard, reading the token that
-// loadAdminToken stored (and reloads replace).
-func (a *app) adminAuth() adminAuth {
-	return adminAuth{
-		Token: func() string {
-			if t := a.adminToken.Load(); t != nil {
-				return *t
-			}
-			return ""
-		},
-		MetricsOpen:  a.cfg.AdminMetricsOpen,
-		ClientCert:   a.cfg.TLS.AdminClientCAFile != "",
-		SecureCookie: a.cfg.TLS.ProxyTerminated,
-	}
-}
-
-// adminActor names the caller of the admin API in the audit trail: the
+// Actor names the caller of the admin API in the audit trail: the
 // client certificate's subject when one was verified, else the admin
 // token (one token: it names no person).
-func adminActor(r *http.Request) string {
+func Actor(r *http.Request) string {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		if cn := r.TLS.VerifiedChains[0][0].Subject.CommonName; cn != "" {
 			return "admin_api:cert:" + truncateActor(cn)

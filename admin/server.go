@@ -1,0 +1,98 @@
+package admin
+
+import (
+	"bytes"
+	//DELETEME
+	"crypto/tls"
+	//DELETEME
+	//DELETEME
+	"net/http"
+	"net/http/pprof"
+	//DELETEME
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/surgepay/surgepay/api"
+	"github.com/surgepay/surgepay/telemetry"
+)
+
+// Config is what the admin listener serves.
+type Config struct {
+	// Ready reports whether the server takes traffic (GET /readyz).
+	Ready func() bool
+	// Telemetry serves /metrics and /dashboard; nil: neither.
+	Telemetry *telemetry.Telemetry
+	// Config returns the effective configuration with secrets redacted
+	// (GET /config, as TOML); nil: no /config.
+	Config func() any
+	// Auth is the credential every route but /healthz and /readyz needs
+	// (auth.go); its zero value refuses them all.
+	Auth Guard
+	// TLS, when set, makes the listener serve TLS only.
+	TLS *tls.Config
+	// AdminAPI serves /admin/v1/ (merchants, API keys, audit trail;
+	// docs/admin-api.md); nil: none.
+	AdminAPI http.Handler
+}
+
+// Handler serves the admin listener: liveness, readiness, the Go
+// profiler, Prometheus metrics, the effective configuration and the live
+// dashboard, every route but the probes behind c.Auth. It is bound to
+// loopback by default.
+func Handler(c Config) http.Handler { return c.Auth.Wrap(newMux(c)) }
+
+// newMux routes the admin listener, without the credential check.
+func newMux(c Config) *http.ServeMux {
+	if c.Ready == nil {
+		c.Ready = func() bool { return true }
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !c.Ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /debug/flight-recorder", func(w http.ResponseWriter, r *http.Request) {
+		fr := c.Telemetry.FlightRecorder()
+		if fr == nil {
+			http.Error(w, "the flight recorder is off ([flight_recorder] enabled = true)", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="surgepay-flight.trace"`)
+		if _, err := fr.WriteTo(w); err != nil {
+			// Nothing written yet when another snapshot is in progress.
+			http.Error(w, "flight recorder: "+err.Error(), http.StatusServiceUnavailable)
+		}
+	})
+	if c.Telemetry != nil {
+		mux.Handle("GET /metrics", c.Telemetry.MetricsHandler())
+		dash := c.Telemetry.DashboardHandler()
+		mux.Handle("GET /dashboard", dash)
+		mux.Handle("GET /dashboard/", dash)
+	}
+	if c.AdminAPI != nil {
+		mux.Handle(api.AdminPrefix, c.AdminAPI)
+	}
+	if c.Config != nil {
+		mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {
+			var b bytes.Buffer
+			if err := toml.NewEncoder(&b).Encode(c.Config()); err != nil {
+				http.Error(w, "encode configuration: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Cache-Control", "no-store")
+			w.Write(b.Bytes())
+		})
+	}
+	return mux
+}
