@@ -44,6 +44,32 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("surgepay: %s: %s", e.Code, e.Message)
 }
 
+// Reasons of the guard errors of Store.Apply.
+const (
+	// ReasonIdempotencyKeyExists: the Write's idempotency key is stored.
+	ReasonIdempotencyKeyExists = "idempotency_key_exists"
+	// ReasonConcurrentUpdate: a versioned row is at another version.
+	ReasonConcurrentUpdate = "concurrent_update"
+)
+
+// Sentinels of the guard errors of Store.Apply, for errors.Is: each
+// matches every *Error of its Code and Reason, whichever layer made it and
+// whatever its message (see Error.Is). They are not errors to return.
+var (
+	ErrIdempotencyKeyExists error = &Error{Code: ECONFLICT, Reason: ReasonIdempotencyKeyExists,
+		Message: "a request with this idempotency key has already been stored"}
+	ErrConcurrentUpdate error = &Error{Code: ECONFLICT, Reason: ReasonConcurrentUpdate,
+		Message: "the object was changed by another request at the same time"}
+)
+
+// Is reports whether target is an *Error with e's Code and the same,
+// non-empty, Reason: errors.Is(err, ErrIdempotencyKeyExists) holds for a
+// store's error of that kind, whatever its message.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Reason != "" && t.Code == e.Code && t.Reason == e.Reason
+}
+
 // Errorf returns an *Error with the code and a formatted message.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}

@@ -60,10 +60,12 @@ type Store interface {
 	// committed in one transaction, each caller answered after its batch is
 	// durable. If a guard in w fails, nothing of w is stored, Apply returns
 	// the guard's *Error, and other writes in the batch are unaffected:
-	//   - w.Idempotency's (merchant, key) exists: ECONFLICT "idempotency_key_exists";
+	//   - w.Idempotency's (merchant, key) exists: ECONFLICT "idempotency_key_exists"
+	//     (errors.Is(err, ErrIdempotencyKeyExists));
 	//   - the row of CustomerUpdate, CustomerDelete or PaymentUpdate is gone:
 	//     ENOTFOUND; or its stored Version is not Version-1 (updates) /
-	//     Version (deletes): ECONFLICT "concurrent_update".
+	//     Version (deletes): ECONFLICT "concurrent_update" (ErrConcurrentUpdate).
+	// A Write that Validate refuses is refused whole, before any of it runs.
 	// PaymentMethodDelete and StagedAck are not guards: deleting a payment
 	// method, or acknowledging a staged record, that is already gone is not
 	// an error.

@@ -97,7 +97,7 @@ func (e *Engine) idempotent(ctx context.Context, call *Call, fn func() error) er
 		return ferr
 	}
 	err := fn()
-	if surgepay.ErrorReason(err) == "idempotency_key_exists" {
+	if errors.Is(err, surgepay.ErrIdempotencyKeyExists) {
 		// The key was stored by an earlier request (before a restart, or on
 		// another node): what fn rendered was never stored and must not be
 		// sent; the stored answer is replayed below.

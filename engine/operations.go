@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 
 	"github.com/surgepay/surgepay"
 )
@@ -106,7 +107,7 @@ func (e *Engine) recordOperation(ctx context.Context, call *Call, p *surgepay.Pa
 			if call.IdempotencyKey != "" {
 				// A retry of a request already recorded: replay its stored
 				// answer rather than the payment as it is now.
-				return nil, surgepay.Conflict("idempotency_key_exists", "this request was already processed")
+				return nil, surgepay.Conflict(surgepay.ReasonIdempotencyKeyExists, "this request was already processed")
 			}
 			return p, nil // another node recorded this very operation
 		}
@@ -119,7 +120,7 @@ func (e *Engine) recordOperation(ctx context.Context, call *Call, p *surgepay.Pa
 			e.cfg.OnPayment(opName(op.typ), next)
 			return next, result
 		}
-		if surgepay.ErrorReason(err) != "concurrent_update" || attempt+1 >= recordOperationAttemptsMax {
+		if !errors.Is(err, surgepay.ErrConcurrentUpdate) || attempt+1 >= recordOperationAttemptsMax {
 			if perr == nil && res != nil && res.Approved {
 				e.log.Error("provider operation performed but not recorded", "payment", p.ID,
 					"operation", op.typ, "provider_key", op.key, "err", err)
@@ -133,7 +134,7 @@ func (e *Engine) recordOperation(ctx context.Context, call *Call, p *surgepay.Pa
 		if !legalOutcome(p, op, res, perr) {
 			e.log.Error("provider outcome no longer applies to the payment", "payment", p.ID,
 				"operation", op.typ, "status", p.Status)
-			return nil, surgepay.Conflict("concurrent_update", "the payment changed concurrently; retrieve it and retry")
+			return nil, surgepay.Conflict(surgepay.ReasonConcurrentUpdate, "the payment changed concurrently; retrieve it and retry")
 		}
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -112,10 +113,10 @@ func (e *Engine) ApplyProcessorEvent(ctx context.Context, processor string, payl
 		if err == nil {
 			return EventApplied, nil
 		}
-		if surgepay.ErrorReason(err) == "idempotency_key_exists" {
+		if errors.Is(err, surgepay.ErrIdempotencyKeyExists) {
 			return EventDuplicate, nil
 		}
-		if surgepay.ErrorReason(err) != "concurrent_update" || attempt+1 >= processorEventAttemptsMax {
+		if !errors.Is(err, surgepay.ErrConcurrentUpdate) || attempt+1 >= processorEventAttemptsMax {
 			return "", err
 		}
 	}

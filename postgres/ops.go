@@ -190,7 +190,7 @@ func idempotencyGuard(r *surgepay.IdempotencyRecord) guard {
 		stmt: stmt{sql: sqlIdempotencyInsert, kind: surgepay.StmtInsert, args: []any{
 			r.MerchantID, r.Key, r.RequestHash[:], r.StatusCode, r.Body, dbTime(r.Created)}},
 		lockKey: lockIdempotency + r.MerchantID + "/" + r.Key,
-		fail: surgepay.Conflict("idempotency_key_exists",
+		fail: surgepay.Conflict(surgepay.ReasonIdempotencyKeyExists,
 			"a request with this idempotency key has already been stored"),
 		object: "idempotency record",
 	}
@@ -205,7 +205,7 @@ func rowGuard(kind int, object, lock, existsSQL, merchantID, id string, sql stri
 	return guard{
 		stmt:    stmt{sql: sql, kind: kind, args: args},
 		lockKey: lock + merchantID + "/" + id,
-		fail: surgepay.Conflict("concurrent_update",
+		fail: surgepay.Conflict(surgepay.ReasonConcurrentUpdate,
 			"the %s was changed by another request; fetch it and retry", object),
 		exists: stmt{sql: existsSQL, kind: surgepay.StmtSelect, args: []any{merchantID, id}},
 		object: object,

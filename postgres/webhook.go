@@ -210,7 +210,7 @@ func (o *op) addWebhook(w *surgepay.Write) {
 			stmt: stmt{sql: sqlWebhookResendCopy, kind: surgepay.StmtInsert,
 				args: []any{r.MerchantID, r.EventID, r.EndpointID, dbTime(r.At)}},
 			lockKey: lockWebhookDelivery + r.MerchantID + "/" + r.EventID + "/" + r.EndpointID,
-			fail: surgepay.Conflict("concurrent_update",
+			fail: surgepay.Conflict(surgepay.ReasonConcurrentUpdate,
 				"the webhook delivery was changed by another request; fetch it and retry"),
 			exists: stmt{sql: sqlWebhookEventKept, kind: surgepay.StmtSelect, args: []any{r.MerchantID, r.EventID, r.EndpointID}},
 			object: "webhook delivery",

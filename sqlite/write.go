@@ -535,7 +535,7 @@ func exec(ctx context.Context, kind int, st *sql.Stmt, args ...any) (int64, erro
 // errIdempotencyExists is the guard error of an idempotency key already
 // stored.
 func errIdempotencyExists() error {
-	return &surgepay.Error{Code: surgepay.ECONFLICT, Reason: "idempotency_key_exists",
+	return &surgepay.Error{Code: surgepay.ECONFLICT, Reason: surgepay.ReasonIdempotencyKeyExists,
 		Param: "Idempotency-Key", Message: "a request with this Idempotency-Key has already been stored"}
 }
 
@@ -737,7 +737,7 @@ func staleOrMissing(ctx context.Context, version *sql.Stmt, object, merchantID, 
 	if err != nil {
 		return fmt.Errorf("read version of %s %s: %w", object, id, err)
 	}
-	return surgepay.Conflict("concurrent_update",
+	return surgepay.Conflict(surgepay.ReasonConcurrentUpdate,
 		"the %s was changed by another request at the same time; retry", object)
 }
 
