@@ -36,4 +36,5 @@ bench:
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodePayment -fuzztime 30s ./api/
+	$(GO) test -run '^$$' -fuzz FuzzFraming -fuzztime 30s ./api/
 	$(GO) test -run '^$$' -fuzz FuzzValidateAmount -fuzztime 30s .
