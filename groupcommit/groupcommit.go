@@ -6,9 +6,26 @@
 //
 // Under light load a batch holds one item and adds no latency (FlushInterval
 // defaults to zero): items that arrive while a commit runs form the next
-// batch, so batches grow with load by themselves. A FlushInterval lingers
-// only after a batch of more than one item: a caller alone (one connection,
-// one sale at a time) never waits for the timer.
+// batch, so batches grow with load by themselves. A FlushInterval is the
+// longest a writer lingers for a fuller batch, and it lingers only where
+// waiting is expected to pay (the adaptive linger, fill):
+//   - after a batch with company: a caller alone (one connection, one sale
+//     at a time) never waits for the timer;
+//   - when at least one item is expected to arrive during a commit (the
+//     measured arrival rate times the measured commit time): at moderate
+//     load the next batch forms during the commit anyway, and waiting
+//     only adds latency;
+//   - while items keep coming: a gap of lingerGapFactor mean arrival gaps
+//     with nothing new ends the wait, and a wait that runs to its end
+//     after a long silence counts as one that ended on a gap;
+//   - while lingering has paid of late: callers in a closed loop (a few
+//     workers, each waiting for its answer before its next write) are all
+//     in the batch once the stream stops, so a linger that ends on such a
+//     gap rather than on its FlushInterval or a full batch counts against
+//     lingering; once most recent ones did, the writer commits at once and
+//     lingers again only to probe, one batch in lingerProbeEvery. An open
+//     stream of arrivals (an event's checkout traffic, which does not wait
+//     for the writer) fills lingers to their end and keeps them.
 package groupcommit
 
 import (
@@ -27,8 +44,9 @@ type Config struct {
 	// QueueDepthMax is the most items waiting; Submit fails fast beyond it.
 	// Default 4096.
 	QueueDepthMax int
-	// FlushInterval is how long a writer waits for a partial batch to fill.
-	// Default 0: commit what is queued at once.
+	// FlushInterval is the longest a writer waits for a partial batch to
+	// fill; it waits only where waiting is expected to pay (the package
+	// comment). Default 0: commit what is queued at once.
 	FlushInterval time.Duration
 	// Writers is the number of concurrent committers. SQLite has one writer;
 	// PostgreSQL commits in parallel. Default 1.
@@ -116,6 +134,9 @@ type Stats struct {
 	// Committing is how many batches are being committed now: a writer
 	// that has taken its batch from the queue and not yet answered it.
 	Committing int
+	// Lingered counts the batches that waited for more items (the
+	// adaptive linger: Config.FlushInterval).
+	Lingered int64
 }
 
 // Committer is a group-commit writer. Safe for concurrent use.
@@ -158,6 +179,9 @@ type Committer[T any] struct {
 	shed      atomic.Int64
 	shedUntil atomic.Int64
 	now       func() time.Time
+	// arrivals counts the items ever submitted (the arrival rate of the
+	// adaptive linger).
+	arrivals atomic.Int64
 	// OnBatch is Config.OnBatch.
 	OnBatch func(size int, d time.Duration)
 }
@@ -216,6 +240,7 @@ func (c *Committer[T]) submit(ctx context.Context, v T, wait time.Duration) erro
 	default:
 	}
 	it := &Item[T]{Ctx: ctx, Value: v, done: make(chan struct{})}
+	c.arrivals.Add(1)
 	if c.cfg.DelayTarget > 0 {
 		it.queued = c.now()
 	}
@@ -398,6 +423,7 @@ func (c *Committer[T]) run(writer int) {
 	batch := make([]*Item[T], 0, c.cfg.BatchSizeMax)
 	later := make([]*Item[T], 0, c.cfg.BatchSizeMax) // the items the last commit left out
 	last := 0                                        // the previous batch's size
+	var l linger                                     // this writer's adaptive linger
 	for {
 		batch = append(batch[:0], later...)
 		if len(batch) == 0 {
@@ -407,45 +433,189 @@ func (c *Committer[T]) run(writer int) {
 			}
 			batch = append(batch, first)
 		}
-		batch = c.fill(batch, last > 1)
+		now := time.Now()
+		l.observeArrivals(now, c.arrivals.Load())
+		var wait time.Duration // the most this batch lingers; 0: none
+		if last > 1 && c.cfg.FlushInterval > 0 {
+			wait = l.decide(c.cfg.FlushInterval)
+		}
+		var ended lingerEnd
+		batch, ended = c.fill(batch, wait, l.gap(c.cfg.FlushInterval))
+		if wait > 0 {
+			l.record(ended)
+			c.statsMu.Lock()
+			c.stats.Lingered++
+			c.statsMu.Unlock()
+		}
+		start := time.Now()
 		later = c.flush(writer, batch, later[:0])
+		l.observeCommit(time.Since(start))
 		last = len(batch)
 	}
 }
 
-// fill adds waiting items to batch, lingering up to FlushInterval if
-// linger: when the previous batch had company, so more is likely to come.
-func (c *Committer[T]) fill(batch []*Item[T], linger bool) []*Item[T] {
-	var timer <-chan time.Time
-	if linger && c.cfg.FlushInterval > 0 {
-		t := time.NewTimer(c.cfg.FlushInterval)
-		defer t.Stop()
-		timer = t.C
+// The adaptive linger's constants (see the package comment).
+const (
+	// lingerGapFactor: a linger ends once nothing has arrived for this
+	// many mean arrival gaps. In a stream of independent arrivals such a
+	// gap comes once in e^6 (about 400) arrivals, so a linger of an
+	// event's FlushInterval (8 ms, 40 arrivals at 5,000 a second) ends on
+	// one about one time in ten.
+	lingerGapFactor = 6
+	// lingerProbeEvery: while lingering does not pay, one linger in this
+	// many is tried anyway, to notice when it does again.
+	lingerProbeEvery = 16
+	// lingerRateWindow is the time constant of the arrival-rate and
+	// commit-time averages: long enough to smooth a second's bursts,
+	// short enough to follow a load that changes within a few seconds.
+	lingerRateWindow = 250 * time.Millisecond
+	// lingerSilenceGaps: a linger that ran to its end after a silence of
+	// more than this many of its own mean arrival gaps counts as one that
+	// ended on a gap (in a stream of independent arrivals, one in e^3,
+	// 5 %, does).
+	lingerSilenceGaps = 3
+	// lingerScoreStep is how far one linger's outcome moves the score
+	// (an exponential average over the last few lingers).
+	lingerScoreStep = 0.25
+)
+
+// lingerEnd is how fill's wait for more items ended.
+type lingerEnd uint8
+
+const (
+	lingerNone     lingerEnd = iota // no wait: nothing lingered
+	lingerFull                      // the batch filled, or the queue closed
+	lingerDeadline                  // the FlushInterval ran out with items still coming
+	lingerGap                       // nothing arrived for lingerGapFactor mean gaps
+)
+
+// linger is one writer's adaptive-linger state: running averages of the
+// arrival rate and of the commit time, and a score of how recent lingers
+// ended. Used by its writer's goroutine alone.
+type linger struct {
+	seen     time.Time // when arrivals were last read
+	count    int64     // Committer.arrivals then
+	rate     float64   // arrivals a second, averaged over lingerRateWindow
+	commit   float64   // a commit's seconds, averaged over recent commits
+	closed   float64   // 0 to 1: the recent share of lingers that ended on a gap
+	sinceTry int       // batches since the last linger, while closed ≥ 0.5
+}
+
+// observeArrivals folds the arrivals since the last call into the rate.
+func (l *linger) observeArrivals(now time.Time, count int64) {
+	if l.seen.IsZero() {
+		l.seen, l.count = now, count
+		return
 	}
+	dt := now.Sub(l.seen).Seconds()
+	if dt <= 0 {
+		return
+	}
+	inst := float64(count-l.count) / dt
+	w := min(1, dt/lingerRateWindow.Seconds())
+	l.rate += w * (inst - l.rate)
+	l.seen, l.count = now, count
+}
+
+// observeCommit folds one commit's time into the average.
+func (l *linger) observeCommit(d time.Duration) {
+	const w = 0.1 // about the last ten commits
+	if l.commit == 0 {
+		l.commit = d.Seconds()
+		return
+	}
+	l.commit += w * (d.Seconds() - l.commit)
+}
+
+// decide returns how long the next batch may linger, at most flush: 0
+// when fewer than one arrival is expected during a commit (moderate load)
+// or while recent lingers ended on a gap (a closed loop), but for one
+// probe in lingerProbeEvery batches.
+func (l *linger) decide(flush time.Duration) time.Duration {
+	if l.rate*l.commit < 1 {
+		return 0
+	}
+	if l.closed >= 0.5 {
+		l.sinceTry++
+		if l.sinceTry < lingerProbeEvery {
+			return 0
+		}
+	}
+	l.sinceTry = 0
+	return flush
+}
+
+// gap is how long a linger waits for the next arrival: lingerGapFactor
+// mean gaps, at most flush.
+func (l *linger) gap(flush time.Duration) time.Duration {
+	if l.rate <= 0 {
+		return flush
+	}
+	return min(flush, time.Duration(lingerGapFactor/l.rate*float64(time.Second)))
+}
+
+// record scores how a linger ended: on a gap counts toward a closed loop,
+// a full batch or the FlushInterval toward an open stream.
+func (l *linger) record(e lingerEnd) {
+	switch e {
+	case lingerGap:
+		l.closed += lingerScoreStep * (1 - l.closed)
+	case lingerFull, lingerDeadline:
+		l.closed -= lingerScoreStep * l.closed
+	}
+}
+
+// fill adds waiting items to batch; with wait positive it lingers for
+// more, up to wait in all and up to gap after the last arrival, and says
+// how the linger ended.
+func (c *Committer[T]) fill(batch []*Item[T], wait, gap time.Duration) ([]*Item[T], lingerEnd) {
 	for len(batch) < c.cfg.BatchSizeMax {
 		select {
 		case it, ok := <-c.queue:
 			if !ok {
-				return batch
+				return batch, lingerFull
 			}
 			batch = append(batch, it)
 			continue
 		default:
 		}
-		if timer == nil {
-			return batch
-		}
+		break
+	}
+	if wait <= 0 {
+		return batch, lingerNone
+	}
+	// The queue is drained: wait for what comes next.
+	start := time.Now()
+	deadline := start.Add(wait)
+	last, came := start, 0 // the last arrival, and how many came
+	timer := time.NewTimer(min(wait, gap))
+	defer timer.Stop()
+	for len(batch) < c.cfg.BatchSizeMax {
 		select {
 		case it, ok := <-c.queue:
 			if !ok {
-				return batch
+				return batch, lingerFull
 			}
 			batch = append(batch, it)
-		case <-timer:
-			return batch
+			last, came = time.Now(), came+1
+			// Nothing for gap from now ends the wait.
+			timer.Reset(min(deadline.Sub(last), gap))
+		case now := <-timer.C:
+			if now.Before(deadline) {
+				return batch, lingerGap
+			}
+			// The whole wait ran out. Had the arrivals gone on to its end,
+			// or stopped partway (everyone in a closed loop gathered)? A
+			// silence at the end of over lingerSilenceGaps of this wait's
+			// own mean gaps says they stopped.
+			silence := now.Sub(last)
+			if came == 0 || silence > lingerSilenceGaps*last.Sub(start)/time.Duration(came) {
+				return batch, lingerGap
+			}
+			return batch, lingerDeadline
 		}
 	}
-	return batch
+	return batch, lingerFull
 }
 
 // flush commits batch, answers the items committed and appends the items

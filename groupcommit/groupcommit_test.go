@@ -372,74 +372,140 @@ func TestStallMax(t *testing.T) {
 }
 
 // TestLingerOnlyWithCompany: a caller alone never waits for FlushInterval
-// (here an hour: the test would hang), and after a batch of several the
-// writer lingers for more (a submit that arrives meanwhile joins it).
+// (here an hour: the test would hang), however slow its commits.
 func TestLingerOnlyWithCompany(t *testing.T) {
-	var sizes []int
-	var mu sync.Mutex
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	hold := atomic.Bool{}
 	c := New(Config{BatchSizeMax: 64, FlushInterval: time.Hour}, func(items []*Item[int]) error {
-		mu.Lock()
-		sizes = append(sizes, len(items))
-		mu.Unlock()
-		if hold.Load() {
-			entered <- struct{}{}
-			<-release
-		}
+		time.Sleep(time.Millisecond)
 		return nil
 	})
 	defer c.Close()
-	for i := range 20 {
+	for i := range 50 {
 		if err := c.Submit(t.Context(), i); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Two callers at once: the first commit is held while the second queues,
-	// so the next batch has company... and the one after that lingers.
-	hold.Store(true)
+	if st := c.Stats(); st.Lingered != 0 || st.Batches != 50 {
+		t.Fatalf("a caller alone: %d batches, %d lingered; want 50, none", st.Batches, st.Lingered)
+	}
+}
+
+// openStream submits an item every gap from its own goroutine, not
+// waiting for the answers (an open stream of arrivals, as an event's
+// checkout traffic is), until n are answered.
+func openStream(t *testing.T, c *Committer[int], n int, gap time.Duration) {
+	t.Helper()
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = c.Submit(t.Context(), 100) })
-	<-entered
-	hold.Store(false)
-	for range 2 {
-		wg.Go(func() { _ = c.Submit(t.Context(), 101) })
+	tick := time.NewTicker(gap)
+	defer tick.Stop()
+	for i := range n {
+		<-tick.C
+		wg.Go(func() {
+			if err := c.Submit(context.Background(), i); err != nil {
+				t.Error(err)
+			}
+		})
 	}
-	for c.QueueDepth() < 2 {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
-	// The batch of two done, the writer now lingers: a late submit joins
-	// the next batch with another one, not alone.
-	for {
-		mu.Lock()
-		n := len(sizes)
-		mu.Unlock()
-		if n == 22 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	wg.Go(func() { _ = c.Submit(t.Context(), 102) })
-	time.Sleep(20 * time.Millisecond) // not a threshold: only lets the submit queue first
-	for c.QueueDepth() > 0 {
-		time.Sleep(time.Millisecond)
-	}
-	wg.Go(func() { _ = c.Submit(t.Context(), 103) })
-	// The linger is an hour; close ends it and commits what waits.
-	time.Sleep(20 * time.Millisecond)
-	c.Close()
 	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	for i, s := range sizes[:20] {
-		if s != 1 {
-			t.Fatalf("batch %d of a caller alone had %d items", i, s)
-		}
+}
+
+// closedLoop runs workers callers, each submitting its next item once its
+// last is answered (a few checkout workers), rounds items each.
+func closedLoop(t *testing.T, c *Committer[int], workers, rounds int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				if err := c.Submit(context.Background(), w*rounds+i); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
 	}
-	if got := sizes[len(sizes)-1]; got != 2 {
-		t.Fatalf("batches %v: the last two submits, after a batch with company, should share one batch", sizes)
+	wg.Wait()
+}
+
+// slowCommit is a commit function taking d a batch.
+func slowCommit(d time.Duration) CommitFunc[int] {
+	return func(items []*Item[int]) error {
+		time.Sleep(d)
+		return nil
+	}
+}
+
+// TestLingerFillsAnOpenStream (issue 35 item 2): under an open stream of
+// arrivals faster than commits, the writer lingers for fuller batches,
+// up to FlushInterval: its batches hold several times what commits alone
+// gather, in the same run.
+func TestLingerFillsAnOpenStream(t *testing.T) {
+	const n, gap, commit = 600, 200 * time.Microsecond, 2 * time.Millisecond
+	mean := func(flush time.Duration) (float64, Stats) {
+		c := New(Config{BatchSizeMax: 256, FlushInterval: flush}, slowCommit(commit))
+		openStream(t, c, n, gap)
+		st := c.Stats()
+		c.Close()
+		return float64(st.Items) / float64(st.Batches), st
+	}
+	none, _ := mean(0)
+	adaptive, st := mean(30 * time.Millisecond)
+	t.Logf("items a batch: %.1f without a linger, %.1f with the adaptive one (%d of %d batches lingered)",
+		none, adaptive, st.Lingered, st.Batches)
+	if st.Lingered == 0 || adaptive < 2*none {
+		t.Fatalf("an open stream: %.1f items a batch lingering (%d batches lingered), %.1f without; want at least twice",
+			adaptive, st.Lingered, none)
+	}
+}
+
+// TestLingerStopsInAClosedLoop (issue 35 item 2): callers in a closed loop
+// are all in the batch once their stream stops; lingering for more only
+// delays them. The writer learns it from how its lingers end and lingers
+// again only to probe: with FlushInterval an hour (the test would hang if
+// a linger waited it out) few batches linger.
+func TestLingerStopsInAClosedLoop(t *testing.T) {
+	c := New(Config{BatchSizeMax: 256, FlushInterval: time.Hour}, slowCommit(500*time.Microsecond))
+	defer c.Close()
+	closedLoop(t, c, 8, 300)
+	st := c.Stats()
+	t.Logf("%d batches, %d lingered", st.Batches, st.Lingered)
+	if st.Lingered > st.Batches/lingerProbeEvery+8 {
+		t.Fatalf("a closed loop of 8: %d of %d batches lingered, want at most one in %d and a few to learn",
+			st.Lingered, st.Batches, lingerProbeEvery)
+	}
+}
+
+// TestLingerStopsInASlowClosedLoop: the same where commits are slow, so
+// that a gap of lingerGapFactor mean arrival gaps is longer than the
+// FlushInterval and every linger runs to its end: the silence at its end
+// (the loop's workers all gathered early in it) says the loop is closed.
+func TestLingerStopsInASlowClosedLoop(t *testing.T) {
+	c := New(Config{BatchSizeMax: 256, FlushInterval: 3 * time.Millisecond}, slowCommit(4*time.Millisecond))
+	defer c.Close()
+	closedLoop(t, c, 8, 100)
+	st := c.Stats()
+	t.Logf("%d batches, %d lingered", st.Batches, st.Lingered)
+	if st.Lingered > st.Batches/lingerProbeEvery+8 {
+		t.Fatalf("a slow closed loop of 8: %d of %d batches lingered, want at most one in %d and a few to learn",
+			st.Lingered, st.Batches, lingerProbeEvery)
+	}
+}
+
+// TestNoLingerAtModerateLoad (issue 35 item 2): when fewer than one item
+// arrives during a commit, the next batch forms while a commit runs and a
+// linger only adds latency: pairs of callers arriving every few
+// milliseconds, each pair with company, are never held for the
+// FlushInterval (an hour).
+func TestNoLingerAtModerateLoad(t *testing.T) {
+	c := New(Config{BatchSizeMax: 256, FlushInterval: time.Hour}, slowCommit(200*time.Microsecond))
+	defer c.Close()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for range 100 {
+		<-tick.C
+		closedLoop(t, c, 2, 1)
+	}
+	if st := c.Stats(); st.Lingered != 0 {
+		t.Fatalf("moderate load: %d of %d batches lingered, want none", st.Lingered, st.Batches)
 	}
 }
 
