@@ -31,7 +31,16 @@
 # table: top-level keys first, then tables such as [sqlite]),
 # BENCH_PAUSE=AT:SECONDS (stop the server with SIGSTOP AT seconds into the
 # run, for SECONDS, then SIGCONT: a stall of known length, to measure how
-# the server recovers from one; the report's windows show the rest).
+# the server recovers from one; the report's windows show the rest),
+# BENCH_HOG=SHARE (a CPU hog beside the server for the whole run: one
+# process busy SHARE of each 10 ms and asleep the rest, 0.5 for half a
+# core, as a co-tenant or a slower host would take; issue 35's headroom),
+# BENCH_KILL=AT[,AT...] (kill -9 the server AT seconds into the run and
+# start it again at once on the same data folder, timing from the restart
+# to its first 200 from /readyz, polled every 10 ms: issue 35's "back
+# within a second after a crash mid-event"; the load goes on throughout,
+# so its refusals and errors while the server is down are in the report,
+# and the server's resources are sampled for the first process only).
 # Everything listens on 127.0.0.1; the run is bounded by DURATION. Reports:
 # BENCH_DIR/event-RATE-DURATION-PATH.{json,html,txt}, and the server's
 # /metrics at the end (.metrics). Needs python3 and curl.
@@ -106,10 +115,16 @@ EOF
 
 "$bin" serve --config "$dir/event.toml" >"$dir/serve.out" 2>"$dir/serve.err" &
 server=$!
+echo $server >"$dir/serve.pid"
 cleanup() {
 	kill -CONT $server 2>/dev/null
 	kill $server 2>/dev/null || true
 	wait $server 2>/dev/null || true
+	restarted=$(<"$dir/serve.pid")
+	if [[ $restarted != "$server" ]]; then
+		kill "$restarted" 2>/dev/null || true
+		for _ in $(seq 100); do kill -0 "$restarted" 2>/dev/null || break; sleep 0.1; done
+	fi
 	if [[ -z ${BENCH_KEEP_DATA:-} ]]; then
 		rm -rf "$data"
 	fi
@@ -129,6 +144,54 @@ if [[ -n ${BENCH_PAUSE:-} ]]; then
 		exit 2
 	fi
 	(sleep "${BASH_REMATCH[1]}" && kill -STOP $server && sleep "${BASH_REMATCH[2]}"; kill -CONT $server) 2>/dev/null &
+fi
+if [[ -n ${BENCH_HOG:-} ]]; then
+	if [[ ! $BENCH_HOG =~ ^(0?\.[0-9]+|1(\.0*)?)$ ]]; then
+		echo "BENCH_HOG $BENCH_HOG: want a share of a core, 0 to 1, such as 0.5" >&2
+		exit 2
+	fi
+	# Bounded by the run: it stops itself after DURATION and a minute.
+	python3 - "$BENCH_HOG" $((seconds + 60)) <<'PY' &
+import sys, time
+share, end = float(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+period = 0.010
+while time.monotonic() < end:
+    start = time.monotonic()
+    while time.monotonic() - start < share * period:
+        pass
+    time.sleep(max(0.0, period - (time.monotonic() - start)))
+PY
+	hog=$!
+	trap 'kill $hog 2>/dev/null; cleanup' EXIT
+fi
+if [[ -n ${BENCH_KILL:-} ]]; then
+	if [[ ! $BENCH_KILL =~ ^[0-9]+(,[0-9]+)*$ ]]; then
+		echo "BENCH_KILL $BENCH_KILL: want AT[,AT...] in seconds, such as 60,900,1740" >&2
+		exit 2
+	fi
+	: >"$dir/$label.restarts"
+	(
+		prev=0
+		for at in ${BENCH_KILL//,/ }; do
+			sleep $((at - prev))
+			prev=$at
+			pid=$(<"$dir/serve.pid")
+			kill -9 "$pid"
+			while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
+			start=$(date +%s%N)
+			"$bin" serve --config "$dir/event.toml" >>"$dir/serve.out" 2>>"$dir/serve.err" &
+			echo $! >"$dir/serve.pid"
+			ready=""
+			for _ in $(seq 6000); do
+				if curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$port/readyz" | grep -q 200; then
+					ready=$((($(date +%s%N) - start) / 1000000))
+					break
+				fi
+				sleep 0.01
+			done
+			echo "kill -9 at ${at} s: ready ${ready:-never (60 s)} ms after the restart" | tee -a "$dir/$label.restarts" >&2
+		done
+	) &
 fi
 # shellcheck disable=SC2086 # BENCH_LOADTEST_FLAGS is a list of flags
 SURGEPAY_ADMIN_TOKEN=$(<"$data/admin-token") \
@@ -163,6 +226,7 @@ print(f"event: {sales} sales in {s['elapsed_seconds']:.0f} s, refused {refused} 
       + (f"longest commit {1000 * worst['stall_max_seconds']:.0f} ms at second {worst['stall_max_second']}, "
          f"shed {sum(sum((w.get('shed') or {}).values()) for w in ws)}" if worst else "writer not scraped"))
 PY
+[[ -s $dir/$label.restarts ]] && cat "$dir/$label.restarts"
 echo "reports: $dir/$label.json $dir/$label.html"
 if [[ -n ${BENCH_KEEP_DATA:-} ]]; then
 	echo "data folder (kept): $data"

@@ -26,8 +26,7 @@ func (db *DB) SetStagedCountChunk(n int) { db.stagedChunk = n }
 // RebuildIdemFilter builds the filter of idempotency keys again as a
 // rebuild under load does (paced), in chunks of chunk hashes.
 func (db *DB) RebuildIdemFilter(ctx context.Context, chunk int) error {
-	db.idemFilterChunk = chunk
-	return db.buildIdemFilter(ctx, true)
+	return db.buildIdemFilterChunk(ctx, true, chunk)
 }
 
 // SetRunDropMin sets the fewest entries of purged runs of

@@ -36,18 +36,33 @@ import (
 // for the writer as it is for lookups: a hash missing from it is a key
 // stored twice. TestIdempotencyFilterInsert breaks it to see that.
 //
-// Open builds the first filter (one scan of idempotency_index: about a
-// second for a few million records). Once more hashes were added than the
-// filter holds at 1 %, a new one is built in the background, sized for
-// half as many again as the records then stored (idemFilterGrowth), at
-// most idemFilterKeysMax, and lookups use the old one meanwhile. A full
+// Open starts the build of the first filter in the background (one scan
+// of idempotency_index: about a second for a few million records), sized
+// for Config.IdempotencyFilterKeys (an event's keys, ahead) or half as
+// many again as the records stored, whichever is more; until it ends the
+// filter answers "maybe" and every check reads the index, as it would
+// without a filter. Once more hashes were added than the filter holds at
+// 1 %, a new one is built in the background, sized for half as many again
+// as the records then stored (idemFilterGrowth), at most
+// idemFilterKeysMax, and lookups use the old one meanwhile. A full
 // filter of that size is rebuilt at most hourly (purged keys leave it); in
 // between its false positive rate grows and lookups fall back to the
 // SELECT, never to a wrong answer.
 
+// IdempotencyFilterKeysDefault is the default Config.IdempotencyFilterKeys:
+// 10 M keys at 1 % in 12 MiB, a half hour at 5,000 sales/s (9 M) and a
+// tenth more, so that the event never waits on a rebuild (a rebuild
+// scans every stored key: at 3.4, 5.0 and 7.5 M keys, the points where a
+// filter sized by growth filled, per-minute p99 rose on a busy host).
+const IdempotencyFilterKeysDefault = 10_000_000
+
+// IdempotencyFilterKeysLimit is the most Config.IdempotencyFilterKeys
+// takes: idemFilterKeysMax.
+const IdempotencyFilterKeysLimit = idemFilterKeysMax
+
 const (
-	// idemFilterKeysMin is the fewest keys a filter is sized for (10
-	// bits a key): the first holds 3.3 M keys at 1 % in 4 MiB.
+	// idemFilterKeysMin is the filter of 4 MiB (3.3 M keys at 1 %) that
+	// tests put in place of the one in use (BreakIdemFilter).
 	idemFilterKeysMin = 3_355_443
 	// idemFilterKeysMax bounds a filter: 27 M keys at 1 % in 32 MiB,
 	// three half-hour events at 5,000 sales/s.
@@ -233,10 +248,19 @@ func (f *idemFilter) rebuild() {
 	}
 }
 
-// runIdemFilter builds the filter again whenever it is asked to, until
-// ctx ends (Open builds the first).
+// runIdemFilter builds the first filter, at once and unpaced, then builds
+// it again whenever it is asked to, until ctx ends. A first build that
+// fails (the context ended, a read error) is tried again after a pause:
+// without a filter every check reads the index, right but slower.
 func (db *DB) runIdemFilter(ctx context.Context) {
 	f := db.writer.idem.filter
+	for db.buildIdemFilter(ctx, false) != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -278,8 +302,17 @@ const idemFilterPageQuery = "SELECT run, hash, row FROM idempotency_index WHERE 
 // paced (a rebuild, under load) it rests after each chunk (restAfter:
 // back to back, the first rebuild at 3,000 sales/s, 3.4 M keys, took a
 // core for seconds on a slow hour and began an episode of refusals;
-// meanwhile the full filter answers, with more false positives); Open's build, before any load, does not.
+// meanwhile the full filter answers, with more false positives); the
+// first build, which nothing answers before, does not.
 func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
+	return db.buildIdemFilterChunk(ctx, paced, idemFilterScanRows)
+}
+
+// buildIdemFilterChunk is buildIdemFilter reading chunk hashes a SELECT
+// (tests read fewer). One build runs at a time.
+func (db *DB) buildIdemFilterChunk(ctx context.Context, paced bool, chunk int) error {
+	db.filterBuild.Lock()
+	defer db.filterBuild.Unlock()
 	x := db.writer.idem
 	f := x.filter
 	// The records stored (the memory tables' too), at most: rowids
@@ -289,7 +322,7 @@ func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 	if err := db.read.QueryRowContext(ctx, idemSpanQuery).Scan(&stored); err != nil {
 		return fmt.Errorf("size idempotency filter: %w", err)
 	}
-	next := newBloom(min(max(idemFilterKeysMin, stored*idemFilterGrowth/2), idemFilterKeysMax))
+	next := newBloom(min(max(db.idemFilterKeys, stored*idemFilterGrowth/2), idemFilterKeysMax))
 	f.mu.Lock()
 	f.next = next
 	f.mu.Unlock()
@@ -321,7 +354,7 @@ func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 	x.mu.RUnlock()
 	for i, h := range active {
 		next.add(h)
-		if (i+1)%db.idemFilterChunk == 0 {
+		if (i+1)%chunk == 0 {
 			if err := rest(); err != nil {
 				return err
 			}
@@ -331,7 +364,7 @@ func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 		i := 0
 		for h := range frozen.rows {
 			next.add(h)
-			if i++; i%db.idemFilterChunk == 0 {
+			if i++; i%chunk == 0 {
 				if err := rest(); err != nil {
 					return err
 				}
@@ -344,7 +377,7 @@ func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 	// Pages of entries in key order, each after the last one read.
 	run, hash, row := int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64)
 	for {
-		rows, err := db.read.QueryContext(ctx, idemFilterPageQuery, run, hash, row, db.idemFilterChunk)
+		rows, err := db.read.QueryContext(ctx, idemFilterPageQuery, run, hash, row, chunk)
 		if err != nil {
 			return fmt.Errorf("read idempotency index: %w", err)
 		}
@@ -360,7 +393,7 @@ func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 		if err := rows.Close(); err != nil {
 			return fmt.Errorf("read idempotency index: %w", err)
 		}
-		if n < db.idemFilterChunk {
+		if n < chunk {
 			break
 		}
 		if err := rest(); err != nil {

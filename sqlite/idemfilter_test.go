@@ -93,6 +93,14 @@ func TestFindIdempotencyNewKeyWithoutTheTableLock(t *testing.T) {
 	}
 
 	x := db.writer.idem
+	// Open builds the first filter in the background: wait for it (a
+	// hang guard, not a measurement); until it is built every lookup
+	// reads the memory tables, under their lock.
+	for deadline := time.Now().Add(time.Minute); x.filter.cur.Load() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first filter was not built within a minute of Open")
+		}
+	}
 	x.mu.Lock()
 	found := make(chan error, 1)
 	go func() {

@@ -40,8 +40,8 @@ import (
 // it indexes is purged (dropRuns).
 //
 // What survives a crash is the rows; the memory table is rebuilt from them
-// by the next Open (indexRecent), which indexes every row after
-// indexed_upto before the writer starts. Only the process that holds the
+// by the next Open (indexRecent), which reads every row after
+// indexed_upto into it before the writer starts. Only the process that holds the
 // DB's writer adds records to its memory table: another process writing
 // idempotency records to the same file at the same time would not see the
 // newest of them (no surgepay command but serve writes any).
@@ -72,16 +72,16 @@ const idemFlushChunk = 128
 // idemFlushRows is the rows of one multi-row INSERT of a merge.
 const idemFlushRows = 64
 
-// indexRecentRows is how many rows one transaction of indexRecent reads:
-// short transactions, so that a process opening the file while another
-// writes does not hold the write lock long.
+// indexRecentRows is how many rows one read of indexRecent takes: short
+// read transactions, so that checkpoints are not held back long.
 const indexRecentRows = 4096
 
 // idemHash is the key of idempotency_index for merchantID's key: the first
 // 8 bytes of SHA-256 over merchantID, a zero byte and key, as a signed
 // integer (SQLite's). A strong hash, so that no client can choose keys that
-// collide; collisions are handled anyway (lookups compare the key).
-func idemHash(merchantID, key string) int64 {
+// collide; collisions are handled anyway (lookups compare the key). It
+// takes strings or a scan's byte slices alike.
+func idemHash[S string | []byte](merchantID, key S) int64 {
 	b := make([]byte, 0, 64)
 	b = append(b, merchantID...)
 	b = append(b, 0)
@@ -470,41 +470,30 @@ func (x *idemIndex) committed() {
 	}
 }
 
-// indexRecent indexes, in idempotency_index, every row after indexed_upto:
-// the memory table a stopped process held. It runs at Open, before the
-// writer starts, in short transactions, and sets the next rowid.
+// indexRecent puts every row after indexed_upto in the memory table: the
+// tables a stopped process held (the active one, and a frozen one whose
+// merge it had not finished), as they were, and sets the next rowid. It
+// runs at Open, before the writer starts, and only reads: a restart in the
+// middle of an event is ready once these rows are read and hashed (a
+// fraction of a second for the 2 × IdempotencyTableMax rows there are at
+// most), where indexing them into idempotency_index first took ten
+// seconds at 266,000. The first commit that finds the table full
+// freezes it and merges it in the background of the commits, as at any
+// other time. Entries of a merge the stopped process left half done stay
+// in their run and are merged again in the new one: a lookup meets the
+// same row twice, and the purge drops both runs in turn.
 func (db *DB) indexRecent(ctx context.Context) error {
-	w := &db.writer
-	conn := db.wconn
+	x := db.writer.idem
 	var upto, maxRow int64
-	if err := conn.QueryRowContext(ctx, "SELECT indexed_upto, (SELECT coalesce(max(rowid), 0) FROM idempotency) FROM deferred_indexes WHERE name = 'idempotency'").
+	if err := db.wconn.QueryRowContext(ctx, "SELECT indexed_upto, (SELECT coalesce(max(rowid), 0) FROM idempotency) FROM deferred_indexes WHERE name = 'idempotency'").
 		Scan(&upto, &maxRow); err != nil {
 		return fmt.Errorf("read idempotency index state: %w", err)
 	}
-	w.idem.next = max(upto, maxRow) + 1
-	// One run for all of them, opened by the first transaction.
-	var run int64
+	x.next = max(upto, maxRow) + 1
 	for upto < maxRow {
-		if err := w.beginWrite(w.lockWait); err != nil {
-			return fmt.Errorf("index idempotency records: begin: %w", err)
-		}
-		var err error
-		if run == 0 {
-			run, err = w.openRun(ctx, maxRow)
-		}
-		last := upto
-		if err == nil {
-			last, err = db.indexRows(ctx, run, upto)
-		}
-		if err == nil {
-			_, err = w.idemSt.state.ExecContext(ctx, last)
-		}
-		if err == nil {
-			err = w.control(w.commit)
-		}
+		last, err := db.loadRows(ctx, upto)
 		if err != nil {
-			_ = w.control(w.rollback)
-			return fmt.Errorf("index idempotency records after %d: %w", upto, err)
+			return fmt.Errorf("read idempotency records after %d: %w", upto, err)
 		}
 		if last == upto {
 			break
@@ -514,38 +503,27 @@ func (db *DB) indexRecent(ctx context.Context) error {
 	return nil
 }
 
-// indexRows indexes, in run, up to indexRecentRows rows after upto and
-// returns the last rowid it read (upto if none).
-func (db *DB) indexRows(ctx context.Context, run, upto int64) (int64, error) {
+// loadRows adds up to indexRecentRows rows after upto to the active
+// table and returns the last rowid it read (upto if none).
+func (db *DB) loadRows(ctx context.Context, upto int64) (int64, error) {
+	x := db.writer.idem
 	rows, err := db.wconn.QueryContext(ctx, "SELECT rowid, merchant_id, key FROM idempotency WHERE rowid > ? ORDER BY rowid LIMIT ?",
 		upto, indexRecentRows)
 	if err != nil {
 		return upto, err
 	}
-	var es []idemEntry
+	defer rows.Close()
 	last := upto
+	var merchantID, key []byte
 	for rows.Next() {
 		var row int64
-		var merchantID, key string
 		if err := rows.Scan(&row, &merchantID, &key); err != nil {
-			rows.Close()
 			return upto, err
 		}
-		es = append(es, idemEntry{idemHash(merchantID, key), row})
+		x.active.add(idemHash(merchantID, key), row)
 		last = row
 	}
-	if err := rows.Close(); err != nil {
-		return upto, err
-	}
-	slices.SortFunc(es, func(a, b idemEntry) int {
-		return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.row, b.row))
-	})
-	for _, e := range es {
-		if _, err := db.writer.idemSt.mergeOne.ExecContext(ctx, run, e.hash, e.row); err != nil {
-			return upto, err
-		}
-	}
-	return last, nil
+	return last, rows.Close()
 }
 
 // purge deletes up to o.purgeLimit of the oldest records created before

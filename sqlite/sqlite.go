@@ -123,6 +123,13 @@ type Config struct {
 	// lookup that reaches the index probes every run. Past it, a merge goes
 	// into the newest run. Default IdempotencyRunsMaxDefault.
 	IdempotencyRunsMax int
+	// IdempotencyFilterKeys is how many idempotency keys the first filter
+	// of stored keys holds at about 1 % false positives (idemfilter.go):
+	// sized ahead, so that no rebuild runs during an event it fits. A
+	// store with more keys already gets a filter for half as many again.
+	// At most IdempotencyFilterKeysLimit. Default
+	// IdempotencyFilterKeysDefault.
+	IdempotencyFilterKeys int
 	// CustomerMergeRows is how many payments the writer indexes by
 	// customer in one merge into payments_by_customer (custindex.go): the
 	// most a list by customer scans beyond that index. Default
@@ -245,6 +252,9 @@ func (c Config) withDefaults() Config {
 	if c.IdempotencyRunsMax <= 0 {
 		c.IdempotencyRunsMax = IdempotencyRunsMaxDefault
 	}
+	if c.IdempotencyFilterKeys <= 0 {
+		c.IdempotencyFilterKeys = IdempotencyFilterKeysDefault
+	}
 	if c.CustomerMergeRows <= 0 {
 		c.CustomerMergeRows = CustomerMergeRowsDefault
 	}
@@ -283,6 +293,8 @@ func (c Config) Validate() error {
 		return errors.New("sqlite: BatchSizeMax, QueueDepthMax, FlushInterval and ReadConnsMax must not be negative")
 	case c.ReadConnsMax > ReadConnsMax:
 		return fmt.Errorf("sqlite: ReadConnsMax %d exceeds %d", c.ReadConnsMax, ReadConnsMax)
+	case c.IdempotencyFilterKeys < 0 || c.IdempotencyFilterKeys > IdempotencyFilterKeysLimit:
+		return fmt.Errorf("sqlite: IdempotencyFilterKeys %d must be 0 (the default) to %d", c.IdempotencyFilterKeys, IdempotencyFilterKeysLimit)
 	case c.PageSize != 0 && !ValidPageSize(c.PageSize):
 		return fmt.Errorf("sqlite: PageSize %d must be a power of two from 512 to 65536", c.PageSize)
 	}
@@ -317,8 +329,11 @@ type DB struct {
 	// stagedChunk is the records one statement of StagedBacklog counts
 	// (stagedCountChunk).
 	stagedChunk int
-	// idemFilterChunk is idemFilterScanRows; tests set fewer.
-	idemFilterChunk int
+	// idemFilterKeys is Config.IdempotencyFilterKeys.
+	idemFilterKeys int
+	// filterBuild serializes the builds of the filter of idempotency
+	// keys (the first, the rebuilds, a test's).
+	filterBuild sync.Mutex
 
 	filterStop context.CancelFunc // ends runIdemFilter
 	filterDone chan struct{}
@@ -351,7 +366,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err := privateFiles(cfg.Path); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
 	}
-	db := &DB{stagedChunk: stagedCountChunk, idemFilterChunk: idemFilterScanRows}
+	db := &DB{stagedChunk: stagedCountChunk, idemFilterKeys: IdempotencyFilterKeysDefault}
 	if err := db.open(ctx, cfg); err != nil {
 		db.closeAll()
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
@@ -364,10 +379,11 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		OnBatch:       cfg.OnBatch,
 		DelayTarget:   cfg.QueueDelayTarget,
 	}, db.commitBatch)
-	if err := db.buildIdemFilter(ctx, false); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
-	}
+	// The first filter is built in the background, not before Open
+	// returns: over millions of stored keys it takes seconds, which a
+	// restart in the middle of an event cannot wait. Meanwhile the filter
+	// answers "maybe" and lookups and the writer's probe read the index.
+	db.idemFilterKeys = cfg.IdempotencyFilterKeys
 	fctx, stop := context.WithCancel(context.Background())
 	db.filterStop, db.filterDone = stop, make(chan struct{})
 	go func() { defer close(db.filterDone); db.runIdemFilter(fctx) }()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/surgepay/surgepay/sqlite"
 )
 
 // TestServeLoneMerchantShare: serve counts the enabled merchants. With
@@ -200,23 +202,33 @@ func TestServeIdempotencyFilterMetrics(t *testing.T) {
 	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada Lovelace"}, 200, &cus)
 	c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
 		"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030, "cvc": "123"}}, 200, &pm)
+	// The first filter is built in the background of the start (a
+	// restart serves at once): its checks count once it is in use.
+	metrics := func() string {
+		_, body := getAuth(t, "http://"+cfg.AdminListen+"/metrics", readAdminToken(t, dir))
+		return body
+	}
+	for deadline := time.Now().Add(time.Minute); metricValue(t, metrics(), "surgepay_idempotency_filter_builds_total") < 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first filter of idempotency keys not built within a minute of the start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	const sales = 5
 	sale := map[string]any{"amount": 1000, "currency": "usd", "customer": cus.ID, "payment_method": pm.ID}
 	for i := range sales {
 		c.must(t, "POST", "/v1/payments", fmt.Sprintf("order-%d", i), sale, 200, nil)
 	}
 	c.must(t, "POST", "/v1/payments", "order-0", sale, 200, nil) // a replay
-	m := func() string {
-		_, body := getAuth(t, "http://"+cfg.AdminListen+"/metrics", readAdminToken(t, dir))
-		return body
-	}()
+	m := metrics()
 	for name, want := range map[string]float64{
 		`surgepay_idempotency_filter_checks_total{answer="absent",check="lookup"}`: sales,
 		`surgepay_idempotency_filter_checks_total{answer="absent",check="insert"}`: sales,
 		`surgepay_idempotency_filter_checks_total{answer="maybe",check="lookup"}`:  0,
 		`surgepay_idempotency_filter_false_positives_total{check="lookup"}`:        0,
 		`surgepay_idempotency_filter_builds_total`:                                 1,
-		`surgepay_idempotency_filter_bytes`:                                        4 << 20,
+		// Sized ahead: 10 bits for each of the default 10 M keys.
+		`surgepay_idempotency_filter_bytes`: sqlite.IdempotencyFilterKeysDefault * 10 / 8,
 	} {
 		if got := metricValue(t, m, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
