@@ -115,10 +115,50 @@ func waitIdle(t *testing.T, l *api.ConnLimiter, n int) {
 // connection is busy (a request being read), the new one waits, and is
 // let in once one of them falls idle. Eviction over TLS too (the server
 // reports the TLS connection, the limiter counts the one under it).
+// TestConnLimiterSparesTheRecentlyIdle (issue 34 item 10): a connection
+// idle for less than the limiter's minimum (a client's between two of its
+// requests) is not closed for a new one at the bound: the new one waits
+// until the idle one reaches that age, and then takes its place.
+func TestConnLimiterSparesTheRecentlyIdle(t *testing.T) {
+	if api.EvictIdleMinDefault <= 0 {
+		t.Fatalf("EvictIdleMinDefault %v: recently idle connections are not spared", api.EvictIdleMinDefault)
+	}
+	l, dial := limitedServer(t, 2, false)
+	l.SetEvictIdleMin(time.Second)
+	first, second := dial(), dial()
+	for i, c := range []net.Conn{first, second} {
+		io.WriteString(c, getRequest)
+		if !answered(c, 5*time.Second) {
+			t.Fatal("a connection under the bound was not answered")
+		}
+		waitIdle(t, l, i+1)
+	}
+	third := dial()
+	io.WriteString(third, getRequest)
+	if answered(third, 300*time.Millisecond) {
+		t.Fatal("a new connection took the place of one idle for less than the minimum")
+	}
+	io.WriteString(second, getRequest) // second stays in use: never the oldest idle
+	if !answered(second, 5*time.Second) {
+		t.Fatal("a recently idle connection was closed for a new one")
+	}
+	if !answered(third, 5*time.Second) {
+		t.Fatal("the new connection was not let in once the idle longest reached the minimum")
+	}
+	first.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := first.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("the connection idle longest is still open (%d, %v)", n, err)
+	}
+	if l.Evictions() != 1 || l.Waits() != 1 {
+		t.Fatalf("evictions %d waits %d, want 1, 1", l.Evictions(), l.Waits())
+	}
+}
+
 func TestConnLimiterEvictsIdle(t *testing.T) {
 	for _, useTLS := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "TLS"}[useTLS], func(t *testing.T) {
 			l, dial := limitedServer(t, 2, useTLS)
+			l.SetEvictIdleMin(0) // any idle connection; TestConnLimiterSparesTheRecentlyIdle has the default
 			first, second := dial(), dial()
 			for i, c := range []net.Conn{first, second} {
 				io.WriteString(c, getRequest)
