@@ -12,8 +12,13 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"context"
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/telemetry"
+	"github.com/surgepay/surgepay/tlsconfig"
+	"log/slog"
+	"net"
+	"time"
 )
 
 // Config is what the admin listener serves.
@@ -95,4 +100,43 @@ func newMux(c Config) *http.ServeMux {
 		})
 	}
 	return mux
+}
+
+// Serve runs the admin listener with c on ln until ctx ends.
+func Serve(ctx context.Context, ln net.Listener, c Config, log *slog.Logger) error {
+	srv := &http.Server{Handler: Handler(c), ReadHeaderTimeout: 5 * time.Second, TLSConfig: c.TLS,
+		ErrorLog: tlsconfig.ErrorLog(log)}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	log.Info("admin listening", "addr", ln.Addr().String(), "tls", c.TLS != nil)
+	if err := tlsconfig.Serve(srv, ln); err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}
+
+// ListenMetrics serves GET /metrics with h on addr (settle's
+// --metrics-listen), behind guard and in TLS with tc when set, until stop
+// is called. The listener is open when it returns: a port in use is an
+// error now.
+func ListenMetrics(addr string, guard Guard, tc *tls.Config, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: guard.Wrap(mux), ReadHeaderTimeout: 5 * time.Second, TLSConfig: tc,
+		ErrorLog: tlsconfig.ErrorLog(log)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := tlsconfig.Serve(srv, ln); err != http.ErrServerClosed {
+			log.Error("settlement metrics listener", "err", err.Error())
+		}
+	}()
+	log.Info("settlement metrics listening", "addr", ln.Addr().String())
+	return func() { srv.Close(); <-done }, nil
 }

@@ -676,7 +676,7 @@ func (c *Config) Validate() error {
 		bad("data_dir", "must not be empty")
 	}
 	c.validateAdminToken(bad)
-	c.TLS.validate(bad)
+	c.TLS.Validate(bad)
 	switch c.Storage {
 	case "sqlite":
 	case "postgres":

@@ -21,7 +21,6 @@ import (
 	"sync/atomic"
 
 	"github.com/surgepay/surgepay/api"
-	"github.com/surgepay/surgepay/config"
 )
 
 // tlsVersionMin is the oldest TLS version served: TLS 1.0 and 1.1 are
@@ -137,7 +136,7 @@ var ErrPlainPublic = errors.New("plain HTTP on an address that is not loopback: 
 
 // CheckPlainListen returns ErrPlainPublic for a listener address (named
 // by its setting) that would serve plain HTTP beyond loopback.
-func CheckPlainListen(t config.TLSConfig, setting, addr string) error {
+func CheckPlainListen(t Config, setting, addr string) error {
 	if addr == "" || t.Enabled() || t.ProxyTerminated || IsLoopback(addr) {
 		return nil
 	}
@@ -147,7 +146,7 @@ func CheckPlainListen(t config.TLSConfig, setting, addr string) error {
 // Listeners returns the TLS configurations of the API and admin
 // listeners and the certificate they share, or all nil without
 // tls.cert_file.
-func Listeners(t config.TLSConfig) (api, admin *tls.Config, certs *CertReloader, err error) {
+func Listeners(t Config) (api, admin *tls.Config, certs *CertReloader, err error) {
 	if !t.Enabled() {
 		return nil, nil, nil, nil
 	}

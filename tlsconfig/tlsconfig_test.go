@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/internal/tlstest"
 )
 
@@ -17,21 +16,21 @@ import (
 func TestCheckPlainListen(t *testing.T) {
 	for _, tc := range []struct {
 		addr string
-		tls  config.TLSConfig
+		tls  Config
 		ok   bool
 	}{
-		{"127.0.0.1:8080", config.TLSConfig{}, true},
-		{"127.9.9.9:8080", config.TLSConfig{}, true},
-		{"[::1]:8080", config.TLSConfig{}, true},
-		{"localhost:8080", config.TLSConfig{}, true},
-		{"", config.TLSConfig{}, true}, // admin_listen off
-		{":8080", config.TLSConfig{}, false},
-		{"0.0.0.0:8080", config.TLSConfig{}, false},
-		{"[::]:8080", config.TLSConfig{}, false},
-		{"10.0.0.5:8080", config.TLSConfig{}, false},
-		{"api.example.com:8080", config.TLSConfig{}, false},
-		{"0.0.0.0:8080", config.TLSConfig{ProxyTerminated: true}, true},
-		{"0.0.0.0:8443", config.TLSConfig{CertFile: "c.pem", KeyFile: "k.pem"}, true},
+		{"127.0.0.1:8080", Config{}, true},
+		{"127.9.9.9:8080", Config{}, true},
+		{"[::1]:8080", Config{}, true},
+		{"localhost:8080", Config{}, true},
+		{"", Config{}, true}, // admin_listen off
+		{":8080", Config{}, false},
+		{"0.0.0.0:8080", Config{}, false},
+		{"[::]:8080", Config{}, false},
+		{"10.0.0.5:8080", Config{}, false},
+		{"api.example.com:8080", Config{}, false},
+		{"0.0.0.0:8080", Config{ProxyTerminated: true}, true},
+		{"0.0.0.0:8443", Config{CertFile: "c.pem", KeyFile: "k.pem"}, true},
 	} {
 		err := CheckPlainListen(tc.tls, "listen", tc.addr)
 		if (err == nil) != tc.ok {

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/surgepay/surgepay/admin"
 	"github.com/surgepay/surgepay/tlsconfig"
@@ -43,21 +40,6 @@ func (a *app) adminGuard() admin.Guard {
 		ClientCert:   a.cfg.TLS.AdminClientCAFile != "",
 		SecureCookie: a.cfg.TLS.ProxyTerminated,
 	}
-}
-
-// serveAdminWith runs the admin listener with c on ln until ctx ends.
-func serveAdminWith(ctx context.Context, ln net.Listener, c admin.Config, log *slog.Logger) error {
-	srv := &http.Server{Handler: admin.Handler(c), ReadHeaderTimeout: 5 * time.Second, TLSConfig: c.TLS,
-		ErrorLog: tlsconfig.ErrorLog(log)}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
-	log.Info("admin listening", "addr", ln.Addr().String(), "tls", c.TLS != nil)
-	if err := tlsconfig.Serve(srv, ln); err != http.ErrServerClosed {
-		return err
-	}
-	return nil
 }
 
 // reloadListeners reads the TLS certificate and the admin token again

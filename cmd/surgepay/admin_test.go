@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay/admin"
+	"github.com/surgepay/surgepay/internal/datadir"
 )
 
 // testAdminToken is the admin token of the tests that build the admin
@@ -100,7 +101,7 @@ func TestServeAdminTokenRotation(t *testing.T) {
 		t.Fatalf("GET /config with the first token: status %d, want 200", code)
 	}
 	const rotated = "rotated-admin-token-0123456789"
-	if err := writeFileAtomic(filepath.Join(dir, admin.TokenFileName), []byte(rotated+"\n")); err != nil {
+	if err := datadir.WriteFileAtomic(filepath.Join(dir, admin.TokenFileName), []byte(rotated+"\n")); err != nil {
 		t.Fatal(err)
 	}
 	sendHUP(t) // serve's signal.Notify takes it

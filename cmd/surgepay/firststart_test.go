@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/surgepay/surgepay/internal/datadir"
 )
 
 // TestServeFirstStartHintSendsJSON is issue 34 item 12: the curl that
@@ -75,7 +77,7 @@ func TestServeTightensLooseDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(shared, 0o777)
-	err = ensureDataDir(shared, slog.New(slog.DiscardHandler))
+	err = datadir.Ensure(shared, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "others write") || !strings.Contains(err.Error(), shared) {
 		t.Errorf("a data folder of mode 0777: %v; want refused, naming it and why", err)
 	}

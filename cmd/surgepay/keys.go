@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
+	"github.com/surgepay/surgepay/internal/ops"
 )
 
 const keysCreateUsage = `Usage: surgepay keys create [--merchant ID] [--scopes LIST] [--expires-in D | --expires-at T] [--config FILE]
@@ -156,19 +155,20 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 	}
 	defer a.Close()
 	ctx = engine.WithActor(ctx, cliActor())
+	op := ops.Ops{Engine: a.eng, Store: a.store, Out: stdout}
 	var err error
 	switch sub {
 	case "create":
-		err = keysCreate(ctx, a, *merchant, *scopes, exp, stdout)
+		err = op.CreateKey(ctx, *merchant, *scopes, func() (time.Time, error) { return exp.time(time.Now()) })
 	case "list":
-		err = keysList(ctx, a, *merchant, stdout)
+		err = op.ListKeys(ctx, *merchant)
 	case "revoke":
 		var k *surgepay.APIKey
 		if k, err = a.eng.RevokeAPIKey(ctx, rest[0]); err == nil {
 			fmt.Fprintf(stdout, "API key %s (%s…) of merchant %s is revoked\n", k.ID, k.Prefix, k.MerchantID)
 		}
 	case "roll":
-		err = keysRoll(ctx, a, rest[0], *grace, exp, stdout)
+		err = op.RollKey(ctx, rest[0], *grace, func() (time.Time, error) { return exp.time(time.Now()) })
 	case "expire":
 		var t time.Time
 		var k *surgepay.APIKey
@@ -184,79 +184,4 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 		return 1
 	}
 	return 0
-}
-
-func keysCreate(ctx context.Context, a *app, merchant, scopeList string, exp expiryFlags, stdout io.Writer) error {
-	var in []string
-	if scopeList != "" {
-		in = strings.Split(scopeList, ",")
-	}
-	scopes, err := surgepay.ParseScopes("--scopes", in)
-	if err != nil {
-		return err
-	}
-	expires, err := exp.time(time.Now())
-	if err != nil {
-		return err
-	}
-	if merchant == "" {
-		ms, err := a.store.ListMerchants(ctx)
-		if err != nil || len(ms) == 0 {
-			return fmt.Errorf("no merchant yet: run `surgepay serve` once, or `surgepay merchants create`, or pass --merchant")
-		}
-		merchant = ms[0].ID
-	}
-	secret, k, err := a.eng.CreateAPIKeyWith(ctx, merchant, engine.KeyOptions{Scopes: scopes, Expires: expires})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "API key %s for merchant %s (shown once):\n%s\n", k.ID, merchant, secret)
-	return nil
-}
-
-func keysRoll(ctx context.Context, a *app, id, graceText string, exp expiryFlags, stdout io.Writer) error {
-	grace, err := time.ParseDuration(graceText)
-	if err != nil {
-		return fmt.Errorf("--grace %q must be a duration such as 24h", graceText)
-	}
-	expires, err := exp.time(time.Now())
-	if err != nil {
-		return err
-	}
-	r, err := a.eng.RollAPIKey(ctx, id, grace, expires)
-	if err != nil {
-		return err
-	}
-	old := "is revoked now"
-	if !r.Old.Revoked {
-		old = "works until " + r.Old.Expires.UTC().Format(time.RFC3339)
-	}
-	fmt.Fprintf(stdout, "API key %s replaces %s (%s…), which %s. New key for merchant %s (shown once):\n%s\n",
-		r.New.ID, r.Old.ID, r.Old.Prefix, old, r.New.MerchantID, r.Secret)
-	return nil
-}
-
-func timeOrDash(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-func keysList(ctx context.Context, a *app, merchant string, stdout io.Writer) error {
-	keys, err := a.eng.ListAPIKeys(ctx, merchant)
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tMERCHANT\tPREFIX\tSCOPES\tCREATED\tLAST USED\tEXPIRES\tREVOKED")
-	for _, k := range keys {
-		scopes := "full"
-		if len(k.Scopes) > 0 {
-			scopes = strings.Join(k.Scopes, ",")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%s\t%s\t%v\n", k.ID, k.MerchantID, k.Prefix, scopes,
-			timeOrDash(k.Created), timeOrDash(k.LastUsed), timeOrDash(k.Expires), k.Revoked)
-	}
-	return tw.Flush()
 }

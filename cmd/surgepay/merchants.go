@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
+	"github.com/surgepay/surgepay/internal/ops"
 )
 
 const merchantsUsage = `Usage:
@@ -71,9 +70,9 @@ func cmdMerchants(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			fmt.Fprintf(stdout, "merchant %s created; make it an API key with: surgepay keys create --merchant %s\n", m.ID, m.ID)
 		}
 	case "list":
-		err = merchantsList(ctx, a, stdout)
+		err = ops.Ops{Engine: a.eng, Store: a.store, Out: stdout}.ListMerchants(ctx)
 	case "show":
-		err = merchantsShow(ctx, a, rest[0], stdout)
+		err = ops.Ops{Engine: a.eng, Store: a.store, Out: stdout}.ShowMerchant(ctx, rest[0])
 	case "disable", "enable":
 		var m *surgepay.Merchant
 		if m, err = a.eng.SetMerchantDisabled(ctx, rest[0], sub == "disable"); err == nil {
@@ -85,28 +84,6 @@ func cmdMerchants(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return 1
 	}
 	return 0
-}
-
-func merchantsList(ctx context.Context, a *app, stdout io.Writer) error {
-	ms, err := a.eng.ListMerchants(ctx)
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tCREATED\tDISABLED")
-	for _, m := range ms {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", m.ID, strings.ReplaceAll(m.Name, "\t", " "), timeOrDash(m.Created), m.Disabled)
-	}
-	return tw.Flush()
-}
-
-func merchantsShow(ctx context.Context, a *app, id string, stdout io.Writer) error {
-	m, err := a.eng.GetMerchant(ctx, id)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "ID:        %s\nName:      %s\nCreated:   %s\nDisabled:  %v\n\n", m.ID, m.Name, timeOrDash(m.Created), m.Disabled)
-	return keysList(ctx, a, id, stdout)
 }
 
 const auditUsage = `Usage:
@@ -148,15 +125,6 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 1
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTIME\tACTOR\tACTION\tMERCHANT\tOBJECT\tDETAIL")
-	for _, e := range es {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, timeOrDash(e.Created), e.Actor, e.Action, e.MerchantID,
-			e.ObjectID, e.Detail)
-	}
-	tw.Flush()
-	if more && len(es) > 0 {
-		fmt.Fprintf(stdout, "more: --starting-after %s\n", es[len(es)-1].ID)
-	}
+	ops.WriteAudit(stdout, es, more)
 	return 0
 }

@@ -3,123 +3,21 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
-	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/surgepay/surgepay"
-	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/internal/cli"
+	"github.com/surgepay/surgepay/provider/processors"
 	"github.com/surgepay/surgepay/provider/route"
-	"github.com/surgepay/surgepay/provider/stripe"
 	"github.com/surgepay/surgepay/vault"
 )
-
-// unsealSecret returns a processor's secret key in the clear: sealed ones
-// are opened with the keyring (the processor's name is bound to it).
-func unsealSecret(keys *vault.Keyring, name string, s cache.Secret) (string, error) {
-	v := string(s)
-	if !strings.HasPrefix(v, config.SealedPrefix) {
-		return v, nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(v, config.SealedPrefix))
-	if err != nil {
-		return "", fmt.Errorf("processors.%s.secret_key: not a sealed secret", name)
-	}
-	plain, err := keys.Decrypt(b, []byte("processor/"+name))
-	if err != nil {
-		return "", fmt.Errorf("processors.%s.secret_key: cannot be opened with this keyring (sealed for another processor name or keyring?)", name)
-	}
-	return string(plain), nil
-}
-
-// sealSecret seals a processor's secret key for the configuration file.
-func sealSecret(keys *vault.Keyring, name, secret string) (string, error) {
-	b, err := keys.Encrypt([]byte(secret), []byte("processor/"+name))
-	if err != nil {
-		return "", err
-	}
-	return config.SealedPrefix + base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-// processorSet builds the router's processors from the configuration,
-// reusing a connector whose configuration did not change (its pooled
-// connections), and the merchants' routes.
-type processorSet struct {
-	built     map[string]builtProcessor
-	forSettle bool
-}
-
-type builtProcessor struct {
-	cfg config.ProcessorConfig
-	p   surgepay.Provider
-}
-
-func (ps *processorSet) processors(cfg config.Config, keys *vault.Keyring, def surgepay.Provider, wrap func(surgepay.Provider) surgepay.Provider) ([]route.Processor, error) {
-	out := []route.Processor{{Name: route.DefaultName, Provider: def}}
-	next := make(map[string]builtProcessor, len(cfg.Processors))
-	names := make([]string, 0, len(cfg.Processors))
-	for n := range cfg.Processors {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		pc := cfg.Processors[name]
-		b, ok := ps.built[name]
-		if !ok || b.cfg != pc {
-			secret, err := unsealSecret(keys, name, pc.SecretKey)
-			if err != nil {
-				return nil, err
-			}
-			whsec, err := unsealSecret(keys, name, pc.WebhookSecret)
-			if err != nil {
-				return nil, err
-			}
-			conn, err := stripe.New(stripe.Config{SecretKey: secret, BaseURL: pc.BaseURL, CallTimeout: pc.Timeout.Duration,
-				ConnsPerHostMax: pc.ConnsMax, RetriesMax: pc.RetriesMax, SearchLag: pc.SearchLag.Duration, Name: name,
-				WebhookSecret: whsec})
-			if err != nil {
-				return nil, fmt.Errorf("processors.%s: %w", name, err)
-			}
-			b = builtProcessor{cfg: pc, p: wrap(conn)}
-		}
-		next[name] = b
-		inflight := pc.InflightMax
-		if inflight == 0 {
-			inflight = pc.ConnsMax
-		}
-		rate := pc.CallsPerSecond
-		if ps.forSettle && pc.SettleCallsPerSecond > 0 {
-			rate = pc.SettleCallsPerSecond
-		}
-		out = append(out, route.Processor{Name: name, Provider: b.p, CallsPerSecond: rate, Burst: pc.Burst,
-			InflightMax: inflight, BudgetWait: pc.BudgetWait.Duration, AuthorizeCalls: stripe.AuthorizeCalls})
-	}
-	ps.built = next
-	return out, nil
-}
-
-// routesOf returns the merchants' routes from their settings.
-func routesOf(settingsFor func(string) surgepay.MerchantSettings) func(string) route.Route {
-	return func(merchantID string) route.Route {
-		s := settingsFor(merchantID)
-		r := route.Route{Processors: s.Processors}
-		for _, pr := range s.Routes {
-			r.Rules = append(r.Rules, route.Rule{Currency: strings.ToLower(pr.Currency), Brand: pr.Brand, Processors: pr.Processors})
-		}
-		return r
-	}
-}
 
 // stdin is what `surgepay processors seal` reads (a test replaces it).
 var stdin io.Reader = os.Stdin
@@ -164,15 +62,15 @@ func cmdProcessorsSeal(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "surgepay processors seal: %v\n", err)
 		return 1
 	}
-	if cfg.Path() == "" && fileExists("surgepay.toml") {
+	if _, err := os.Stat("surgepay.toml"); cfg.Path() == "" && err == nil {
 		fmt.Fprintln(stderr, "surgepay processors seal: ./surgepay.toml is not read without --config (nor by serve): the defaults apply")
 	}
-	keys, where, err := keyringForSeal(cfg)
+	keys, where, err := processors.KeyringForSeal(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay processors seal: %v\n", err)
 		return 1
 	}
-	sealed, err := sealSecret(keys, *name, secret)
+	sealed, err := processors.Seal(keys, *name, secret)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 1
@@ -180,54 +78,6 @@ func cmdProcessorsSeal(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "surgepay processors seal: sealed with %s\n", where)
 	fmt.Fprintf(stdout, "secret_key = %q\n", sealed)
 	return cli.ExitOK
-}
-
-// keyringForSeal opens the keyring serve reads with cfg and the same
-// environment, and says where it is. SURGEPAY_KEYRING is serve's when
-// set. Otherwise keyring_file: made there when missing only while serve
-// has not run with this data_dir yet (no embedded database), since serve
-// would then make it in the same place; a missing keyring beside serve's
-// database means serve reads another one (SURGEPAY_KEYRING, another
-// keyring_file or working folder), and seals made now would not open:
-// refused, with where to look. A relative data_dir is resolved against
-// the working folder, which is said, since serve resolves it against its
-// own.
-func keyringForSeal(cfg config.Config) (*vault.Keyring, string, error) {
-	if v := os.Getenv(vault.EnvVar); v != "" {
-		k, err := vault.FromEnv(v)
-		return k, "the keyring in $" + vault.EnvVar, err
-	}
-	file, err := filepath.Abs(cfg.KeyringFile)
-	if err != nil {
-		return nil, "", err
-	}
-	relative := ""
-	if !filepath.IsAbs(cfg.KeyringFile) {
-		relative = " (keyring_file, data_dir are relative: serve must run from this folder)"
-	}
-	if _, err := os.Stat(file); err == nil {
-		k, err := vault.Load(file)
-		return k, "the keyring " + file + relative, err
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, "", err
-	}
-	if cfg.Storage != "postgres" {
-		if db, _ := filepath.Abs(cfg.SQLite.Path); fileExists(db) {
-			return nil, "", fmt.Errorf("no keyring at %s%s, though serve's database %s is there: serve reads its keyring "+
-				"elsewhere ($%s, or keyring_file in its configuration); run seal with serve's --config and environment",
-				file, relative, db, vault.EnvVar)
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return nil, "", fmt.Errorf("keyring folder: %w", err)
-	}
-	k, _, err := vault.LoadOrCreate(file)
-	return k, "a new keyring " + file + relative + ", which serve with this configuration will use", err
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 const processorsUsage = `Usage: surgepay processors seal --name NAME [--config FILE]
@@ -299,7 +149,7 @@ func cmdProcessorsCheck(args []string, stdout, stderr io.Writer) int {
 	failed := 0
 	for _, name := range all {
 		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-		line, err := checkProcessor(ctx, cfg, name, &keys)
+		line, err := processors.Check(ctx, cfg, name, &keys)
 		cancel()
 		if err != nil {
 			failed++
@@ -313,121 +163,4 @@ func cmdProcessorsCheck(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return cli.ExitOK
-}
-
-// checkProcessor checks one processor; the error says what is wrong.
-func checkProcessor(ctx context.Context, cfg config.Config, name string, keys **vault.Keyring) (string, error) {
-	if name == route.DefaultName {
-		if cfg.Provider.Kind != "sim-http" {
-			return " (the in-process simulator, [provider] kind = \"" + cfg.Provider.Kind + "\")", nil
-		}
-		return checkSimulator(ctx, cfg.Provider.URL)
-	}
-	pc := cfg.Processors[name]
-	secret := string(pc.SecretKey)
-	if strings.HasPrefix(secret, config.SealedPrefix) {
-		if *keys == nil {
-			k, err := openKeyringNoCreate(cfg)
-			if err != nil {
-				return "", err
-			}
-			*keys = k
-		}
-		var err error
-		if secret, err = unsealSecret(*keys, name, pc.SecretKey); err != nil {
-			return "", err
-		}
-	}
-	conn, err := stripe.New(stripe.Config{SecretKey: secret, BaseURL: pc.BaseURL, CallTimeout: pc.Timeout.Duration,
-		ConnsPerHostMax: 1, RetriesMax: -1, Name: name})
-	if err != nil {
-		return "", err
-	}
-	if err := conn.Check(ctx); err != nil {
-		return "", errors.New(stripe.CheckProblem(err))
-	}
-	where := "Stripe"
-	if pc.BaseURL != "" {
-		where = pc.BaseURL
-	}
-	if mode := conn.Mode(); mode != "" {
-		return fmt.Sprintf(" (%s mode key, %s)", mode, where), nil
-	}
-	return " (" + where + ")", nil
-}
-
-// openKeyringNoCreate opens serve's keyring; a missing one is an error
-// (a sealed secret needs the keyring that sealed it).
-func openKeyringNoCreate(cfg config.Config) (*vault.Keyring, error) {
-	if v := os.Getenv(vault.EnvVar); v != "" {
-		return vault.FromEnv(v)
-	}
-	k, err := vault.Load(cfg.KeyringFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		abs, _ := filepath.Abs(cfg.KeyringFile)
-		return nil, fmt.Errorf("secret_key is sealed, but there is no keyring at %s (nor $%s): run check with serve's --config and environment", abs, vault.EnvVar)
-	}
-	return k, err
-}
-
-// checkSimulator asks the simulator over HTTP for its /healthz.
-func checkSimulator(ctx context.Context, base string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/healthz", nil)
-	if err != nil {
-		return "", err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", errors.New(stripe.CheckProblem(err))
-	}
-	defer res.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(res.Body, 1<<10))
-	if res.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("the simulator at %s answered %s to /healthz", base, res.Status)
-	}
-	return " (the simulator at " + base + ")", nil
-}
-
-// openRouter puts the configured processors in front of def (the
-// [provider] section, as "default"): each connector is wrapped by wrap
-// (telemetry), the router reports to obs. forSettle gives each processor
-// its settle budget instead of the API's.
-func openRouter(cfg config.Config, keys *vault.Keyring, def surgepay.Provider, wrap func(surgepay.Provider) surgepay.Provider,
-	obs route.Observer, routes func(string) route.Route, forSettle bool) (*route.Router, *processorSet, error) {
-	ps := &processorSet{forSettle: forSettle}
-	procs, err := ps.processors(cfg, keys, def, wrap)
-	if err != nil {
-		return nil, nil, err
-	}
-	r := route.New(obs)
-	if err := r.Set(procs, routes); err != nil {
-		return nil, nil, err
-	}
-	return r, ps, nil
-}
-
-// unknownToSettle is settle's default processor when [provider] is the
-// in-process simulator: it knows no authorization serve made, so every
-// call is refused as not performed (the record stays staged) rather than
-// declined by a simulator that never saw it.
-type unknownToSettle struct{}
-
-func (unknownToSettle) refuse(op string) error {
-	return &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: op,
-		Err: errors.New("provider.kind = \"sim\" runs inside serve; settle cannot reach it (use sim-http)")}
-}
-func (u unknownToSettle) Authorize(context.Context, *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
-	return nil, u.refuse("authorize")
-}
-func (u unknownToSettle) Capture(context.Context, *surgepay.CaptureRequest) (*surgepay.ProviderResult, error) {
-	return nil, u.refuse("capture")
-}
-func (u unknownToSettle) Void(context.Context, *surgepay.VoidRequest) (*surgepay.ProviderResult, error) {
-	return nil, u.refuse("void")
-}
-func (u unknownToSettle) Refund(context.Context, *surgepay.RefundRequest) (*surgepay.ProviderResult, error) {
-	return nil, u.refuse("refund")
-}
-func (u unknownToSettle) Lookup(context.Context, string) (*surgepay.ProviderResult, error) {
-	return nil, &surgepay.ProviderError{Outcome: surgepay.Unknown, Op: "lookup", Err: u.refuse("lookup")}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/surgepay/surgepay/admin"
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/config"
+	"github.com/surgepay/surgepay/provider/processors"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/provider/stripe/stripedouble"
 )
@@ -106,12 +107,12 @@ func TestProcessorsSealAsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := openKeyringNoCreate(cfg)
+	keys, err := processors.KeyringNoCreate(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sealed := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(out), `secret_key = "`), `"`)
-	if got, err := unsealSecret(keys, args[slices.Index(args, "--name")+1], cache.Secret(sealed)); err != nil || got != "sk_test_documented" {
+	if got, err := processors.Unseal(keys, args[slices.Index(args, "--name")+1], cache.Secret(sealed)); err != nil || got != "sk_test_documented" {
 		t.Errorf("serve's keyring opens the seal to %q, %v; want the key", got, err)
 	}
 }
@@ -262,11 +263,11 @@ func TestProcessorsCheckSimulator(t *testing.T) {
 	defer simSrv.Close()
 	cfg := config.Default()
 	cfg.Provider.Kind, cfg.Provider.URL = "sim-http", simSrv.URL
-	if line, err := checkProcessor(t.Context(), cfg, "default", nil); err != nil || !strings.Contains(line, simSrv.URL) {
+	if line, err := processors.Check(t.Context(), cfg, "default", nil); err != nil || !strings.Contains(line, simSrv.URL) {
 		t.Errorf("got %q, %v; want ok at %s", line, err, simSrv.URL)
 	}
 	cfg.Provider.URL = "http://" + freeAddr(t)
-	if _, err := checkProcessor(t.Context(), cfg, "default", nil); err == nil || !strings.HasPrefix(err.Error(), "unreachable: connection refused") {
+	if _, err := processors.Check(t.Context(), cfg, "default", nil); err == nil || !strings.HasPrefix(err.Error(), "unreachable: connection refused") {
 		t.Errorf("got %v, want unreachable: connection refused", err)
 	}
 }

@@ -372,9 +372,9 @@ func TestServeSwitchProcessorsUnderLoad(t *testing.T) {
 		})
 	}
 	// default, then stripe_test, then default again; the file is polled
-	// every configPollInterval, each edit gets a new modification time.
+	// every config.PollInterval, each edit gets a new modification time.
 	for i, to := range []string{`["default"]`, `["stripe_test"]`, `["default"]`} {
-		time.Sleep(configPollInterval + 200*time.Millisecond)
+		time.Sleep(config.PollInterval + 200*time.Millisecond)
 		text := strings.Replace(string(orig), `processors = ["stripe_test"]`, "processors = "+to, 1)
 		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 			t.Fatal(err)

@@ -5,14 +5,9 @@ import (
 	"log/slog"
 	"os"
 	"sync/atomic"
-	"time"
 
 	"github.com/surgepay/surgepay/config"
 )
-
-// configPollInterval is how often the config file's modification time is
-// checked for a reload.
-const configPollInterval = 2 * time.Second
 
 // watchConfig reloads the configuration on SIGHUP and when its file
 // changes. The merchant settings take effect at once; a new configuration
@@ -22,39 +17,7 @@ const configPollInterval = 2 * time.Second
 // current holds the effective configuration; hup delivers SIGHUP (the
 // caller's signal.Notify, which spans the process's whole run).
 func watchConfig(ctx context.Context, a *app, current *atomic.Pointer[config.Config], hup <-chan os.Signal, log *slog.Logger) {
-	watchReloads(ctx, current.Load().Path(), hup, func(why string) { reloadConfig(a, current, log, why) })
-}
-
-// watchReloads calls reload on each signal from hup and whenever the file
-// at path changes (polled every configPollInterval), until ctx ends.
-func watchReloads(ctx context.Context, path string, hup <-chan os.Signal, reload func(why string)) {
-	mtime := modTime(path)
-	t := time.NewTicker(configPollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			reload("SIGHUP")
-		case <-t.C:
-			if m := modTime(path); path != "" && !m.Equal(mtime) {
-				mtime = m
-				reload("file changed")
-			}
-		}
-	}
-}
-
-func modTime(path string) time.Time {
-	if path == "" {
-		return time.Time{}
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return time.Time{}
-	}
-	return fi.ModTime()
+	config.Watch(ctx, current.Load().Path(), hup, func(why string) { reloadConfig(a, current, log, why) })
 }
 
 // reloadConfig reads the configuration again and applies its reloadable

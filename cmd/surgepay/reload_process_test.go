@@ -16,7 +16,7 @@ import (
 )
 
 // reloadTimeout bounds the wait for one reload to show: a SIGHUP is
-// handled at once, a file change within configPollInterval.
+// handled at once, a file change within config.PollInterval.
 const reloadTimeout = 15 * time.Second
 
 // TestReloadProcess runs `surgepay serve` as a process with a config file

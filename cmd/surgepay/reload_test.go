@@ -15,6 +15,7 @@ import (
 
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/config"
+	"github.com/surgepay/surgepay/provider/processors"
 	"github.com/surgepay/surgepay/provider/sim"
 )
 
@@ -50,7 +51,7 @@ func writeFile(t *testing.T, name, text string) string {
 func TestOpenProviderSimRecords(t *testing.T) {
 	c := defaultsFilled()
 	c.Provider.RecordsMax, c.Provider.RecordsRetention = 5000, config.Duration{Duration: 2 * time.Hour}
-	prov, err := openProvider(c)
+	prov, err := processors.OpenProvider(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,12 @@ import (
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/groupcommit"
 	"github.com/surgepay/surgepay/internal/cli"
+	"github.com/surgepay/surgepay/internal/datadir"
+	"github.com/surgepay/surgepay/internal/memlimit"
+	"github.com/surgepay/surgepay/internal/ops"
+	"github.com/surgepay/surgepay/internal/upkeep"
 	"github.com/surgepay/surgepay/postgres"
+	"github.com/surgepay/surgepay/provider/processors"
 	"github.com/surgepay/surgepay/provider/route"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/sqlite"
@@ -54,7 +59,7 @@ type app struct {
 	// router and processors are set when [processors] are configured;
 	// def is then the [provider] section, the router's "default".
 	router     *route.Router
-	processors *processorSet
+	processors *processors.Set
 	def        surgepay.Provider
 	// api is the API handler, set by serve: reloads change its
 	// merchant_inflight_max.
@@ -100,7 +105,7 @@ func openApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, er
 			a.Close()
 		}
 	}()
-	if err := ensureDataDir(cfg.DataDir, log); err != nil {
+	if err := datadir.Ensure(cfg.DataDir, log); err != nil {
 		return nil, err
 	}
 	var err error
@@ -134,7 +139,7 @@ func openApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, er
 	if err := a.registerStore(); err != nil {
 		return nil, err
 	}
-	prov, err := openProvider(cfg)
+	prov, err := processors.OpenProvider(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -369,8 +374,8 @@ func (a *app) openProcessors(cfg config.Config, def surgepay.Provider) (surgepay
 	if err != nil {
 		return nil, err
 	}
-	routes := func(merchantID string) route.Route { return routesOf(a.eng.SettingsFor)(merchantID) }
-	a.router, a.processors, err = openRouter(cfg, a.keys, def, a.tel.WrapProvider, obs, routes, false)
+	routes := func(merchantID string) route.Route { return processors.Routes(a.eng.SettingsFor)(merchantID) }
+	a.router, a.processors, err = processors.OpenRouter(cfg, a.keys, def, a.tel.WrapProvider, obs, routes, false)
 	if err != nil {
 		return nil, err
 	}
@@ -390,29 +395,11 @@ func (a *app) reloadProcessors(cfg config.Config) error {
 	if a.router == nil {
 		return nil
 	}
-	procs, err := a.processors.processors(cfg, a.keys, a.def, a.tel.WrapProvider)
+	procs, err := a.processors.Build(cfg, a.keys, a.def, a.tel.WrapProvider)
 	if err != nil {
 		return err
 	}
-	return a.router.Set(procs, routesOf(a.eng.SettingsFor))
-}
-
-func openProvider(cfg config.Config) (surgepay.Provider, error) {
-	pc := cfg.Provider
-	if pc.Kind == "sim-http" {
-		return sim.NewClient(pc.URL, sim.NewHTTPClient(pc.Timeout.Duration))
-	}
-	sc := sim.DefaultConfig()
-	lat, err := sim.ParseLatency(pc.Latency)
-	if err != nil {
-		return nil, fmt.Errorf("config provider.latency: %w", err)
-	}
-	sc.Latency, sc.DeclineRate, sc.TimeoutRate, sc.UnknownRate = lat, pc.DeclineRate, pc.TimeoutRate, pc.UnknownRate
-	sc.RecordsMax, sc.Retention = pc.RecordsMax, sim.Duration(pc.RecordsRetention.Duration)
-	if err := sc.Validate(); err != nil {
-		return nil, fmt.Errorf("config provider: %w", err)
-	}
-	return sim.New(sc), nil
+	return a.router.Set(procs, processors.Routes(a.eng.SettingsFor))
 }
 
 // cacheStats maps the cache's counters to telemetry's.
@@ -424,60 +411,6 @@ func cacheStats(c *cache.Cache) []telemetry.CacheStat {
 			Loads: s.Loads, Evictions: s.Evictions, Fallbacks: s.Fallbacks, Entries: s.Entries, Bytes: s.Bytes}
 	}
 	return out
-}
-
-// ensureDevMerchant creates a development merchant and API key on first
-// start, writes the key to DataDir/dev-api-key and says how to use it.
-func (a *app) ensureDevMerchant(ctx context.Context, out io.Writer) error {
-	ms, err := a.store.ListMerchants(ctx)
-	if err != nil {
-		return err
-	}
-	keyFile := filepath.Join(a.cfg.DataDir, "dev-api-key")
-	if len(ms) > 0 {
-		if _, err := os.Stat(keyFile); err == nil {
-			fmt.Fprintf(out, "Development API key: in %s\n", keyFile)
-		}
-		return nil
-	}
-	ctx = engine.WithActor(ctx, "serve")
-	m, err := a.eng.CreateMerchant(ctx, "Development merchant")
-	if err != nil {
-		return err
-	}
-	secret, _, err := a.eng.CreateAPIKey(ctx, m.ID)
-	if err != nil {
-		return err
-	}
-	if err := writeFileAtomic(keyFile, []byte(secret+"\n")); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "Created development merchant %s with API key (also in %s):\n\n    %s\n\n"+
-		"Try:  curl -s %s://%s/v1/customers -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"name\":\"Ada\"}'\n\n",
-		m.ID, keyFile, secret, tlsconfig.Scheme(a.certs != nil), a.cfg.Listen, secret)
-	return nil
-}
-
-// writeFileAtomic writes data to path (mode 0600) through a temporary file
-// and a rename, so a crash leaves the old file or the new one.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 const serveUsage = `Usage: surgepay serve [--config FILE]
@@ -504,7 +437,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	log := newLogger(cfg, stderr)
-	defer applyMemorySettings(cfg, os.Getenv, log)()
+	defer memlimit.Apply(cfg.GCPercent, cfg.MemoryLimitMiB, os.Getenv, log)()
 	if err := serve(ctx, cfg, log, stdout); err != nil {
 		log.Error("serve", "err", err.Error())
 		// The log line is for machines; this one is for the operator.
@@ -589,7 +522,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 	var adminToken string
 	var adminTokenCreated bool
 	if aln != nil {
-		if err := ensureDataDir(cfg.DataDir, log); err != nil {
+		if err := datadir.Ensure(cfg.DataDir, log); err != nil {
 			return err
 		}
 		if adminToken, adminTokenCreated, err = admin.LoadToken(cfg.AdminToken().Reveal(), cfg.AdminTokenFile); err != nil {
@@ -602,7 +535,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 	}
 	defer a.Close()
 	a.certs = certs
-	if err := a.ensureDevMerchant(ctx, out); err != nil {
+	if err := (ops.Ops{Engine: a.eng, Store: a.store, Out: out}).EnsureDevMerchant(ctx, cfg.DataDir,
+		tlsconfig.Scheme(a.certs != nil)+"://"+cfg.Listen); err != nil {
 		return fmt.Errorf("development merchant: %w", err)
 	}
 	if aln != nil {
@@ -619,8 +553,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 	a.api = api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax,
 		MerchantInflightMax: cfg.MerchantInflightMax, BodyReadTimeout: cfg.BodyReadTimeout.Duration, Telemetry: a.tel,
 		SharedRateLimiter: shared, WritesOverloaded: writesOverloaded(a.store)})
-	merchants := newMerchantCounter(a.eng, a.api.SetMerchantsEnabled, log)
-	merchants.count(ctx)
+	merchants := upkeep.NewMerchantCounter(a.eng, a.api.SetMerchantsEnabled, log)
+	merchants.Count(ctx)
 	conns := api.LimitConnections(ln, cfg.ConnectionsMaxEffective())
 	if err := a.tel.RegisterConnections(conns); err != nil {
 		return fmt.Errorf("connection metrics: %w", err)
@@ -651,20 +585,20 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		go func() {
 			defer wg.Done()
 			isReady := func() bool { return ready.Load() && a.storeReachable(bg) }
-			if err := serveAdminWith(bg, aln, admin.Config{Ready: isReady, Telemetry: a.tel,
+			if err := admin.Serve(bg, aln, admin.Config{Ready: isReady, Telemetry: a.tel,
 				Config: func() any { return current.Load().View() }, Auth: a.adminGuard(), TLS: tlsAdmin,
 				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: admin.Actor,
-					OnMerchantsChanged: merchants.changed})}, log); err != nil {
+					OnMerchantsChanged: merchants.Changed})}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()
 	}
 	wg.Add(5)
-	go func() { defer wg.Done(); merchants.run(bg, merchantCountInterval) }()
+	go func() { defer wg.Done(); merchants.Run(bg, upkeep.MerchantCountInterval) }()
 	go func() { defer wg.Done(); a.eng.RunKeyUseFlusher(bg, engine.KeyUseFlushIntervalDefault) }()
 	go func() { defer wg.Done(); watchConfig(bg, a, &current, hup, log) }()
 	go func() { defer wg.Done(); a.eng.RunReconciler(bg, cfg.ReconcileInterval.Duration) }()
-	go func() { defer wg.Done(); newPurger(a.eng, a.tel, log).run(bg, purgeInterval) }()
+	go func() { defer wg.Done(); upkeep.NewPurger(a.eng, a.tel, log).Run(bg, upkeep.PurgeInterval) }()
 	// Keys revoked or expired, and merchants disabled, by the CLI or
 	// another server: refused here within a second (docs/api-keys.md).
 	wg.Add(1)
@@ -708,7 +642,7 @@ func commandConfig(path string, stderr io.Writer) (config.Config, int) {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return config.Config{}, 2
 	}
-	if err := ensureDataDir(cfg.DataDir, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
+	if err := datadir.Ensure(cfg.DataDir, slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return config.Config{}, 1
 	}

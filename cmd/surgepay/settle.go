@@ -9,12 +9,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -24,14 +22,13 @@ import (
 	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
-	"github.com/surgepay/surgepay/provider/route"
+	"github.com/surgepay/surgepay/provider/processors"
 	"github.com/surgepay/surgepay/settle"
 	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/stage"
 	"github.com/surgepay/surgepay/stage/jetstream"
 	"github.com/surgepay/surgepay/telemetry"
 	"github.com/surgepay/surgepay/tlsconfig"
-	"github.com/surgepay/surgepay/vault"
 )
 
 // Exit codes of `surgepay settle`.
@@ -233,7 +230,7 @@ func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitSettleUsage
 	}
 	log := newLogger(cfg, stderr)
-	prov, err := openSettleProvider(cfg)
+	prov, err := processors.OpenForSettle(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay settle: %v\n", err)
 		return exitSettleError
@@ -263,16 +260,16 @@ func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov su
 	if err != nil {
 		return fail(err)
 	}
-	onStats := statsLogger(log, 10*time.Second)
+	onStats := settle.LogProgress(log, 10*time.Second)
 	if o.metricsListen != "" {
-		m := &settleMetrics{}
+		m := &settle.Latest{}
 		stop, err := serveSettleMetrics(cfg, o.metricsListen, m, log)
 		if err != nil {
 			return fail(err)
 		}
 		defer stop()
 		logStats := onStats
-		onStats = func(s settle.Stats) { m.observe(s); logStats(s) }
+		onStats = func(s settle.Stats) { m.Observe(s); logStats(s) }
 	}
 	// On the embedded default settle usually writes the file serve is
 	// writing: serve's writer, answering clients, takes the lock first.
@@ -281,7 +278,9 @@ func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov su
 		return fail(err)
 	}
 	defer store.Close()
-	consumer, closeStage, err := openConsumer(ctx, cfg, o, store)
+	jc := cfg.Stage.JetStream() // the credentials and TLS files of [stage]
+	jc.URL, jc.AckWait = o.natsURL, o.ackWait
+	consumer, closeStage, err := settle.OpenConsumer(ctx, o.stage, jc, store)
 	if err != nil {
 		return fail(err)
 	}
@@ -314,7 +313,7 @@ func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov su
 		AuthorizationLifetime: o.authLife,
 		Analytics:             func(merchantID string) bool { return settings.Load().For(merchantID).Analytics == "on" }})
 	if rep != nil {
-		if werr := writeSettleReports(rep, o, stdout); werr != nil {
+		if werr := rep.WriteFiles(o.reportJSON, o.reportText, stdout); werr != nil {
 			log.Error("settlement report", "err", werr.Error())
 			if err == nil {
 				err = werr
@@ -332,30 +331,13 @@ func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov su
 	return exitSettleOK
 }
 
-func openConsumer(ctx context.Context, cfg config.Config, o *settleOptions, store surgepay.Store) (surgepay.StageConsumer, func(), error) {
-	if o.stage == "jetstream" {
-		jc := cfg.Stage.JetStream() // the credentials and TLS files of [stage]
-		jc.URL, jc.AckWait = o.natsURL, o.ackWait
-		js, err := jetstream.Open(ctx, jc)
-		if err != nil {
-			return nil, nil, err
-		}
-		return js, func() { js.Close() }, nil
-	}
-	emb, err := stage.NewEmbedded(store, o.ackWait)
-	if err != nil {
-		return nil, nil, err
-	}
-	return emb, func() {}, nil
-}
-
 // watchSettleSettings reloads the merchant settings into settings on each
 // signal from hup (SIGHUP) and when the configuration file at path
 // changes, as serve does (see watchConfig), until ctx ends. Settle reads
 // their analytics and webhooks switches; the rest of the configuration is
 // read at start.
 func watchSettleSettings(ctx context.Context, path string, hup <-chan os.Signal, settings *atomic.Pointer[engine.Settings], log *slog.Logger) {
-	watchReloads(ctx, path, hup, func(why string) { reloadSettleSettings(path, settings, log, why) })
+	config.Watch(ctx, path, hup, func(why string) { reloadSettleSettings(path, settings, log, why) })
 }
 
 // reloadSettleSettings reads the configuration at path again and stores
@@ -371,49 +353,12 @@ func reloadSettleSettings(path string, settings *atomic.Pointer[engine.Settings]
 	log.Info("merchant settings reloaded (settle reads their analytics and webhooks switches)", "why", why)
 }
 
-// statsLogger logs settlement progress at most every interval.
-func statsLogger(log *slog.Logger, interval time.Duration) func(settle.Stats) {
-	var last time.Time
-	return func(s settle.Stats) {
-		if time.Since(last) < interval {
-			return
-		}
-		last = time.Now()
-		log.Info("settlement progress", "backlog", s.BacklogDepth, "oldest_age", s.OldestAge.Round(time.Second).String(),
-			"batch_size", s.LastBatchSize, "captured", s.Captured, "capture_declined", s.Failed,
-			"captures_per_second", int(s.CapturesPerSecond), "left", s.Left)
-	}
-}
-
-// settleMetrics holds the latest settle.Stats for the /metrics of
-// --metrics-listen. Safe for concurrent use.
-type settleMetrics struct {
-	mu   sync.Mutex
-	last telemetry.SettleStat
-}
-
-// observe is settle.Config.OnStats.
-func (m *settleMetrics) observe(s settle.Stats) {
-	st := telemetry.SettleStat{BacklogDepth: s.BacklogDepth, OldestAge: s.OldestAge, LastBatchSize: s.LastBatchSize,
-		CapturesPerSecond: s.CapturesPerSecond, Captured: s.Captured, Failed: s.Failed, Left: s.Left,
-		Failures: s.Failures} // a copy of settle's, never changed after
-	m.mu.Lock()
-	m.last = st
-	m.mu.Unlock()
-}
-
-func (m *settleMetrics) stat() telemetry.SettleStat {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.last
-}
-
 // serveSettleMetrics serves GET /metrics with m's metrics on addr until
 // stop is called, under the admin listener's rules (cfg): the admin
 // token unless admin_metrics_open, TLS with tls.cert_file, and plain
 // HTTP beyond loopback refused. The listener is open when it returns: a
 // port in use is an error now, not after settlement started.
-func serveSettleMetrics(cfg config.Config, addr string, m *settleMetrics, log *slog.Logger) (stop func(), err error) {
+func serveSettleMetrics(cfg config.Config, addr string, m *settle.Latest, log *slog.Logger) (stop func(), err error) {
 	if err := tlsconfig.CheckPlainListen(cfg.TLS, "--metrics-listen", addr); err != nil {
 		return nil, err
 	}
@@ -429,51 +374,11 @@ func serveSettleMetrics(cfg config.Config, addr string, m *settleMetrics, log *s
 		}
 		auth.Token = func() string { return token }
 	}
-	ln, err := net.Listen("tcp", addr)
+	stop, err = admin.ListenMetrics(addr, auth, tc, telemetry.SettleMetricsHandler(m.Stat), log)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w (choose another port, or leave it off)", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", telemetry.SettleMetricsHandler(m.stat))
-	srv := &http.Server{Handler: auth.Wrap(mux), ReadHeaderTimeout: 5 * time.Second, TLSConfig: tc,
-		ErrorLog: tlsconfig.ErrorLog(log)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := tlsconfig.Serve(srv, ln); err != http.ErrServerClosed {
-			log.Error("settlement metrics listener", "err", err.Error())
-		}
-	}()
-	log.Info("settlement metrics listening", "addr", ln.Addr().String())
-	return func() { srv.Close(); <-done }, nil
-}
-
-func writeSettleReports(rep *settle.Report, o *settleOptions, stdout io.Writer) error {
-	if o.reportJSON != "" {
-		f, err := os.Create(o.reportJSON)
-		if err != nil {
-			return err
-		}
-		err = rep.WriteJSON(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("report %s: %w", o.reportJSON, err)
-		}
-	}
-	if o.reportText == "" || o.reportText == "-" {
-		return rep.WriteText(stdout)
-	}
-	f, err := os.Create(o.reportText)
-	if err != nil {
-		return err
-	}
-	err = rep.WriteText(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return stop, nil
 }
 
 const keysSettlementUsage = `Usage: surgepay keys settlement --out DIR
@@ -509,39 +414,4 @@ func cmdKeysSettlement(ctx context.Context, args []string, stdout, stderr io.Wri
 		id, filepath.Join(*out, stage.PublicKeyFile), stage.EnvPublicKey, base64.StdEncoding.EncodeToString(pub),
 		filepath.Join(*out, stage.PrivateKeyFile))
 	return exitSettleOK
-}
-
-// openSettleProvider is [provider], behind the [processors] when some are
-// configured: a staged capture goes to the processor its authorization
-// names, within the processor's settle budget. A sealed secret needs the
-// card vault's keyring (SURGEPAY_KEYRING or keyring_file); give settle
-// its processors' keys by env instead to keep the keyring off the
-// settlement host.
-func openSettleProvider(cfg config.Config) (surgepay.Provider, error) {
-	if len(cfg.Processors) == 0 {
-		return openProvider(cfg)
-	}
-	var def surgepay.Provider = unknownToSettle{}
-	if cfg.Provider.Kind != "sim" {
-		p, err := openProvider(cfg)
-		if err != nil {
-			return nil, err
-		}
-		def = p
-	}
-	var keys *vault.Keyring
-	if cfg.NeedsKeyring() {
-		var err error
-		if v := os.Getenv(vault.EnvVar); v != "" {
-			keys, err = vault.FromEnv(v)
-		} else {
-			keys, err = vault.Load(cfg.KeyringFile)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("a processor's secret_key is sealed and the keyring cannot be read: %w", err)
-		}
-	}
-	noWrap := func(p surgepay.Provider) surgepay.Provider { return p }
-	r, _, err := openRouter(cfg, keys, def, noWrap, nil, func(string) route.Route { return route.Route{} }, true)
-	return r, err
 }

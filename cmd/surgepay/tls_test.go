@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/surgepay/surgepay/internal/datadir"
 	"github.com/surgepay/surgepay/internal/tlstest"
 )
 
@@ -154,7 +155,7 @@ func TestServeTLS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := writeFileAtomic(dst, b); err != nil {
+			if err := datadir.WriteFileAtomic(dst, b); err != nil {
 				t.Fatal(err)
 			}
 		}

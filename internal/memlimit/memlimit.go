@@ -1,32 +1,32 @@
-package main
+// Package memlimit sets the Go runtime's garbage-collector target and
+// soft memory limit of `surgepay serve` (gc_percent, memory_limit_mib).
+package memlimit
 
 import (
 	"log/slog"
 	"math"
 	"runtime/debug"
-
-	"github.com/surgepay/surgepay/config"
 )
 
-// applyMemorySettings sets the garbage collector's target (gc_percent)
+// Apply sets the garbage collector's target (gc_percent)
 // and the soft memory limit (memory_limit_mib) of serve, except those the
 // environment sets: the Go runtime reads GOGC and GOMEMLIMIT at start,
 // and they win, as for any Go program. It logs what is in force and
 // returns a function that puts back the previous settings, for serve run
 // inside a test process.
-func applyMemorySettings(cfg config.Config, env func(string) string, log *slog.Logger) (restore func()) {
-	gogc, limit := any(cfg.GCPercent), any(cfg.MemoryLimitMiB)
+func Apply(gcPercent, memoryLimitMiB int, env func(string) string, log *slog.Logger) (restore func()) {
+	gogc, limit := any(gcPercent), any(memoryLimitMiB)
 	var undo []func()
 	if v := env("GOGC"); v != "" {
 		gogc = "GOGC=" + v
 	} else {
-		prev := debug.SetGCPercent(cfg.GCPercent)
+		prev := debug.SetGCPercent(gcPercent)
 		undo = append(undo, func() { debug.SetGCPercent(prev) })
 	}
 	if v := env("GOMEMLIMIT"); v != "" {
 		limit = "GOMEMLIMIT=" + v
 	} else {
-		prev := debug.SetMemoryLimit(memoryLimitBytes(cfg.MemoryLimitMiB))
+		prev := debug.SetMemoryLimit(memoryLimitBytes(memoryLimitMiB))
 		undo = append(undo, func() { debug.SetMemoryLimit(prev) })
 	}
 	log.Info("garbage collector", "gc_percent", gogc, "memory_limit_mib", limit)

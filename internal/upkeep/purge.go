@@ -1,4 +1,8 @@
-package main
+// Package upkeep is serve's background upkeep of the engine: the purge of
+// expired idempotency records, in bounded batches with pauses between
+// them, and the count of enabled merchants that sizes each one's share of
+// the node.
+package upkeep
 
 import (
 	"context"
@@ -18,8 +22,8 @@ import (
 // store's writer (SQLite has one), and the pause lets the payments queued
 // behind it go first.
 const (
-	// purgeInterval is the time between two passes.
-	purgeInterval = time.Minute
+	// PurgeInterval is the time between two passes.
+	PurgeInterval = time.Minute
 	// purgeBatchMax bounds the records one delete removes (the SQLite
 	// store takes up to sqlite.PurgeLimitMax): a short write.
 	purgeBatchMax = 1_000
@@ -28,14 +32,14 @@ const (
 	// at which records of a 5,000 sales/s surge expire.
 	purgeBatchPause = 10 * time.Millisecond
 	// purgePassBatchesMax bounds one pass: 1,000 batches, 1 M records,
-	// about three times what expires in a purgeInterval at 5,000
+	// about three times what expires in a PurgeInterval at 5,000
 	// sales/s. A pass that reaches it says so in the log (the purge is
 	// behind), and the next pass goes on.
 	purgePassBatchesMax = 1_000
 )
 
-// purger deletes expired idempotency records, in passes of batches.
-type purger struct {
+// Purger deletes expired idempotency records, in passes of batches.
+type Purger struct {
 	// purge deletes up to limit expired records and returns how many it
 	// deleted: engine.PurgeIdempotency.
 	purge          func(ctx context.Context, limit int) (int, error)
@@ -46,15 +50,15 @@ type purger struct {
 	log            *slog.Logger
 }
 
-// newPurger returns serve's purger of eng's records, with the bounds
+// NewPurger returns serve's Purger of eng's records, with the bounds
 // above, counting what it deletes in tel.
-func newPurger(eng *engine.Engine, tel *telemetry.Telemetry, log *slog.Logger) *purger {
-	return &purger{purge: eng.PurgeIdempotency, batchMax: purgeBatchMax, pause: purgeBatchPause,
+func NewPurger(eng *engine.Engine, tel *telemetry.Telemetry, log *slog.Logger) *Purger {
+	return &Purger{purge: eng.PurgeIdempotency, batchMax: purgeBatchMax, pause: purgeBatchPause,
 		passBatchesMax: purgePassBatchesMax, onPurged: tel.ObserveIdempotencyPurged, log: log}
 }
 
-// run makes a pass every interval until ctx ends.
-func (p *purger) run(ctx context.Context, interval time.Duration) {
+// Run makes a pass every interval until ctx ends.
+func (p *Purger) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -81,7 +85,7 @@ func (p *purger) run(ctx context.Context, interval time.Duration) {
 // back short, passBatchesMax batches have run, a delete fails or ctx
 // ends, pausing between batches. It returns the records deleted and the
 // batches run.
-func (p *purger) pass(ctx context.Context) (purged, batches int, err error) {
+func (p *Purger) pass(ctx context.Context) (purged, batches int, err error) {
 	for batches < p.passBatchesMax {
 		if batches > 0 && !sleep(ctx, p.pause) {
 			return purged, batches, ctx.Err()

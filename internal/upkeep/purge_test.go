@@ -1,6 +1,7 @@
-package main
+package upkeep
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -111,7 +112,7 @@ func TestPurgePass(t *testing.T) {
 
 			var limits []int
 			counted := 0
-			p := &purger{purge: func(ctx context.Context, limit int) (int, error) {
+			p := &Purger{purge: func(ctx context.Context, limit int) (int, error) {
 				limits = append(limits, limit)
 				return f.eng.PurgeIdempotency(ctx, limit)
 			}, batchMax: 10, passBatchesMax: 100, onPurged: func(n int) { counted += n }, log: slog.New(slog.DiscardHandler)}
@@ -150,7 +151,7 @@ func TestPurgePassBounded(t *testing.T) {
 	t0 := f.clock.Now()
 	old := f.records(t, t0, "old", 25)
 	f.clock.Set(t0.Add(surgepay.IdempotencyRetentionMin + time.Hour))
-	p := &purger{purge: f.eng.PurgeIdempotency, batchMax: 5, passBatchesMax: 2, onPurged: func(int) {},
+	p := &Purger{purge: f.eng.PurgeIdempotency, batchMax: 5, passBatchesMax: 2, onPurged: func(int) {},
 		log: slog.New(slog.DiscardHandler)}
 	if purged, batches, err := p.pass(t.Context()); purged != 10 || batches != 2 || err != nil {
 		t.Errorf("pass = %d purged in %d batches, %v; want 10 in 2 (passBatchesMax)", purged, batches, err)
@@ -179,12 +180,12 @@ func TestPurgeRun(t *testing.T) {
 	old := f.records(t, t0, "old", 12)
 	f.clock.Set(t0.Add(surgepay.IdempotencyRetentionMin + time.Hour))
 	var logs syncBuffer
-	p := newPurger(f.eng, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	p := NewPurger(f.eng, nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	p.batchMax = 5
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { defer close(done); p.run(ctx, time.Millisecond) }()
-	deadline := time.Now().Add(startTimeout)
+	go func() { defer close(done); p.Run(ctx, time.Millisecond) }()
+	deadline := time.Now().Add(30 * time.Second)
 	for f.stored(t, old) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -196,4 +197,23 @@ func TestPurgeRun(t *testing.T) {
 	if !strings.Contains(logs.String(), `msg="purged idempotency records" count=12 batches=3`) {
 		t.Errorf("logs = %q, want one pass of 12 records in 3 batches", logs.String())
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use: the purger logs
+// to it while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

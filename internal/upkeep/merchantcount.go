@@ -1,4 +1,4 @@
-package main
+package upkeep
 
 import (
 	"context"
@@ -8,36 +8,36 @@ import (
 	"github.com/surgepay/surgepay/engine"
 )
 
-// merchantCountInterval is how often serve counts the enabled merchants
+// MerchantCountInterval is how often serve counts the enabled merchants
 // (api.Server.SetMerchantsEnabled): a merchant made or disabled on
 // another node, or by the CLI, changes this node's default share of
 // in-flight requests within it. One list of merchants a minute.
-const merchantCountInterval = time.Minute
+const MerchantCountInterval = time.Minute
 
-// merchantCounter counts the enabled merchants at start, whenever wake
+// MerchantCounter counts the enabled merchants at start, whenever wake
 // is signalled (the admin API changed one) and every interval, and hands
 // the count to set.
-type merchantCounter struct {
+type MerchantCounter struct {
 	eng  *engine.Engine
 	set  func(n int)
 	wake chan struct{} // capacity 1: a change while a count runs is counted again
 	log  *slog.Logger
 }
 
-func newMerchantCounter(eng *engine.Engine, set func(int), log *slog.Logger) *merchantCounter {
-	return &merchantCounter{eng: eng, set: set, wake: make(chan struct{}, 1), log: log}
+func NewMerchantCounter(eng *engine.Engine, set func(int), log *slog.Logger) *MerchantCounter {
+	return &MerchantCounter{eng: eng, set: set, wake: make(chan struct{}, 1), log: log}
 }
 
-// changed asks for a count soon; it never blocks.
-func (c *merchantCounter) changed() {
+// Changed asks for a count soon; it never blocks.
+func (c *MerchantCounter) Changed() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
 }
 
-// count counts once. On a store error the last count stays.
-func (c *merchantCounter) count(ctx context.Context) {
+// Count counts once. On a store error the last count stays.
+func (c *MerchantCounter) Count(ctx context.Context) {
 	ms, err := c.eng.ListMerchants(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -54,8 +54,8 @@ func (c *merchantCounter) count(ctx context.Context) {
 	c.set(n)
 }
 
-// run counts every interval and on each wake until ctx ends.
-func (c *merchantCounter) run(ctx context.Context, interval time.Duration) {
+// Run counts every interval and on each wake until ctx ends.
+func (c *MerchantCounter) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -65,6 +65,6 @@ func (c *merchantCounter) run(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		case <-c.wake:
 		}
-		c.count(ctx)
+		c.Count(ctx)
 	}
 }
