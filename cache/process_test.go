@@ -109,14 +109,16 @@ func TestProcessTTLExpires(t *testing.T) {
 }
 
 func TestProcessEntriesMaxBoundsMemory(t *testing.T) {
-	const max, n = 100, 2000
-	c := newCache(t, withEntity(cache.Customers, cache.EntityConfig{Scope: cache.ScopeProcess, TTL: time.Hour, EntriesMax: max}))
+	const entriesMax, n = 100, 2000
+	c := newCache(t, withEntity(cache.Customers, cache.EntityConfig{Scope: cache.ScopeProcess, TTL: time.Hour, EntriesMax: entriesMax}))
 	tab := cache.Entity[int](c, cache.Customers, nil)
 	ctx := context.Background()
 	for i := range n {
-		tab.Get(ctx, fmt.Sprint(i), func(context.Context) (int, error) { return i, nil })
+		if _, err := tab.Get(ctx, fmt.Sprint(i), func(context.Context) (int, error) { return i, nil }); err != nil {
+			t.Fatal(err)
+		}
 	}
-	eventually(t, 5*time.Second, "evictions counted", func() bool { return stat(t, c, cache.Customers).Evictions >= n-max-max/10 })
+	eventually(t, 5*time.Second, "evictions counted", func() bool { return stat(t, c, cache.Customers).Evictions >= n-entriesMax-entriesMax/10 })
 	present := 0
 	for i := range n {
 		if _, ok := tab.GetIfPresent(ctx, fmt.Sprint(i)); ok {
@@ -124,8 +126,8 @@ func TestProcessEntriesMaxBoundsMemory(t *testing.T) {
 		}
 	}
 	// otter may exceed its bound briefly while it evicts; never by much.
-	if present > max+max/10 {
-		t.Errorf("%d entries present, want at most %d (EntriesMax %d)", present, max+max/10, max)
+	if present > entriesMax+entriesMax/10 {
+		t.Errorf("%d entries present, want at most %d (EntriesMax %d)", present, entriesMax+entriesMax/10, entriesMax)
 	}
 }
 
@@ -276,11 +278,17 @@ func TestScopeOffAlwaysLoads(t *testing.T) {
 	c := newCache(t, withEntity(cache.Idempotency, cache.EntityConfig{Scope: cache.ScopeOff}))
 	tab := cache.Entity[int](c, cache.Idempotency, nil)
 	ctx := context.Background()
-	tab.Preheat(ctx, map[string]int{"k": 1})
-	tab.Set(ctx, "k", 1)
+	if err := tab.Preheat(ctx, map[string]int{"k": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.Set(ctx, "k", 1); err != nil {
+		t.Fatal(err)
+	}
 	var loads atomic.Int32
 	for range 3 {
-		tab.Get(ctx, "k", func(context.Context) (int, error) { return int(loads.Add(1)), nil })
+		if _, err := tab.Get(ctx, "k", func(context.Context) (int, error) { return int(loads.Add(1)), nil }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if loads.Load() != 3 {
 		t.Errorf("loads = %d, want 3", loads.Load())

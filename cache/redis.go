@@ -120,10 +120,11 @@ func newStore(scope Scope, cfg Config, log *slog.Logger, onInvalidations func(ke
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= breakerFailuresMax },
 		IsExcluded:  func(err error) bool { return errors.Is(err, errCallerGone) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
-			if to == gobreaker.StateOpen {
+			switch to {
+			case gobreaker.StateOpen:
 				s.log.Warn("cache: redis unavailable, falling back to the store", breakerStateChangeLogKey, to.String(),
 					"open_for", cfg.BreakerOpenDuration.String())
-			} else if to == gobreaker.StateClosed {
+			case gobreaker.StateClosed:
 				s.log.Info("cache: redis available again", breakerStateChangeLogKey, to.String())
 			}
 		},

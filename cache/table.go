@@ -79,7 +79,7 @@ func Entity[V any](c *Cache, name string, codec Codec[V], opts ...EntityOption[V
 
 func (t *Table[V]) newMem(ttl, negTTL time.Duration) *otter.Cache[string, entry[V]] {
 	return otter.Must(&otter.Options[string, entry[V]]{
-		MaximumWeight: uint64(t.cfg.BytesMax),
+		MaximumWeight: uint64(t.cfg.BytesMax), //nolint:gosec // G115: Validate keeps BytesMax in 0..BytesMaxLimit
 		Weigher:       t.weigh,
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, entry[V]]) time.Duration {
 			d := ttl

@@ -219,7 +219,7 @@ var errSetup = errors.New("set-up call failed")
 
 // setupOne creates customer i and saves its card.
 func setupOne(ctx context.Context, e *env, i int64, seed uint64, decline bool) (savedCustomer, error) {
-	it := &iteration{ctx: ctx, env: e, rng: rand.New(rand.NewPCG(seed, uint64(i)|1<<63)), index: i, next: time.Now()}
+	it := &iteration{ctx: ctx, env: e, rng: rand.New(rand.NewPCG(seed, uint64(i)|1<<63)), index: i, next: time.Now()} //nolint:gosec // G404: seeded on purpose, so a run can be repeated
 	card := testCards["success"]
 	if decline {
 		card = e.declineCard

@@ -154,7 +154,7 @@ func (p *pacer) work(a arrival) {
 func (p *pacer) iterate(ctx context.Context, i int64, intended time.Time, stage int) {
 	defer p.wg.Done()
 	defer p.inflight.Add(-1)
-	rng := rand.New(rand.NewPCG(p.seed, uint64(i)))
+	rng := rand.New(rand.NewPCG(p.seed, uint64(i))) //nolint:gosec // G404: seeded on purpose, so a run can be repeated
 	sc := p.picker.pick(rng)
 	it := iteration{ctx: ctx, env: p.env, rng: rng, index: i, stage: stage, next: intended}
 	scenarioTable[sc].run(&it)

@@ -29,7 +29,7 @@ func writeSampleReport(t *testing.T) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
-			io.WriteString(w, "surgepay_groupcommit_stall_seconds 0.25\nsurgepay_groupcommit_queue_depth 3\n"+
+			_, _ = io.WriteString(w, "surgepay_groupcommit_stall_seconds 0.25\nsurgepay_groupcommit_queue_depth 3\n"+
 				`surgepay_http_requests_shed_total{reason="overloaded"} 0`+"\n")
 			return
 		}

@@ -155,7 +155,7 @@ func (p promSampler) scrape(ctx context.Context) (promValues, error) {
 	if err != nil {
 		return promValues{}, err
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // read-only: closing loses nothing
 	if resp.StatusCode != http.StatusOK {
 		return promValues{}, fmt.Errorf("scrape %s: status %d", p.url, resp.StatusCode)
 	}

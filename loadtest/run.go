@@ -166,7 +166,7 @@ func (r *run) status() liveStatus {
 // newRunID returns a short random ID that makes generated e-mail addresses
 // unique across runs.
 func newRunID() string {
-	return strconv.FormatUint(rand.Uint64()>>24, 36)
+	return strconv.FormatUint(rand.Uint64()>>24, 36) //nolint:gosec // G404: unique, not secret
 }
 
 func logf(w io.Writer, format string, args ...any) {

@@ -172,7 +172,7 @@ func TestRunMixAgainstFake(t *testing.T) {
 	f, srv := newFakeAPI(t)
 	dir := t.TempDir()
 	mix := filepath.Join(dir, "mix.toml")
-	os.WriteFile(mix, []byte(`
+	writeErr := os.WriteFile(mix, []byte(`
 [[scenario]]
 name = "returning"
 weight = 40
@@ -189,6 +189,9 @@ weight = 10
 name = "streamlined"
 weight = 10
 `), 0o644)
+	if writeErr != nil {
+		t.Fatal(writeErr)
+	}
 	out := filepath.Join(dir, "r.json")
 	code, stdout, stderr := runMain(t, "--url", srv.URL, "--api-key", fakeAPIKey, "--scenario-file", mix,
 		"--rate", "80", "--duration", "1s", "--setup-customers", "20", "--decline-rate", "0.1", "--quiet", "--out", out,

@@ -16,12 +16,11 @@ const stressPollInterval = 50 * time.Millisecond
 // of the last step that held. It runs in its own goroutine; its fields are
 // read after done is closed.
 type stressMonitor struct {
-	plan   Plan
-	slo    []Threshold
-	rec    *Recorder
-	pacer  *pacer
-	settle time.Duration
-	done   chan struct{}
+	plan  Plan
+	slo   []Threshold
+	rec   *Recorder
+	pacer *pacer
+	done  chan struct{}
 
 	steps    []StressStep
 	capacity float64

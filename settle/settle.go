@@ -263,12 +263,12 @@ func (c *Config) defaults() error {
 	if c.Store == nil || c.Provider == nil || c.Opener == nil || c.Consumer == nil {
 		return errors.New("settle: Store, Provider, Opener and Consumer are required")
 	}
-	def := func(v *int, d, max int, name string) error {
+	def := func(v *int, d, hi int, name string) error {
 		if *v == 0 {
 			*v = d
 		}
-		if *v < 1 || *v > max {
-			return fmt.Errorf("settle: %s %d must be 1 to %d", name, *v, max)
+		if *v < 1 || *v > hi {
+			return fmt.Errorf("settle: %s %d must be 1 to %d", name, *v, hi)
 		}
 		return nil
 	}

@@ -843,9 +843,9 @@ func newFullWriteQueue(t *testing.T, st surgepay.Store) *fullWriteQueue {
 		<-release
 		return nil
 	})
-	go c.Submit(context.Background(), 0) // held in its commit
+	go func() { _ = c.Submit(context.Background(), 0) }() // held in its commit
 	<-entered
-	go c.Submit(context.Background(), 1) // fills the queue
+	go func() { _ = c.Submit(context.Background(), 1) }() // fills the queue
 	for c.QueueDepth() < 1 {
 		time.Sleep(time.Millisecond)
 	}
@@ -999,8 +999,8 @@ func TestSettleRateMax(t *testing.T) {
 	start := time.Now()
 	rep := run(t, cfg)
 	// A burst of one, then one capture every 1/perSecond.
-	if min := time.Duration(float64(sales-1) / perSecond * float64(time.Second)); time.Since(start) < min {
-		t.Errorf("%d captures at most %g/s took %v, less than %v", sales, perSecond, time.Since(start), min)
+	if least := time.Duration(float64(sales-1) / perSecond * float64(time.Second)); time.Since(start) < least {
+		t.Errorf("%d captures at most %g/s took %v, less than %v", sales, perSecond, time.Since(start), least)
 	}
 	if rep.Captured != sales || rep.Left != 0 {
 		t.Fatalf("report: %+v", rep)
@@ -1084,8 +1084,8 @@ type hiccupStage struct {
 	failed bool
 }
 
-func (h *hiccupStage) Fetch(ctx context.Context, max int, wait time.Duration) ([]*surgepay.StagedRecord, error) {
-	recs, err := h.Embedded.Fetch(ctx, max, wait)
+func (h *hiccupStage) Fetch(ctx context.Context, limit int, wait time.Duration) ([]*surgepay.StagedRecord, error) {
+	recs, err := h.Embedded.Fetch(ctx, limit, wait)
 	if err == nil && len(recs) > 0 && !h.failed {
 		h.failed = true
 		return recs, errors.New("stage hiccup")

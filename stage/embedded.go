@@ -91,19 +91,19 @@ func NewEmbedded(store surgepay.Store, ackWait time.Duration) (*Embedded, error)
 	return &Embedded{store: store, staged: ss, ackWait: ackWait, now: time.Now, inflight: map[string]*flight{}}, nil
 }
 
-// Fetch returns up to max records, waiting at most wait for the first:
+// Fetch returns up to limit records, waiting at most wait for the first:
 // records due again (handed out longer than AckWait ago, or released and
 // their delay over) first, then records never handed out, oldest first.
 // The scan starts over from the oldest record whenever it reaches the
 // newest, so a record that committed after a newer one was handed out is
 // still found.
-func (e *Embedded) Fetch(ctx context.Context, max int, wait time.Duration) ([]*surgepay.StagedRecord, error) {
-	if max < 1 {
+func (e *Embedded) Fetch(ctx context.Context, limit int, wait time.Duration) ([]*surgepay.StagedRecord, error) {
+	if limit < 1 {
 		return nil, errors.New("stage: fetch max must be positive")
 	}
 	deadline := e.now().Add(wait)
 	for {
-		recs, err := e.fetch(ctx, max)
+		recs, err := e.fetch(ctx, limit)
 		if err != nil || len(recs) > 0 {
 			return recs, err
 		}
@@ -121,13 +121,13 @@ func (e *Embedded) Fetch(ctx context.Context, max int, wait time.Duration) ([]*s
 	}
 }
 
-func (e *Embedded) fetch(ctx context.Context, max int) ([]*surgepay.StagedRecord, error) {
+func (e *Embedded) fetch(ctx context.Context, limit int) ([]*surgepay.StagedRecord, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
 	var out []*surgepay.StagedRecord
 	for _, f := range e.inflight {
-		if len(out) == max {
+		if len(out) == limit {
 			return out, nil
 		}
 		if !now.Before(f.due) {
@@ -135,8 +135,8 @@ func (e *Embedded) fetch(ctx context.Context, max int) ([]*surgepay.StagedRecord
 			out = append(out, f.rec)
 		}
 	}
-	for page := 0; page < embeddedScanPagesMax && len(out) < max && len(e.inflight) < embeddedInflightMax; page++ {
-		n := max - len(out)
+	for page := 0; page < embeddedScanPagesMax && len(out) < limit && len(e.inflight) < embeddedInflightMax; page++ {
+		n := limit - len(out)
 		recs, err := e.staged.FetchStaged(ctx, e.cursor, n)
 		if err != nil {
 			return out, err // what is in out is in flight and comes back after AckWait

@@ -63,7 +63,7 @@ func encodeKey(typ, id string, key []byte) []byte {
 // writeNew creates path with mode (never widening it through the umask's
 // absence) and syncs it. A failed write removes the file.
 func writeNew(path string, mode os.FileMode, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode) //nolint:gosec // G304: the operator names the key directory
 	if err != nil {
 		return fmt.Errorf("settlement keys: %w", err)
 	}
@@ -137,11 +137,11 @@ func LoadPrivateKey(path string) ([]byte, error) {
 }
 
 func readKeyFile(path, typ string) (key []byte, id string, err error) {
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // G304: the operator names the key file
 	if err != nil {
 		return nil, "", fmt.Errorf("settlement key: %w", err)
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only: closing loses nothing
 	buf, err := io.ReadAll(io.LimitReader(f, keyFileMax+1))
 	if err != nil {
 		return nil, "", fmt.Errorf("settlement key %s: %w", path, err)

@@ -437,7 +437,7 @@ func appendInstruction(b []byte, ins *surgepay.CaptureInstruction) []byte {
 		b = appendString(append(b, 1), k)
 	}
 	b = binary.AppendVarint(b, ins.Authorized.Unix())
-	return binary.AppendUvarint(b, uint64(ins.Authorized.Nanosecond()))
+	return binary.AppendUvarint(b, uint64(ins.Authorized.Nanosecond())) //nolint:gosec // G115: Nanosecond is 0..999999999
 }
 
 func appendString(b []byte, s string) []byte {
@@ -465,7 +465,7 @@ func decodeInstruction(b []byte, ins *surgepay.CaptureInstruction) error {
 	if d.err == nil && nsec >= uint64(time.Second) {
 		d.fail("nanoseconds")
 	}
-	ins.Authorized = time.Unix(sec, int64(nsec)).UTC()
+	ins.Authorized = time.Unix(sec, int64(nsec)).UTC() //nolint:gosec // G115: nsec < 1e9 is checked above
 	if d.err == nil && len(d.b) > 0 {
 		d.fail(fmt.Sprintf("%d bytes after the instruction", len(d.b)))
 	}

@@ -378,7 +378,7 @@ func TestKeyFiles(t *testing.T) {
 		if err := os.Chmod(privPath, 0o640); err != nil {
 			t.Fatal(err)
 		}
-		defer os.Chmod(privPath, 0o600)
+		defer func() { _ = os.Chmod(privPath, 0o600) }() // the temporary directory goes anyway
 		if _, err := LoadPrivateKey(privPath); err == nil {
 			t.Error("loaded a group-readable private key")
 		}

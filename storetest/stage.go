@@ -69,11 +69,11 @@ func saleEvents(p *surgepay.Payment) []*surgepay.Event {
 	}
 }
 
-func fetchStaged(t *testing.T, ss surgepay.StagedStore, afterID string, max int) []*surgepay.StagedRecord {
+func fetchStaged(t *testing.T, ss surgepay.StagedStore, afterID string, limit int) []*surgepay.StagedRecord {
 	t.Helper()
-	recs, err := ss.FetchStaged(t.Context(), afterID, max)
+	recs, err := ss.FetchStaged(t.Context(), afterID, limit)
 	if err != nil {
-		t.Fatalf("FetchStaged(%q, %d): %v", afterID, max, err)
+		t.Fatalf("FetchStaged(%q, %d): %v", afterID, limit, err)
 	}
 	return recs
 }

@@ -71,9 +71,9 @@ func webhookEvent(p *surgepay.Payment) *surgepay.WebhookEvent {
 		Type: surgepay.WebhookPaymentSucceeded, Payload: []byte(`{"id":"` + p.ID + `","x":"\u00e9"}`), Created: now()}
 }
 
-func claim(t *testing.T, ws surgepay.WebhookStore, at, lease time.Time, max int) []*surgepay.WebhookDelivery {
+func claim(t *testing.T, ws surgepay.WebhookStore, at, lease time.Time, limit int) []*surgepay.WebhookDelivery {
 	t.Helper()
-	ds, err := ws.ClaimWebhookDeliveries(t.Context(), at, lease, max)
+	ds, err := ws.ClaimWebhookDeliveries(t.Context(), at, lease, limit)
 	if err != nil {
 		t.Fatalf("ClaimWebhookDeliveries: %v", err)
 	}
@@ -410,9 +410,9 @@ func testWebhookClaimBoundedPerEndpoint(t *testing.T, s surgepay.Store) {
 	if !ok {
 		t.Fatal("the store has the WebhookStore capability but no bounded claim (webhook.BoundedClaimer)")
 	}
-	claimBounded := func(at time.Time, max, endpointMax int, room map[string]int) map[string][]*surgepay.WebhookDelivery {
+	claimBounded := func(at time.Time, limit, endpointMax int, room map[string]int) map[string][]*surgepay.WebhookDelivery {
 		t.Helper()
-		ds, err := bc.ClaimWebhookDeliveriesBounded(t.Context(), at, at.Add(time.Minute), max, endpointMax, room)
+		ds, err := bc.ClaimWebhookDeliveriesBounded(t.Context(), at, at.Add(time.Minute), limit, endpointMax, room)
 		if err != nil {
 			t.Fatalf("ClaimWebhookDeliveriesBounded: %v", err)
 		}

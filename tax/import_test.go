@@ -33,7 +33,9 @@ func TestImport(t *testing.T) {
 
 	t.Run("ErrParseKeepsOld", func(t *testing.T) {
 		bad := filepath.Join(dir, "bad.csv")
-		os.WriteFile(bad, []byte(Header+"\nUS,,,,100\nXYZ,,,,1\n"), 0o600)
+		if err := os.WriteFile(bad, []byte(Header+"\nUS,,,,100\nXYZ,,,,1\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		_, err := Import(bad, dst)
 		var pe *ParseError
 		if !errors.As(err, &pe) || pe.Line != 3 || pe.Field != "country" {
@@ -60,7 +62,9 @@ func TestLoadFileErrors(t *testing.T) {
 		t.Fatalf("err = %v, want fs.ErrNotExist", err)
 	}
 	bad := filepath.Join(dir, "bad.csv")
-	os.WriteFile(bad, []byte(Header+"\nUS,,,,abc\n"), 0o600)
+	if err := os.WriteFile(bad, []byte(Header+"\nUS,,,,abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	_, err := LoadFile(bad)
 	var pe *ParseError
 	if !errors.As(err, &pe) || pe.Line != 2 || pe.Field != "rate_bps" {

@@ -159,7 +159,7 @@ func spanText(e *telemetrytest.Env) string {
 	var b strings.Builder
 	kv := func(as []attribute.KeyValue) {
 		for _, a := range as {
-			fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.Emit())
+			fmt.Fprintf(&b, " %s=%s", a.Key, a.Value.String())
 		}
 	}
 	for _, s := range e.Spans.GetSpans() {

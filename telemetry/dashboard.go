@@ -120,7 +120,7 @@ func dashboardData(ring []sample, seq uint64) *data {
 		}
 	}
 	for i := 0; i < n; i++ {
-		a, b := ring[i], ring[i+1]
+		a, b := ring[i], ring[i+1] //nolint:gosec // G602: n is len(ring)-1, so i+1 < len(ring)
 		secs := b.at.Sub(a.at).Seconds()
 		rate := func(x, y float64) float64 { return max(y-x, 0) / secs }
 		d.Time[i] = float64(b.at.UnixMilli()) / 1000

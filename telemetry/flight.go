@@ -191,7 +191,7 @@ func (r *FlightRecorder) writeFile(now time.Time, reason string) (string, int64,
 		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		_ = os.Remove(f.Name()) // best effort: the write's error is the one to report
 		return "", 0, err
 	}
 	return path, n, nil
@@ -211,7 +211,7 @@ func (r *FlightRecorder) prune() {
 	}
 	slices.Sort(names) // by time: the names begin with it
 	for len(names) > r.cfg.FilesMax {
-		os.Remove(filepath.Join(r.cfg.Dir, names[0]))
+		_ = os.Remove(filepath.Join(r.cfg.Dir, names[0])) // a file left behind is pruned next time
 		names = names[1:]
 	}
 }

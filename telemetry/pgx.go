@@ -15,6 +15,7 @@ func (t *Telemetry) PgxTracer() pgx.QueryTracer {
 	if !t.TracingEnabled() {
 		return nil
 	}
-	return otelpgx.NewTracer(otelpgx.WithTracerProvider(t.tp), otelpgx.WithTrimSQLInSpanName(),
-		otelpgx.WithDisableConnectionDetailsInAttributes())
+	// Spans are named by the statement's first word (SELECT), otelpgx's
+	// default since WithTrimSQLInSpanName was deprecated.
+	return otelpgx.NewTracer(otelpgx.WithTracerProvider(t.tp), otelpgx.WithDisableConnectionDetailsInAttributes())
 }

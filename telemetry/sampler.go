@@ -61,8 +61,8 @@ type sampler struct {
 	stopOnce sync.Once
 }
 
-func newSampler(g prometheus.Gatherer, max int, interval time.Duration) *sampler {
-	s := &sampler{g: g, max: max, done: make(chan struct{})}
+func newSampler(g prometheus.Gatherer, samplesMax int, interval time.Duration) *sampler {
+	s := &sampler{g: g, max: samplesMax, done: make(chan struct{})}
 	s.take()
 	go s.run(interval)
 	return s

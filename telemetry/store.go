@@ -191,10 +191,10 @@ func (s *Store) Apply(ctx context.Context, w *surgepay.Write) (err error) {
 
 func (s *Store) Close() error { return s.next.Close() }
 
-func (s *StagedStore) FetchStaged(ctx context.Context, afterID string, max int) (v []*surgepay.StagedRecord, err error) {
-	ctx, end := s.span(ctx, "FetchStaged", attribute.Int("surgepay.page.limit", max))
+func (s *StagedStore) FetchStaged(ctx context.Context, afterID string, limit int) (v []*surgepay.StagedRecord, err error) {
+	ctx, end := s.span(ctx, "FetchStaged", attribute.Int("surgepay.page.limit", limit))
 	defer func() { end(err) }()
-	return s.staged.FetchStaged(ctx, afterID, max)
+	return s.staged.FetchStaged(ctx, afterID, limit)
 }
 
 func (s *StagedStore) StagedBacklog(ctx context.Context) (n int, oldest time.Time, err error) {

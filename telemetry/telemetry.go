@@ -85,7 +85,7 @@ func New(cfg Config, opts Options) (*Telemetry, error) {
 		if exp == nil {
 			var err error
 			if exp, err = newOTLPExporter(cfg.Tracing); err != nil {
-				t.Shutdown(context.Background())
+				_ = t.Shutdown(context.Background()) // the exporter's error is the one to report
 				return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
 			}
 		}

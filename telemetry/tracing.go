@@ -204,7 +204,7 @@ func spanMayHoldPAN(s sdktrace.ReadOnlySpan) bool {
 
 func attrsMayHoldPAN(as []attribute.KeyValue) bool {
 	for _, a := range as {
-		if mayHoldPAN(string(a.Key)) || mayHoldPAN(a.Value.Emit()) {
+		if mayHoldPAN(string(a.Key)) || mayHoldPAN(a.Value.String()) {
 			return true
 		}
 	}
@@ -224,7 +224,7 @@ func scrubAttrs(as []attribute.KeyValue) []attribute.KeyValue {
 			}
 			out[i] = attribute.StringSlice(Redact(string(a.Key)), ss)
 		default: // numbers: a card number as an integer is still a card number
-			if mayHoldPAN(a.Value.Emit()) {
+			if mayHoldPAN(a.Value.String()) {
 				out[i] = attribute.String(Redact(string(a.Key)), Redacted)
 			} else {
 				out[i] = attribute.KeyValue{Key: attribute.Key(Redact(string(a.Key))), Value: a.Value}

@@ -102,8 +102,12 @@ func TestLoadErrFileMode(t *testing.T) {
 	}
 	for _, mode := range []os.FileMode{0o600, 0o400} {
 		path := filepath.Join(t.TempDir(), "keyring.json")
-		k.Save(path)
-		os.Chmod(path, mode)
+		if err := k.Save(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := Load(path); err != nil {
 			t.Fatalf("mode %#o: %v", mode, err)
 		}

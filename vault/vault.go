@@ -348,11 +348,11 @@ func seal(dk *dataKey, plaintext, aad []byte) []byte {
 	headerBytes := 2 + len(dk.id)
 	out := make([]byte, headerBytes+nonceBytes, headerBytes+nonceBytes+len(plaintext)+tagBytes)
 	out[0] = SealedVersion
-	out[1] = byte(len(dk.id))
+	out[1] = byte(len(dk.id)) //nolint:gosec // G115: validKeyID keeps IDs within KeyIDBytesMax (64)
 	copy(out[2:], dk.id)
 	nonce := out[headerBytes:]
 	rand.Read(nonce)
-	return dk.aead.Seal(out, nonce, plaintext, additionalData(out[:headerBytes], aad))
+	return dk.aead.Seal(out, nonce, plaintext, additionalData(out[:headerBytes], aad)) //nolint:gosec // G407: the nonce is fresh from crypto/rand above
 }
 
 // additionalData binds the blob header and the caller's aad. The header is
@@ -464,7 +464,7 @@ func Reencrypt(k *Keyring, sealed, aad []byte) ([]byte, bool, error) {
 func (k *Keyring) Fingerprint(merchantID string, pan []byte) string {
 	m := hmac.New(sha256.New, k.state().fingerprintSecret)
 	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(merchantID)))
+	binary.BigEndian.PutUint32(n[:], uint32(len(merchantID))) //nolint:gosec // G115: an ID longer than 4 GiB cannot reach here
 	m.Write(n[:])
 	m.Write([]byte(merchantID))
 	m.Write(pan)

@@ -20,9 +20,9 @@ type BoundedClaimer interface {
 	// endpoint id if room has it (none if room[id] <= 0). The deliveries
 	// it leaves are not claimed: they stay due, their attempts uncounted.
 	// It considers a bounded number of due deliveries, so it may return
-	// fewer than max while more are due: a caller that got some claims
+	// fewer than limit while more are due: a caller that got some claims
 	// again.
-	ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil time.Time, max, endpointMax int,
+	ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil time.Time, limit, endpointMax int,
 		room map[string]int) ([]*surgepay.WebhookDelivery, error)
 }
 

@@ -122,14 +122,17 @@ func main() {
 // merchant.
 func setup(c *http.Client, url, key, token string) string {
 	var cus, pm struct{ ID string }
-	post(c, url+"/v1/customers", key, "", `{"name":"Bench"}`, &cus)
+	if _, err := post(c, url+"/v1/customers", key, "", `{"name":"Bench"}`, &cus); err != nil {
+		fmt.Fprintln(os.Stderr, "overhead: create a customer:", err)
+		os.Exit(1)
+	}
 	card := `"card":{"number":"4242424242424242","exp_month":12,"exp_year":2034,"cvc":"123"}`
 	if processor, tok, ok := strings.Cut(token, ":"); ok {
 		card = `"processor_token":{"processor":"` + processor + `","token":"` + tok + `"}`
 	}
-	post(c, url+"/v1/payment_methods", key, "", `{"customer":"`+cus.ID+`",`+card+`}`, &pm)
-	if pm.ID == "" {
-		fmt.Fprintln(os.Stderr, "overhead: could not save a card")
+	_, err := post(c, url+"/v1/payment_methods", key, "", `{"customer":"`+cus.ID+`",`+card+`}`, &pm)
+	if err != nil || pm.ID == "" {
+		fmt.Fprintln(os.Stderr, "overhead: could not save a card:", err)
 		os.Exit(1)
 	}
 	return pm.ID
@@ -146,10 +149,15 @@ func post(c *http.Client, url, key, idem, body string, out any) (*http.Response,
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		json.NewDecoder(bytes.NewReader(b)).Decode(out)
+	defer resp.Body.Close() //nolint:errcheck // read in full below; closing loses nothing
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp, err
+	}
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.NewDecoder(bytes.NewReader(b)).Decode(out); err != nil {
+			return resp, fmt.Errorf("decode %s: %w", url, err)
+		}
 	}
 	return resp, nil
 }
@@ -158,7 +166,8 @@ var seq atomic.Int64
 
 func sale(c *http.Client, url string, t *target) {
 	begin := time.Now()
-	resp, err := post(c, url+"/v1/payments", t.key, fmt.Sprintf("ovh-%d-%d", begin.UnixNano(), seq.Add(1)),
+	resp, err := post(c, url+"/v1/payments", //nolint:bodyclose // post reads and closes the body
+		t.key, fmt.Sprintf("ovh-%d-%d", begin.UnixNano(), seq.Add(1)),
 		`{"amount":1000,"currency":"`+t.currency+`","payment_method":"`+t.pm+`","cvc":"123"}`, nil)
 	d := time.Since(begin)
 	if err != nil || resp.StatusCode != 200 {
@@ -168,8 +177,12 @@ func sale(c *http.Client, url string, t *target) {
 	prov, _ := strconv.ParseFloat(resp.Header.Get("Surgepay-Provider-Ms"), 64)
 	own := d - time.Duration(prov*float64(time.Millisecond))
 	t.mu.Lock()
-	t.total.RecordValue(d.Microseconds())
-	t.own.RecordValue(max(own.Microseconds(), 1))
+	// A latency beyond the histograms' 60 s range counts as failed.
+	if t.total.RecordValue(d.Microseconds()) != nil || t.own.RecordValue(max(own.Microseconds(), 1)) != nil {
+		t.mu.Unlock()
+		t.failed.Add(1)
+		return
+	}
 	t.mu.Unlock()
 	t.ok.Add(1)
 }

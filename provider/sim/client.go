@@ -170,7 +170,7 @@ func (c *Client) do(ctx context.Context, method, path, key string, in any) (stat
 	if err != nil {
 		return 0, nil, wrote.Load(), err // *url.Error names method and URL.
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // read-only: closing loses nothing
 	data, err = io.ReadAll(io.LimitReader(resp.Body, BodyBytesMax+1))
 	if err != nil {
 		return 0, nil, true, fmt.Errorf("%s %s: status %d: read response: %w", method, path, resp.StatusCode, err)

@@ -108,7 +108,7 @@ func NewHandler(p *Provider) http.Handler {
 	mux.HandleFunc("POST /v1/reset", h.reset)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
+		_, _ = io.WriteString(w, "ok\n") // a client gone away is no error of ours
 	})
 	return mux
 }
@@ -224,7 +224,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	_, _ = w.Write(append(b, '\n')) // a client gone away is no error of ours
 }
 
 func (h *handler) getConfig(w http.ResponseWriter, _ *http.Request) {

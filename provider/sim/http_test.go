@@ -38,7 +38,7 @@ func rawServer(t *testing.T, respond func(c net.Conn)) string {
 				if err != nil {
 					return
 				}
-				io.Copy(io.Discard, req.Body)
+				_, _ = io.Copy(io.Discard, req.Body)
 				respond(c)
 			}()
 		}
@@ -59,7 +59,7 @@ func TestClientErrorMapping(t *testing.T) {
 	status := func(code int, body string) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(code)
-			io.WriteString(w, body)
+			_, _ = io.WriteString(w, body)
 		}))
 		t.Cleanup(srv.Close)
 		return srv.URL
@@ -82,7 +82,7 @@ func TestClientErrorMapping(t *testing.T) {
 	}{
 		{"ConnectionRefused", refused(), 0, surgepay.NotPerformed, nil},
 		{"ClosedMidResponse", rawServer(t, func(c net.Conn) {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"approved\":tr")
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"approved\":tr")
 		}), 0, surgepay.Unknown, nil},
 		{"ClosedWithoutResponse", rawServer(t, func(net.Conn) {}), 0, surgepay.Unknown, nil},
 		{"TimeoutAfterWrite", rawServer(t, func(net.Conn) { time.Sleep(2 * time.Second) }), 100 * time.Millisecond, surgepay.Unknown, nil},

@@ -102,7 +102,7 @@ func serve(ctx context.Context, ln net.Listener, p *Provider, stdout, stderr io.
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
+		_ = srv.Close() // Shutdown's error is the one to report
 		fmt.Fprintf(stderr, "simulator: shutdown: %v\n", err)
 		return ExitError
 	}

@@ -133,10 +133,10 @@ func New(cfg Config) *Provider {
 		cfg.Retention = Duration(RetentionDefault)
 	}
 	if cfg.Seed == 0 {
-		cfg.Seed = rand.Uint64() | 1
+		cfg.Seed = rand.Uint64() | 1 //nolint:gosec // G404: a simulation seed, which Config reports so a run can be repeated
 	}
 	p := &Provider{
-		instance: fmt.Sprintf("%08x", rand.Uint32()),
+		instance: fmt.Sprintf("%08x", rand.Uint32()), //nolint:gosec // G404: tells instances apart, not secret
 		sleep:    wait.Sleep,
 		now:      time.Now,
 		events:   newEvents(),
@@ -146,7 +146,7 @@ func New(cfg Config) *Provider {
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.index = uint64(i)
-		s.rng = rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
+		s.rng = rand.New(rand.NewPCG(cfg.Seed, uint64(i))) //nolint:gosec // G404: seeded on purpose, so a run can be repeated
 		s.max = max(1, cfg.RecordsMax/shardCount)
 		s.retention = int64(time.Duration(cfg.Retention) / time.Second)
 		s.clear()

@@ -443,7 +443,7 @@ func TestSetConfigConcurrent(t *testing.T) {
 				key := fmt.Sprintf("g%d/%d", g, i)
 				res, err := p.Authorize(t.Context(), authReq(key, visa, 1000, false))
 				if err == nil && res.Approved {
-					p.Capture(t.Context(), &surgepay.CaptureRequest{IdempotencyKey: key + "/c", AuthorizationRef: res.Reference, Amount: 1000, Currency: "usd"})
+					_, _ = p.Capture(t.Context(), &surgepay.CaptureRequest{IdempotencyKey: key + "/c", AuthorizationRef: res.Reference, Amount: 1000, Currency: "usd"})
 				}
 				p.Effects("pay_" + key)
 			}

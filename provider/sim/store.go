@@ -60,14 +60,16 @@ func (s *shard) clear() {
 }
 
 // count returns the records stored.
-func (s *shard) count() int { return int(s.seq + 1 - s.first) }
+func (s *shard) count() int { return int(s.seq + 1 - s.first) } //nolint:gosec // G115: at most max, an int
 
 // pos returns the position in recs of record q.
+//
+//nolint:gosec // G115: max is positive and below RecordsMaxLimit, so both conversions hold.
 func (s *shard) pos(q uint64) uint32 { return uint32((q - s.base) % uint64(s.max)) }
 
 // number returns the record number of the stored record at pos.
 func (s *shard) number(pos uint32) uint64 {
-	m := uint64(s.max)
+	m := uint64(s.max) //nolint:gosec // G115: max is positive
 	return s.first + (uint64(pos)+m-uint64(s.pos(s.first)))%m
 }
 
@@ -375,7 +377,7 @@ func (n *newRecord) setPaymentID(id string) {
 	}
 	n.flags |= flagPaymentID
 	if len(id) <= paymentIDInline {
-		n.pidLen = uint8(copy(n.pid[:], id))
+		n.pidLen = uint8(copy(n.pid[:], id)) //nolint:gosec // G115: at most paymentIDInline
 	} else {
 		n.rareFields().paymentID = id
 	}

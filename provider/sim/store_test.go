@@ -124,7 +124,7 @@ func TestRecordHoldsNoPointer(t *testing.T) {
 // records take theirs with them, so the map is bounded by the records.
 func TestRareFieldsLeaveWithTheirRecords(t *testing.T) {
 	p := New(Config{RecordsMax: shardCount * 8, Retention: Duration(time.Minute)})
-	var clock time.Time = time.Unix(1_900_000_000, 0)
+	clock := time.Unix(1_900_000_000, 0)
 	p.SetClock(func() time.Time { return clock })
 	ctx := context.Background()
 	authorize := func(i int) {

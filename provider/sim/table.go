@@ -23,7 +23,7 @@ const tableSlotsMin = 16
 // a shard the low bits of a key's hash are all alike (they chose the shard).
 const fibonacci = 0x9E3779B97F4A7C15
 
-func (t *table) home(h uint64) int { return int((h * fibonacci) >> t.shift) }
+func (t *table) home(h uint64) int { return int((h * fibonacci) >> t.shift) } //nolint:gosec // G115: below len(slots) after the shift
 
 // find calls match with the positions on h's probe sequence, those stored
 // under h among others, until match returns true, and returns that
@@ -63,7 +63,7 @@ func (t *table) put(h uint64, pos uint32) {
 func (t *table) resize(n int, hashAt func(pos uint32) uint64) {
 	old := t.slots
 	t.slots = make([]uint32, n)
-	t.shift = uint8(64 - bits.TrailingZeros(uint(n)))
+	t.shift = uint8(64 - bits.TrailingZeros(uint(n))) //nolint:gosec // G115: 0..64
 	for _, v := range old {
 		if v != 0 {
 			t.put(hashAt(v-1), v-1)

@@ -51,15 +51,15 @@ func TestClassify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
+				_, _ = io.Copy(io.Discard, r.Body)
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(tt.status)
 				if tt.status == 200 {
-					json.NewEncoder(w).Encode(map[string]any{"id": "pi_1", "object": "payment_intent", "status": "succeeded",
+					_ = json.NewEncoder(w).Encode(map[string]any{"id": "pi_1", "object": "payment_intent", "status": "succeeded",
 						"amount": 100, "amount_received": 100})
 					return
 				}
-				io.WriteString(w, tt.body)
+				_, _ = io.WriteString(w, tt.body)
 			})}
 			base := serve(t, srv)
 			p := newConnector(t, base, func(c *stripe.Config) { c.RetriesMax = -1 })

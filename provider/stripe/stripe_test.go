@@ -143,7 +143,9 @@ func TestTransportNoDelay(t *testing.T) {
 	}
 	var v int
 	var serr error
-	raw.Control(func(fd uintptr) { v, serr = tcpNoDelay(fd) })
+	if err := raw.Control(func(fd uintptr) { v, serr = tcpNoDelay(fd) }); err != nil {
+		t.Fatal(err)
+	}
 	if serr != nil || v == 0 {
 		t.Fatalf("TCP_NODELAY: got %d (%v), want set", v, serr)
 	}

@@ -508,7 +508,7 @@ func (s *Stage) Backlog(ctx context.Context) (int, time.Time, error) {
 	if info.State.Msgs > 0 {
 		oldest = info.State.FirstTime
 	}
-	return int(info.State.Msgs), oldest, nil
+	return int(info.State.Msgs), oldest, nil //nolint:gosec // G115: the stream's MaxMsgs keeps the count far below MaxInt
 }
 
 // redactURL drops user information (credentials) from NATS URLs for messages.

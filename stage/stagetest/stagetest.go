@@ -104,8 +104,8 @@ func (s *MemStore) Apply(ctx context.Context, w *surgepay.Write) error {
 	return nil
 }
 
-// FetchStaged returns up to max staged records with IDs after afterID.
-func (s *MemStore) FetchStaged(ctx context.Context, afterID string, max int) ([]*surgepay.StagedRecord, error) {
+// FetchStaged returns up to limit staged records with IDs after afterID.
+func (s *MemStore) FetchStaged(ctx context.Context, afterID string, limit int) ([]*surgepay.StagedRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*surgepay.StagedRecord
@@ -115,8 +115,8 @@ func (s *MemStore) FetchStaged(ctx context.Context, afterID string, max int) ([]
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	if len(out) > max {
-		out = out[:max]
+	if len(out) > limit {
+		out = out[:limit]
 	}
 	return out, nil
 }
