@@ -39,7 +39,7 @@ func (t *Telemetry) DashboardHandler() http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		d := dashboardData(ring, seq)
 		d.Processors = t.ProcessorStates()
-		json.NewEncoder(w).Encode(d)
+		_ = json.NewEncoder(w).Encode(d) // a client gone away is no error of ours
 	})
 	return mux
 }

@@ -122,7 +122,7 @@ func main() {
 // merchant.
 func setup(c *http.Client, url, key, token string) string {
 	var cus, pm struct{ ID string }
-	if _, err := post(c, url+"/v1/customers", key, "", `{"name":"Bench"}`, &cus); err != nil {
+	if _, _, err := post(c, url+"/v1/customers", key, "", `{"name":"Bench"}`, &cus); err != nil {
 		fmt.Fprintln(os.Stderr, "overhead: create a customer:", err)
 		os.Exit(1)
 	}
@@ -130,7 +130,7 @@ func setup(c *http.Client, url, key, token string) string {
 	if processor, tok, ok := strings.Cut(token, ":"); ok {
 		card = `"processor_token":{"processor":"` + processor + `","token":"` + tok + `"}`
 	}
-	_, err := post(c, url+"/v1/payment_methods", key, "", `{"customer":"`+cus.ID+`",`+card+`}`, &pm)
+	_, _, err := post(c, url+"/v1/payment_methods", key, "", `{"customer":"`+cus.ID+`",`+card+`}`, &pm)
 	if err != nil || pm.ID == "" {
 		fmt.Fprintln(os.Stderr, "overhead: could not save a card:", err)
 		os.Exit(1)
@@ -138,7 +138,9 @@ func setup(c *http.Client, url, key, token string) string {
 	return pm.ID
 }
 
-func post(c *http.Client, url, key, idem, body string, out any) (*http.Response, error) {
+// post sends body and decodes a successful answer into out (when not nil);
+// it returns the status and headers, the body read and closed.
+func post(c *http.Client, url, key, idem, body string, out any) (status int, header http.Header, err error) {
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
@@ -147,34 +149,34 @@ func post(c *http.Client, url, key, idem, body string, out any) (*http.Response,
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close() //nolint:errcheck // read in full below; closing loses nothing
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return resp, err
+		return resp.StatusCode, resp.Header, err
 	}
 	if out != nil && resp.StatusCode < 300 {
 		if err := json.NewDecoder(bytes.NewReader(b)).Decode(out); err != nil {
-			return resp, fmt.Errorf("decode %s: %w", url, err)
+			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s: %w", url, err)
 		}
 	}
-	return resp, nil
+	return resp.StatusCode, resp.Header, nil
 }
 
 var seq atomic.Int64
 
 func sale(c *http.Client, url string, t *target) {
 	begin := time.Now()
-	resp, err := post(c, url+"/v1/payments", //nolint:bodyclose // post reads and closes the body
+	status, header, err := post(c, url+"/v1/payments",
 		t.key, fmt.Sprintf("ovh-%d-%d", begin.UnixNano(), seq.Add(1)),
 		`{"amount":1000,"currency":"`+t.currency+`","payment_method":"`+t.pm+`","cvc":"123"}`, nil)
 	d := time.Since(begin)
-	if err != nil || resp.StatusCode != 200 {
+	if err != nil || status != 200 {
 		t.failed.Add(1)
 		return
 	}
-	prov, _ := strconv.ParseFloat(resp.Header.Get("Surgepay-Provider-Ms"), 64)
+	prov, _ := strconv.ParseFloat(header.Get("Surgepay-Provider-Ms"), 64)
 	own := d - time.Duration(prov*float64(time.Millisecond))
 	t.mu.Lock()
 	// A latency beyond the histograms' 60 s range counts as failed.

@@ -313,6 +313,6 @@ func (p *Proxy) search(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"object": "search_result", "url": "/v1/payment_intents/search",
+	_ = json.NewEncoder(w).Encode(map[string]any{"object": "search_result", "url": "/v1/payment_intents/search",
 		"has_more": false, "data": found})
 }
