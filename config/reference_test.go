@@ -157,3 +157,45 @@ func TestReferenceNamesEveryEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestReferenceSectionDefaults: the defaults the reference states for the
+// settings of named sections ([merchants.*], [processors.*],
+// [cache.entities.*]) are the model's: the value a default text starts
+// with is what a section left empty gets.
+func TestReferenceSectionDefaults(t *testing.T) {
+	c := Default()
+	c.Processors = map[string]ProcessorConfig{"p": {}}
+	c.fillProcessorDefaults()
+	sections := map[string]reflect.Value{
+		"merchants.<name>.":      reflect.ValueOf(c.MerchantSettings().Default),
+		"processors.<name>.":     reflect.ValueOf(c.Processors["p"]),
+		"cache.entities.<name>.": reflect.ValueOf(c.Cache.Entities["api_keys"]),
+	}
+	first := regexp.MustCompile("^`[\"0-9-][^`]*`") // a value, not a setting's name
+	checked := 0
+	for _, s := range settings(c) {
+		for prefix, v := range sections {
+			name, ok := strings.CutPrefix(s.Key, prefix)
+			if !ok || strings.Contains(name, ".") || strings.Contains(name, "[]") {
+				continue
+			}
+			stated := first.FindString(settingDocs[s.Key].Default)
+			if stated == "" {
+				continue
+			}
+			var value reflect.Value
+			for i := range v.NumField() {
+				if tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("toml"), ","); tag == name {
+					value = v.Field(i)
+				}
+			}
+			if got := defaultText(value); got != stated {
+				t.Errorf("%s: the reference says %s, the model's default is %s", s.Key, stated, got)
+			}
+			checked++
+		}
+	}
+	if checked < 15 {
+		t.Errorf("checked %d section defaults, want 15 or more", checked)
+	}
+}

@@ -247,7 +247,7 @@ var settingDocs = map[string]settingDoc{
 	"processors.<name>.calls_per_second": {Default: "`0` (unlimited)", Doc: "this node's call budget at the account (Stripe: " +
 		"100/s in live mode, 25/s in test mode; divide by the nodes sharing the account, and leave settle its share)"},
 	"processors.<name>.burst":        {Default: "`0` (the rate rounded up)", Doc: "calls at once within the budget"},
-	"processors.<name>.inflight_max": {Default: "`0` (`conns_max`)", Doc: "concurrent calls"},
+	"processors.<name>.inflight_max": {Default: "`conns_max` (0 in the file)", Doc: "concurrent calls"},
 	"processors.<name>.budget_wait": {Default: "`\"50ms\"`", Doc: "how long a call may wait for its budget before it is refused " +
 		"(the payment goes to the next processor, or gets 503 with Retry-After)"},
 	"processors.<name>.settle_calls_per_second": {Default: "`0` (`calls_per_second`)", Doc: "`surgepay settle`'s own budget " +
