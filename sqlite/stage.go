@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -97,10 +96,6 @@ const saleCols = "idem_rowid, idem_hash, idem_merchant_id, idem_key, idem_reques
 
 // saleColsN is the number of columns in saleCols.
 const saleColsN = 8 + paymentWriteColsN + 5
-
-// saleConflict is the message the trigger of sales raises when the
-// idempotency key exists.
-const saleConflict = "surgepay: idempotency_key_exists"
 
 // isSale reports whether w is a sale, which one INSERT INTO sales stores: a
 // PaymentInsert, perhaps an Idempotency record, a Staged record and Events
@@ -206,9 +201,12 @@ func (w *writer) insertSale(ctx context.Context, wr *surgepay.Write, args []driv
 	}
 	surgepay.CountStatement(ctx, surgepay.StmtInsert)
 	err := w.insSale.exec(args)
+	// The one trigger an INSERT into sales can raise is its key guard
+	// (sales_insert's RAISE(FAIL, 'surgepay: idempotency_key_exists');
+	// the others guard UPDATE and DELETE: sqlite/schema.sql), so its code
+	// says which.
 	var se interface{ Code() int }
-	if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_TRIGGER &&
-		strings.Contains(err.Error(), saleConflict) {
+	if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_TRIGGER {
 		return errIdempotencyExists()
 	}
 	if err != nil {

@@ -180,38 +180,6 @@ func (s *webhookStmts) close() error {
 	return errors.Join(errs...)
 }
 
-// checkWebhook reports a Write whose webhook parts the store cannot take:
-// an endpoint change, a roll or a resend goes alone, with nothing but an
-// idempotency record.
-func checkWebhook(w *surgepay.Write) error {
-	n := 0
-	for _, set := range []bool{w.WebhookEndpointInsert != nil, w.WebhookEndpointDelete != nil,
-		w.WebhookEndpointRoll != nil, w.WebhookResend != nil} {
-		if set {
-			n++
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	alone := *w
-	alone.Idempotency, alone.WebhookEndpointInsert, alone.WebhookEndpointDelete = nil, nil, nil
-	alone.WebhookEndpointRoll, alone.WebhookResend = nil, nil
-	if n > 1 || !isEmptyWrite(&alone) {
-		return errors.New("apply: a webhook endpoint change must be alone in its Write, but for an idempotency record")
-	}
-	return nil
-}
-
-func isEmptyWrite(w *surgepay.Write) bool {
-	return w.Idempotency == nil && w.Merchant == nil && w.APIKey == nil && w.APIKeyRevoke == "" && w.CustomerInsert == nil &&
-		w.CustomerUpdate == nil && w.CustomerDelete == nil && w.PaymentMethodInsert == nil &&
-		w.PaymentMethodDelete == nil && w.PaymentInsert == nil && w.PaymentUpdate == nil &&
-		len(w.Events) == 0 && w.Staged == nil && len(w.StagedAck) == 0 && w.Webhook == nil &&
-		w.WebhookEndpointInsert == nil && w.WebhookEndpointDelete == nil && w.WebhookEndpointRoll == nil &&
-		w.WebhookResend == nil
-}
-
 // errTooManyEndpoints is the guard error of WebhookEndpointInsert.
 func errTooManyEndpoints() error {
 	return &surgepay.Error{Code: surgepay.EUNPROCESS, Reason: "too_many_webhook_endpoints",
