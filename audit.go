@@ -20,6 +20,8 @@ type AuditEvent struct {
 }
 
 // Audit actions.
+//
+//nolint:gosec // G101: audit actions' names (api_key.rolled), not credentials
 const (
 	AuditMerchantCreated  = "merchant.created"
 	AuditMerchantDisabled = "merchant.disabled"

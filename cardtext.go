@@ -61,9 +61,9 @@ type cardIssuer struct {
 	lengths      uint32
 }
 
-func cardLengths(min, max int) uint32 {
+func cardLengths(least, most int) uint32 {
 	var m uint32
-	for l := min; l <= max; l++ {
+	for l := least; l <= most; l++ {
 		m |= 1 << l
 	}
 	return m
@@ -142,9 +142,9 @@ func DigitValue(r rune) (int, bool) {
 		return 0, false
 	}
 	t := unicode.Nd.R32
-	i := sort.Search(len(t), func(i int) bool { return rune(t[i].Hi) >= r })
-	if i < len(t) && rune(t[i].Lo) <= r {
-		return int(r-rune(t[i].Lo)) % 10, true
+	i := sort.Search(len(t), func(i int) bool { return rune(t[i].Hi) >= r }) //nolint:gosec // G115: a code point, at most unicode.MaxRune
+	if i < len(t) && rune(t[i].Lo) <= r {                                    //nolint:gosec // G115: a code point, at most unicode.MaxRune
+		return int(r-rune(t[i].Lo)) % 10, true //nolint:gosec // G115: a code point, at most unicode.MaxRune
 	}
 	return 0, false
 }
@@ -229,7 +229,7 @@ func (c *cardScan) digit(v int) {
 		copy(c.before[:], c.before[1:])
 		c.n--
 	}
-	c.digits[c.n], c.starts[c.n], c.before[c.n] = byte(v), start, c.sep
+	c.digits[c.n], c.starts[c.n], c.before[c.n] = byte(v), start, c.sep //nolint:gosec // G115: v is a digit's value, 0 to 9 (DigitValue)
 	c.n++
 	c.inGroup, c.seps, c.sep = true, 0, cardSeparator{}
 }

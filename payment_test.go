@@ -118,7 +118,7 @@ func TestCheckVoid(t *testing.T) {
 
 func TestProviderKeyIsDeterministic(t *testing.T) {
 	p := &Payment{ID: "pay_1"}
-	if p.ProviderKey(TxCapture) != p.ProviderKey(TxCapture) || p.ProviderKey(TxCapture) != "pay_1/capture" {
+	if k := p.ProviderKey(TxCapture); p.ProviderKey(TxCapture) != k || k != "pay_1/capture" {
 		t.Fatalf("capture key %q", p.ProviderKey(TxCapture))
 	}
 	k1 := p.ProviderKey(TxRefund)

@@ -50,9 +50,9 @@ type Stage interface {
 
 // StageConsumer is the settlement side of a stage.
 type StageConsumer interface {
-	// Fetch returns up to max records, waiting at most wait for the first.
+	// Fetch returns up to limit records, waiting at most wait for the first.
 	// A fetched record not acknowledged is delivered again later.
-	Fetch(ctx context.Context, max int, wait time.Duration) ([]*StagedRecord, error)
+	Fetch(ctx context.Context, limit int, wait time.Duration) ([]*StagedRecord, error)
 	// Ack removes records for good.
 	Ack(ctx context.Context, recs []*StagedRecord) error
 	// Backlog returns the records waiting and the creation time of the oldest.

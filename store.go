@@ -185,9 +185,9 @@ func (w *Write) ChangesCredentials() bool {
 // returns at most the store's limit; StagedBacklog's time is the Created of
 // the record FetchStaged returns first, the zero time if there is none.
 type StagedStore interface {
-	// FetchStaged returns up to max staged records, oldest first, whose
+	// FetchStaged returns up to limit staged records, oldest first, whose
 	// IDs are greater than afterID ("" for the start).
-	FetchStaged(ctx context.Context, afterID string, max int) ([]*StagedRecord, error)
+	FetchStaged(ctx context.Context, afterID string, limit int) ([]*StagedRecord, error)
 	// StagedBacklog returns the count of staged records and the creation
 	// time of the oldest.
 	StagedBacklog(ctx context.Context) (int, time.Time, error)

@@ -232,12 +232,12 @@ type WebhookStore interface {
 	// ListWebhookMerchants returns the IDs of the merchants that have at
 	// least one endpoint.
 	ListWebhookMerchants(ctx context.Context) ([]string, error)
-	// ClaimWebhookDeliveries returns up to max pending deliveries due at
+	// ClaimWebhookDeliveries returns up to limit pending deliveries due at
 	// now (oldest due first), each with its Attempt counted, and makes
 	// them due again only at leaseUntil, so that no other dispatcher takes
 	// them meanwhile; a dispatcher that dies leaves them to be claimed
 	// again then.
-	ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.Time, max int) ([]*WebhookDelivery, error)
+	ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]*WebhookDelivery, error)
 	// RecordWebhookResults applies the results of attempts; a result whose
 	// delivery is gone or was claimed again since is ignored.
 	RecordWebhookResults(ctx context.Context, results []*WebhookResult) error
