@@ -98,9 +98,9 @@ type entryCost struct {
 }
 
 // measureEntries fills entity's table, with its bounds at bytesMax and
-// entriesMax, with n values from make, and returns what they cost.
+// entriesMax, with n values from build, and returns what they cost.
 func measureEntries[V any](t testing.TB, entity string, size func(V) int, bytesMax int64, entriesMax, n int,
-	make func(i int) (string, V)) entryCost {
+	build func(i int) (string, V)) entryCost {
 	cfg := cache.DefaultConfig()
 	e := cfg.Entities[entity]
 	e.BytesMax, e.EntriesMax = bytesMax, entriesMax
@@ -115,7 +115,7 @@ func measureEntries[V any](t testing.TB, entity string, size func(V) int, bytesM
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range n {
-		k, v := make(i)
+		k, v := build(i)
 		if err := tab.Set(t.Context(), k, v); err != nil {
 			t.Fatal(err)
 		}
@@ -142,13 +142,13 @@ const entriesMeasured = 20_000
 
 func measureAll(t testing.TB) map[string]entryCost {
 	s := newCacheSamples(t)
-	const b, max, n = 1 << 30, cache.EntriesMaxLimit, entriesMeasured
+	const b, limit, n = 1 << 30, cache.EntriesMaxLimit, entriesMeasured
 	return map[string]entryCost{
-		"api_keys":           measureEntries(t, cache.APIKeys, apiKeyBytes, b, max, n, s.apiKey),
-		"customers":          measureEntries(t, cache.Customers, customerBytes, b, max, n, s.customer),
-		"customers+metadata": measureEntries(t, cache.Customers, customerBytes, b, max, n, s.customerMetadata),
-		"payment_methods":    measureEntries(t, cache.PaymentMethods, paymentMethodBytes, b, max, n, s.paymentMethod),
-		"idempotency":        measureEntries(t, cache.Idempotency, idempotencyBytes, b, max, n, s.idempotency),
+		"api_keys":           measureEntries(t, cache.APIKeys, apiKeyBytes, b, limit, n, s.apiKey),
+		"customers":          measureEntries(t, cache.Customers, customerBytes, b, limit, n, s.customer),
+		"customers+metadata": measureEntries(t, cache.Customers, customerBytes, b, limit, n, s.customerMetadata),
+		"payment_methods":    measureEntries(t, cache.PaymentMethods, paymentMethodBytes, b, limit, n, s.paymentMethod),
+		"idempotency":        measureEntries(t, cache.Idempotency, idempotencyBytes, b, limit, n, s.idempotency),
 	}
 }
 

@@ -59,15 +59,15 @@ func (u *keyUses) record(id string, at time.Time) {
 	}
 }
 
-// take removes and returns up to max recorded uses.
-func (u *keyUses) take(max int) []surgepay.APIKeyUse {
+// take removes and returns up to limit recorded uses.
+func (u *keyUses) take(limit int) []surgepay.APIKeyUse {
 	var out []surgepay.APIKeyUse
 	u.m.Range(func(k, v any) bool {
 		if u.m.CompareAndDelete(k, v) {
 			u.n.Add(-1)
 			out = append(out, surgepay.APIKeyUse{ID: k.(string), At: v.(time.Time)})
 		}
-		return len(out) < max
+		return len(out) < limit
 	})
 	return out
 }

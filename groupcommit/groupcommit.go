@@ -345,7 +345,7 @@ func (c *Committer[T]) Overloaded() bool {
 		return false
 	}
 	now := c.now()
-	if s := c.shedNow(now); s > 0 && rand.Int64N(shedScale) < s {
+	if s := c.shedNow(now); s > 0 && rand.Int64N(shedScale) < s { //nolint:gosec // G404: which calls are shed, a load share, not a secret
 		return true
 	}
 	if len(c.queue) == 0 {
