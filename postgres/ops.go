@@ -18,11 +18,12 @@ const (
 	sqlAPIKeyInsert   = `INSERT INTO api_keys (` + apiKeyCols + `)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	sqlMerchantStatus = `UPDATE merchants SET disabled = $2 WHERE id = $1`
-	sqlAPIKeyExpire   = `UPDATE api_keys SET expires = LEAST(coalesce(expires, $2), $2) WHERE id = $1`
+	sqlAPIKeyExpire   = `UPDATE api_keys SET expires = LEAST(coalesce(expires, $2), $2) WHERE id = $1` //nolint:gosec // G101: an SQL statement, not a credential
 	// One statement for a whole flush of last-used times. The rows are
 	// locked in ID order first: two nodes flushing overlapping keys in
 	// other orders would deadlock, and the flush shares its transaction
 	// with a batch of payment Writes.
+	//nolint:gosec // G101: an SQL statement, not a credential
 	sqlAPIKeysUsed = `WITH u AS (SELECT * FROM unnest($1::text[], $2::timestamptz[]) AS u(id, at)),
 		l AS (SELECT k.id FROM api_keys k WHERE k.id IN (SELECT id FROM u) ORDER BY k.id FOR UPDATE)
 		UPDATE api_keys k SET last_used = GREATEST(k.last_used, u.at) FROM u, l WHERE k.id = u.id AND l.id = u.id`

@@ -115,7 +115,7 @@ func (c Config) withDefaults() Config {
 		c.Writers = WritersDefault
 	}
 	if c.PoolConnsMax <= 0 {
-		c.PoolConnsMax = int32(c.Writers + max(4, runtime.NumCPU()))
+		c.PoolConnsMax = int32(c.Writers + max(4, runtime.NumCPU())) //nolint:gosec // G115: a wrapped value does not exceed Writers, which Validate rejects
 	}
 	return c
 }

@@ -11,6 +11,8 @@ import (
 )
 
 // Column lists, in the order the scan functions read them.
+//
+//nolint:gosec // G101: column lists (api_keys' hash), not credentials
 const (
 	merchantCols = "id, name, created, disabled"
 	apiKeyCols   = "id, merchant_id, hash, prefix, revoked, created, scopes, expires, last_used"

@@ -199,19 +199,19 @@ func newSaleOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	return o, nil
 }
 
-// FetchStaged returns up to max (at most StagedFetchMax) staged records
-// with IDs greater than afterID, oldest first; none for max <= 0. A record
+// FetchStaged returns up to limit (at most StagedFetchMax) staged records
+// with IDs greater than afterID, oldest first; none for limit <= 0. A record
 // committed after a fetch may sort before the fetch's last ID (IDs are
 // random within a millisecond, and several nodes commit at once), so
 // settlement should start each pass from "" and page with afterID within
 // it: acknowledged records are gone, so a pass from "" repeats nothing
 // acknowledged.
-func (db *DB) FetchStaged(ctx context.Context, afterID string, max int) ([]*surgepay.StagedRecord, error) {
-	if max <= 0 {
+func (db *DB) FetchStaged(ctx context.Context, afterID string, limit int) ([]*surgepay.StagedRecord, error) {
+	if limit <= 0 {
 		return nil, nil
 	}
 	defer count(ctx, surgepay.StmtSelect)()
-	rows, _ := db.pool.Query(ctx, sqlStagedFetch, afterID, min(max, StagedFetchMax))
+	rows, _ := db.pool.Query(ctx, sqlStagedFetch, afterID, min(limit, StagedFetchMax))
 	recs, err := collect(rows, scanStaged)
 	if err != nil {
 		return nil, readErr(fmt.Errorf("fetch staged records: %w", err))

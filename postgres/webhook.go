@@ -301,28 +301,28 @@ func (db *DB) ListWebhookMerchants(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// ClaimWebhookDeliveries claims up to max (at most WebhookClaimMax) due
+// ClaimWebhookDeliveries claims up to limit (at most WebhookClaimMax) due
 // deliveries: ClaimWebhookDeliveriesBounded without a bound per endpoint.
-func (db *DB) ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.Time, max int) ([]*surgepay.WebhookDelivery, error) {
-	return db.ClaimWebhookDeliveriesBounded(ctx, now, leaseUntil, max, max, nil)
+func (db *DB) ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]*surgepay.WebhookDelivery, error) {
+	return db.ClaimWebhookDeliveriesBounded(ctx, now, leaseUntil, limit, limit, nil)
 }
 
-// ClaimWebhookDeliveriesBounded claims up to max (at most WebhookClaimMax)
+// ClaimWebhookDeliveriesBounded claims up to limit (at most WebhookClaimMax)
 // due deliveries, at most endpointMax of one endpoint, or room[id] of
 // endpoint id (webhook.BoundedClaimer), with one statement.
-func (db *DB) ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil time.Time, max, endpointMax int,
+func (db *DB) ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil time.Time, limit, endpointMax int,
 	room map[string]int) ([]*surgepay.WebhookDelivery, error) {
-	max = min(max, WebhookClaimMax)
-	if max <= 0 || endpointMax <= 0 {
+	limit = min(limit, WebhookClaimMax)
+	if limit <= 0 || endpointMax <= 0 {
 		return nil, nil
 	}
 	ids, ns := make([]string, 0, len(room)), make([]int32, 0, len(room))
 	for id, n := range room {
-		ids, ns = append(ids, id), append(ns, int32(min(n, endpointMax)))
+		ids, ns = append(ids, id), append(ns, int32(min(max(n, 0), endpointMax, limit))) //nolint:gosec // G115: 0 to limit, at most WebhookClaimMax
 	}
 	defer count(ctx, surgepay.StmtUpdate)()
-	rows, _ := db.pool.Query(ctx, sqlWebhookClaim, dbTime(now), dbTime(leaseUntil), max, ids, ns, endpointMax,
-		min(4*max, WebhookClaimScanMax))
+	rows, _ := db.pool.Query(ctx, sqlWebhookClaim, dbTime(now), dbTime(leaseUntil), limit, ids, ns, endpointMax,
+		min(4*limit, WebhookClaimScanMax))
 	ds, err := collect(rows, func(row pgx.Row) (*surgepay.WebhookDelivery, error) {
 		var d surgepay.WebhookDelivery
 		var prevExpires *time.Time
@@ -358,7 +358,7 @@ func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.Webh
 		switch r.Outcome {
 		case surgepay.WebhookDropped:
 			del.events, del.endpoints = append(del.events, r.EventID), append(del.endpoints, r.EndpointID)
-			del.attempts = append(del.attempts, int32(r.Attempt))
+			del.attempts = append(del.attempts, int32(r.Attempt)) //nolint:gosec // G115: Attempt was read from the int4 attempt column
 		case surgepay.WebhookDelivered, surgepay.WebhookRetry, surgepay.WebhookFailed:
 			status, next := surgepay.WebhookStatusPending, r.NextAttempt
 			switch r.Outcome {
@@ -368,8 +368,8 @@ func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.Webh
 				status, next = surgepay.WebhookStatusSucceeded, r.At
 			}
 			upd.events, upd.endpoints = append(upd.events, r.EventID), append(upd.endpoints, r.EndpointID)
-			upd.attempts, upd.statuses = append(upd.attempts, int32(r.Attempt)), append(upd.statuses, status)
-			upd.next, upd.codes = append(upd.next, dbTime(next)), append(upd.codes, int32(r.StatusCode))
+			upd.attempts, upd.statuses = append(upd.attempts, int32(r.Attempt)), append(upd.statuses, status) //nolint:gosec // G115: Attempt was read from the int4 attempt column
+			upd.next, upd.codes = append(upd.next, dbTime(next)), append(upd.codes, int32(r.StatusCode))      //nolint:gosec // G115: an HTTP status, three digits
 			upd.errs, upd.at = append(upd.errs, r.Error), append(upd.at, dbTime(r.At))
 		default:
 			return fmt.Errorf("record webhook results: unknown outcome %q", r.Outcome)
@@ -394,7 +394,7 @@ func (db *DB) RecordWebhookResults(ctx context.Context, results []*surgepay.Webh
 		}
 		for _, x := range hs {
 			h.merchants, h.ids, h.errs = append(h.merchants, x.MerchantID), append(h.ids, x.EndpointID), append(h.errs, x.LastError)
-			h.resets, h.failures = append(h.resets, x.Reset), append(h.failures, int32(x.Failures))
+			h.resets, h.failures = append(h.resets, x.Reset), append(h.failures, int32(x.Failures)) //nolint:gosec // G115: failures within one batch, at most WebhookResultsMax
 			h.success, h.failure = append(h.success, nullTimePtr(x.LastSuccess)), append(h.failure, nullTimePtr(x.LastFailure))
 		}
 		surgepay.CountStatement(ctx, surgepay.StmtUpdate)

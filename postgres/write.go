@@ -207,18 +207,18 @@ func (db *DB) commitOps(ops []*op) (unknown bool, err error) {
 		pc.Release()
 	}()
 	t := &txn{ctx: ctx, conn: pc.Conn(), control: []string{"BEGIN"}}
-	var simple, complex []*op
+	var simple, rest []*op
 	for _, o := range ops {
 		if o.simple() {
 			simple = append(simple, o)
 		} else {
-			complex = append(complex, o)
+			rest = append(rest, o)
 		}
 	}
 	if err := t.guardRounds(simple); err != nil {
 		return false, err
 	}
-	for _, o := range complex {
+	for _, o := range rest {
 		if err := t.guardSavepoint(o); err != nil {
 			return false, err
 		}
@@ -414,6 +414,8 @@ func (t *txn) finish(ops []*op) error {
 // COMMIT: a transaction waiting for the row's lock may hold other locks,
 // but the one holding it has taken every lock it will, so nodes changing
 // keys at once cannot deadlock on it.
+//
+//nolint:gosec // G101: an SQL statement, not a credential
 const sqlCredentialsBump = `UPDATE credentials_generation SET generation = generation + 1`
 
 // credentialsQuery returns the batch's bump, counted on the request of
