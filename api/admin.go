@@ -335,7 +335,7 @@ func (a *Admin) createKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	exp, err := req.expiry.time(a.eng.Now())
+	exp, err := req.time(a.eng.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +365,7 @@ func (a *Admin) rollKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, surgepay.Invalid("grace", "invalid_value", "grace must be a duration such as 24h, 0 to %v", engine.APIKeyRollGraceMax)
 	}
-	exp, err := req.expiry.time(a.eng.Now())
+	exp, err := req.time(a.eng.Now())
 	if err != nil {
 		return nil, err
 	}

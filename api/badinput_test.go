@@ -30,7 +30,7 @@ func TestBadInput(t *testing.T) {
 			{"MalformedJSON", "POST", "/v1/customers", `{"name":`, 400, "body"},
 			{"NotAnObject", "POST", "/v1/customers", `[1,2]`, 400, "body"},
 			{"TrailingData", "POST", "/v1/customers", `{} {}`, 400, "body"},
-			{"UnknownField", "POST", "/v1/customers", `{"nmae":"x"}`, 400, "nmae"},
+			{"UnknownField", "POST", "/v1/customers", `{"nmae":"x"}`, 400, "nmae"}, //nolint:misspell // a misspelt field name is the input under test
 			{"WrongType", "POST", "/v1/customers", `{"name":5}`, 400, "name"},
 			{"BadEmail", "POST", "/v1/customers", `{"email":"not-an-email"}`, 400, "email"},
 			{"TooLongName", "POST", "/v1/customers", `{"name":"` + strings.Repeat("n", 1001) + `"}`, 400, "name"},

@@ -156,7 +156,7 @@ func (l *ConnLimiter) Accept() (net.Conn, error) {
 		l.mu.Unlock()
 		if evict != nil {
 			l.evictions.Add(1)
-			evict.Close() // frees its place; its server goroutine ends on the closed read
+			_ = evict.Close() // frees its place; its server goroutine ends on the closed read (its close error tells the new connection nothing)
 			continue
 		}
 		if !waited {
@@ -176,7 +176,7 @@ func (l *ConnLimiter) Accept() (net.Conn, error) {
 		case <-l.changed:
 		case <-ripened:
 		case <-l.closed:
-			c.Close()
+			_ = c.Close() // the listener's closing is the error to report
 			return nil, net.ErrClosed
 		}
 	}

@@ -57,7 +57,9 @@ func limitedServer(t *testing.T, n int, useTLS bool) (*api.ConnLimiter, func() n
 		t.Fatal(err)
 	}
 	l := api.LimitConnections(ln, n)
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok") // a client gone away is no error of ours
+	}))
 	ts.Listener.Close()
 	ts.Listener = l
 	ts.Config.ConnState = l.ConnState
@@ -84,6 +86,14 @@ func limitedServer(t *testing.T, n int, useTLS bool) (*api.ConnLimiter, func() n
 
 const getRequest = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 
+// writeConn writes s to c: the request (or its part) each check relies on.
+func writeConn(t *testing.T, c net.Conn, s string) {
+	t.Helper()
+	if _, err := io.WriteString(c, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // answered reports whether c gets an HTTP answer within d.
 func answered(c net.Conn, d time.Duration) bool {
 	c.SetReadDeadline(time.Now().Add(d))
@@ -91,6 +101,7 @@ func answered(c net.Conn, d time.Duration) bool {
 	if err != nil {
 		return false
 	}
+	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
 	return err == nil && res.StatusCode == 200 && string(body) == "ok"
 }
@@ -127,18 +138,18 @@ func TestConnLimiterSparesTheRecentlyIdle(t *testing.T) {
 	l.SetEvictIdleMin(time.Second)
 	first, second := dial(), dial()
 	for i, c := range []net.Conn{first, second} {
-		io.WriteString(c, getRequest)
+		writeConn(t, c, getRequest)
 		if !answered(c, 5*time.Second) {
 			t.Fatal("a connection under the bound was not answered")
 		}
 		waitIdle(t, l, i+1)
 	}
 	third := dial()
-	io.WriteString(third, getRequest)
+	writeConn(t, third, getRequest)
 	if answered(third, 300*time.Millisecond) {
 		t.Fatal("a new connection took the place of one idle for less than the minimum")
 	}
-	io.WriteString(second, getRequest) // second stays in use: never the oldest idle
+	writeConn(t, second, getRequest) // second stays in use: never the oldest idle
 	if !answered(second, 5*time.Second) {
 		t.Fatal("a recently idle connection was closed for a new one")
 	}
@@ -161,14 +172,14 @@ func TestConnLimiterEvictsIdle(t *testing.T) {
 			l.SetEvictIdleMin(0) // any idle connection; TestConnLimiterSparesTheRecentlyIdle has the default
 			first, second := dial(), dial()
 			for i, c := range []net.Conn{first, second} {
-				io.WriteString(c, getRequest)
+				writeConn(t, c, getRequest)
 				if !answered(c, 5*time.Second) {
 					t.Fatal("a connection under the bound was not answered")
 				}
 				waitIdle(t, l, i+1) // first falls idle before second
 			}
 			third := dial()
-			io.WriteString(third, getRequest)
+			writeConn(t, third, getRequest)
 			if !answered(third, 5*time.Second) {
 				t.Fatal("a new connection at the bound was not answered while two were idle")
 			}
@@ -176,7 +187,7 @@ func TestConnLimiterEvictsIdle(t *testing.T) {
 			if n, err := first.Read(make([]byte, 1)); n != 0 || err == nil {
 				t.Errorf("the connection idle longest is still open (%d, %v)", n, err)
 			}
-			io.WriteString(second, getRequest)
+			writeConn(t, second, getRequest)
 			if !answered(second, 5*time.Second) {
 				t.Error("the younger idle connection was closed instead of the older")
 			}
@@ -189,18 +200,18 @@ func TestConnLimiterEvictsIdle(t *testing.T) {
 
 			// Both busy: a request half sent on each.
 			waitIdle(t, l, 2)
-			io.WriteString(second, "GET / HTTP/1.1\r\n")
-			io.WriteString(third, "GET / HTTP/1.1\r\n")
+			writeConn(t, second, "GET / HTTP/1.1\r\n")
+			writeConn(t, third, "GET / HTTP/1.1\r\n")
 			waitIdle(t, l, 0)
 			late := dial()
-			io.WriteString(late, getRequest)
+			writeConn(t, late, getRequest)
 			if answered(late, 300*time.Millisecond) {
 				t.Fatal("a connection was let in over the bound while every connection was busy")
 			}
 			if l.Waits() != 1 {
 				t.Errorf("waits %d, want 1", l.Waits())
 			}
-			io.WriteString(second, "Host: x\r\n\r\n") // second is answered, falls idle, makes room
+			writeConn(t, second, "Host: x\r\n\r\n") // second is answered, falls idle, makes room
 			if !answered(second, 5*time.Second) {
 				t.Fatal("a busy connection was not answered")
 			}

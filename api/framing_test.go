@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -34,9 +35,18 @@ func serveRaw(t *testing.T, e *env, guard bool) string {
 	return ln.Addr().String()
 }
 
+// rawResponse is a response read off a raw connection, its body read and
+// closed.
+type rawResponse struct {
+	StatusCode int
+	Header     http.Header
+	Close      bool // the response closes the connection
+	Body       []byte
+}
+
 // rawExchange writes raw to a new connection and reads up to n responses,
 // fewer if the server closes it.
-func rawExchange(t *testing.T, addr, raw string, n int) []*http.Response {
+func rawExchange(t *testing.T, addr, raw string, n int) []rawResponse {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -48,15 +58,15 @@ func rawExchange(t *testing.T, addr, raw string, n int) []*http.Response {
 	}
 	c.SetReadDeadline(time.Now().Add(2 * time.Second)) // a bound on a hang, not a timing assertion
 	br := bufio.NewReader(c)
-	var out []*http.Response
+	var out []rawResponse
 	for len(out) < n {
 		res, err := http.ReadResponse(br, nil)
 		if err != nil {
 			return out
 		}
 		b, _ := io.ReadAll(res.Body)
-		res.Body = io.NopCloser(strings.NewReader(string(b)))
-		out = append(out, res)
+		res.Body.Close()
+		out = append(out, rawResponse{StatusCode: res.StatusCode, Header: res.Header, Close: res.Close, Body: b})
 		if res.Close {
 			return out
 		}
@@ -101,7 +111,9 @@ func TestFramingConflictRefused(t *testing.T) {
 		t.Fatalf("got %d responses %v, want one 400 that closes the connection", len(res), statuses(res))
 	}
 	var eb struct{ Error struct{ Code, Param string } }
-	json.NewDecoder(res[0].Body).Decode(&eb)
+	if err := json.NewDecoder(bytes.NewReader(res[0].Body)).Decode(&eb); err != nil {
+		t.Fatalf("error body %q: %v", res[0].Body, err)
+	}
 	if eb.Error.Code != "framing_conflict" || eb.Error.Param != "Transfer-Encoding" {
 		t.Fatalf("error %+v, want framing_conflict on Transfer-Encoding", eb.Error)
 	}
@@ -133,15 +145,13 @@ func TestGuardFramingKeepsTraffic(t *testing.T) {
 	res := rawExchange(t, addr, strings.Join(reqs, ""), len(reqs))
 	if len(res) != len(reqs) {
 		for _, r := range res {
-			b, _ := io.ReadAll(r.Body)
-			t.Logf("%d %s", r.StatusCode, b)
+			t.Logf("%d %s", r.StatusCode, r.Body)
 		}
 		t.Fatalf("got %d responses %v, want %d", len(res), statuses(res), len(reqs))
 	}
 	for i, r := range res {
 		if r.StatusCode != 200 {
-			b, _ := io.ReadAll(r.Body)
-			t.Errorf("request %d: %d %s\nlog: %s", i, r.StatusCode, b, e.logs.String())
+			t.Errorf("request %d: %d %s\nlog: %s", i, r.StatusCode, r.Body, e.logs.String())
 		}
 	}
 	list := e.must(200, e.keyA, "GET", "/v1/customers?limit=100", "")
@@ -155,7 +165,7 @@ func TestGuardFramingKeepsTraffic(t *testing.T) {
 	}
 }
 
-func statuses(res []*http.Response) []int {
+func statuses(res []rawResponse) []int {
 	out := make([]int, len(res))
 	for i, r := range res {
 		out[i] = r.StatusCode
@@ -225,7 +235,7 @@ func readGuarded(t *testing.T, stream string, size int) string {
 		t.Fatal(err)
 	}
 	go func() {
-		io.WriteString(client, stream)
+		_, _ = io.WriteString(client, stream) // a short write shows as a stream read back short, which the caller compares
 		client.Close()
 	}()
 	var out strings.Builder
@@ -283,7 +293,7 @@ func TestFramingErrorsJSON(t *testing.T) {
 				t.Fatalf("got %v, want 200 then %d closing the connection", statuses(res), tt.status)
 			}
 			var eb struct{ Error struct{ Type, Code string } }
-			if err := json.NewDecoder(res[1].Body).Decode(&eb); err != nil || eb.Error.Code != tt.code ||
+			if err := json.NewDecoder(bytes.NewReader(res[1].Body)).Decode(&eb); err != nil || eb.Error.Code != tt.code ||
 				res[1].Header.Get("Content-Type") != "application/json" {
 				t.Fatalf("got %q body error %+v (%v), want JSON %s", res[1].Header.Get("Content-Type"), eb.Error, err, tt.code)
 			}

@@ -99,10 +99,10 @@ var structuralReasons = []string{"invalid_json", "unknown_field", "invalid_type"
 // American Express), which the document states in prose; a payment's cvc
 // is 3 or 4 digits whatever the card.
 func structuralReason(op, code string) bool {
-	switch {
-	case code == "invalid_cvc":
+	switch code {
+	case "invalid_cvc":
 		return op == "createPayment"
-	case code == "too_many_keys":
+	case "too_many_keys":
 		// An update's metadata is merged into the stored keys: their
 		// count is the stored state's, which no request schema knows.
 		return op != "updateCustomer"

@@ -196,9 +196,9 @@ func (s *Server) rollWebhookSecret(w http.ResponseWriter, r *http.Request, call 
 	}
 	overlap := surgepay.WebhookSecretOverlapDefault
 	if req.ExpiresIn != nil {
-		max := int64(surgepay.WebhookSecretOverlapMax / time.Second)
-		if *req.ExpiresIn < 0 || *req.ExpiresIn > max {
-			return surgepay.Invalid("expires_in", "invalid_value", "expires_in must be 0 to %d seconds", max)
+		limit := int64(surgepay.WebhookSecretOverlapMax / time.Second)
+		if *req.ExpiresIn < 0 || *req.ExpiresIn > limit {
+			return surgepay.Invalid("expires_in", "invalid_value", "expires_in must be 0 to %d seconds", limit)
 		}
 		overlap = time.Duration(*req.ExpiresIn) * time.Second
 	}

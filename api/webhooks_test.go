@@ -289,7 +289,9 @@ func TestWebhookDelivery(t *testing.T) {
 				continue
 			}
 			var want map[string]any
-			json.Unmarshal(last.Raw, &want)
+			if err := json.Unmarshal(last.Raw, &want); err != nil {
+				t.Fatal(err)
+			}
 			if b, _ := json.Marshal(d.event.Data.Object); string(b) != mustJSON(want) {
 				t.Errorf("data.object:\n got %s\nwant %s", b, last.Raw)
 			}
