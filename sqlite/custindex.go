@@ -194,7 +194,7 @@ func (w *writer) readCustomerKeys(ch *custChunk, n int) error {
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
+	defer rows.Close() //nolint:errcheck // read-only: closing loses nothing
 	// Appending may write past the committed chunk's length in the array
 	// they share, where the committed chunk never reads.
 	keys := ch.keys
@@ -260,7 +260,7 @@ func (c *custMerge) rolledBack() {
 // first: the page from payments_by_customer and the page from the tail,
 // merged, in one statement (one snapshot).
 func (db *DB) listPaymentsOfCustomer(ctx context.Context, merchantID string, f surgepay.PaymentFilter) ([]*surgepay.Payment, bool, error) {
-	limit := pageLimit(f.Page.Limit)
+	limit := pageLimit(f.Limit)
 	var conds []string
 	var condArgs []any
 	add := func(cond string, arg any) { conds, condArgs = append(conds, cond), append(condArgs, arg) }
@@ -283,14 +283,14 @@ func (db *DB) listPaymentsOfCustomer(ctx context.Context, merchantID string, f s
 	// The page's cursor: on the index's own key in the first arm, so that
 	// a deep page seeks instead of scanning the newer entries.
 	cursor := func(table string) string {
-		if f.Page.StartingAfter == "" {
+		if f.StartingAfter == "" {
 			return ""
 		}
 		return " AND " + table + "id < ?"
 	}
 	var after []any
-	if f.Page.StartingAfter != "" {
-		after = []any{f.Page.StartingAfter}
+	if f.StartingAfter != "" {
+		after = []any{f.StartingAfter}
 	}
 	var q strings.Builder
 	var args []any

@@ -103,13 +103,13 @@ type bloom struct {
 func newBloom(keys int) *bloom {
 	words := (uint64(max(keys, 1))*idemFilterBitsPerKey + 63) / 64
 	n := words * 64
-	return &bloom{words: make([]atomic.Uint64, words), bits: n, capacity: int64(n / idemFilterBitsPerKey)}
+	return &bloom{words: make([]atomic.Uint64, words), bits: n, capacity: int64(n / idemFilterBitsPerKey)} //nolint:gosec // G115: about keys, an int
 }
 
 // probes calls f with the filter's bit indexes of h (double hashing; h is
 // SHA-256 output, the second hash a mix of it).
 func (b *bloom) probes(h int64, f func(i uint64) bool) bool {
-	h1 := uint64(h)
+	h1 := uint64(h) //nolint:gosec // G115: the hash's 64 bits, reinterpreted
 	h2 := h1*0x9e3779b97f4a7c15 ^ h1>>29 | 1
 	for i := range uint64(idemFilterProbes) {
 		if j, _ := bits.Mul64(h1+i*h2, b.bits); !f(j) {
@@ -384,7 +384,7 @@ func (db *DB) buildIdemFilterChunk(ctx context.Context, paced bool, chunk int) e
 		n := 0
 		for rows.Next() {
 			if err := rows.Scan(&run, &hash, &row); err != nil {
-				rows.Close()
+				_ = rows.Close() // the scan's error is the one to report
 				return fmt.Errorf("read idempotency index: %w", err)
 			}
 			next.add(hash)

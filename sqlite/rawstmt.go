@@ -33,7 +33,7 @@ func prepareRaw(ctx context.Context, conn *sql.Conn, query string) (*rawStmt, er
 			return err
 		}
 		if r.ex, ok = st.(driver.StmtExecContext); !ok {
-			st.Close()
+			_ = st.Close() // the missing method is the error to report
 			return fmt.Errorf("driver statement %T does not execute with a context", st)
 		}
 		r.st = st

@@ -101,7 +101,7 @@ func scanAll[T any](rows *sql.Rows, err error, scan func(scanner) (*T, error)) (
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer rows.Close() //nolint:errcheck // read-only: closing loses nothing
 	var out []*T
 	for rows.Next() {
 		v, err := scan(rows)

@@ -368,7 +368,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	db := &DB{stagedChunk: stagedCountChunk, idemFilterKeys: IdempotencyFilterKeysDefault}
 	if err := db.open(ctx, cfg); err != nil {
-		db.closeAll()
+		_ = db.closeAll() // the open's error is the one to report
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
 	}
 	db.commit = groupcommit.New(groupcommit.Config{
@@ -593,7 +593,7 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer conn.Close() //nolint:errcheck // hands the connection back to db; COMMIT reported the migration's own error
 	// IMMEDIATE: take the write lock before reading the applied versions, so
 	// two processes opening one new file cannot both migrate it.
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
@@ -624,13 +624,13 @@ func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
 	for rows.Next() {
 		var v int
 		if err := rows.Scan(&v); err != nil {
-			rows.Close()
+			_ = rows.Close() // the scan's error is the one to report
 			return fmt.Errorf("migrate: read versions: %w", err)
 		}
 		applied[v], latest = true, max(latest, v)
 	}
 	if err := rows.Err(); err != nil {
-		rows.Close()
+		_ = rows.Close() // the read's error is the one to report
 		return fmt.Errorf("migrate: read versions: %w", err)
 	}
 	if err := rows.Close(); err != nil {
@@ -673,7 +673,7 @@ func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
 // runs a DSN's pragmas in alphabetical order, journal_mode before
 // page_size. A file with content is left as it is, and so is a path
 // privateFiles does not create (":memory:", a "file:" URI).
-func initFile(ctx context.Context, path string, pageSize int) error {
+func initFile(ctx context.Context, path string, pageSize int) (err error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -685,12 +685,17 @@ func initFile(ctx context.Context, path string, pageSize int) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() {
+		// The file was written: a failed close is a failed write.
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
+	}()
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer conn.Close() //nolint:errcheck // hands the connection back to db, whose Close is checked
 	for _, q := range []string{"PRAGMA page_size = " + strconv.Itoa(pageSize), "PRAGMA journal_mode = WAL"} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("new file: %s: %w", q, err)
@@ -708,11 +713,11 @@ func privateFiles(path string) error {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) //nolint:gosec // G304: the operator names the file (Config.Path)
 	if err != nil {
 		return err
 	}
-	f.Close()
+	_ = f.Close() // nothing written: opened only to create it
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err

@@ -684,7 +684,9 @@ func TestFilesPrivate(t *testing.T) {
 				if err := os.WriteFile(path, nil, tt.preMode); err != nil {
 					t.Fatal(err)
 				}
-				os.Chmod(path, tt.preMode)
+				if err := os.Chmod(path, tt.preMode); err != nil {
+					t.Fatal(err)
+				}
 			}
 			db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
 			if err != nil {

@@ -241,19 +241,19 @@ func (w *writer) applyStaged(ctx context.Context, wr *surgepay.Write) error {
 	return nil
 }
 
-// FetchStaged returns up to max (at most StagedFetchMax) staged records
-// with IDs greater than afterID, oldest first; none for max <= 0. It sees
+// FetchStaged returns up to limit (at most StagedFetchMax) staged records
+// with IDs greater than afterID, oldest first; none for limit <= 0. It sees
 // the last committed batch. A record committed after a fetch may sort
 // before the fetch's last ID (IDs are random within a millisecond), so
 // settlement should start each pass from "" and page with afterID within
 // it: acknowledged records are gone, so a pass from "" repeats nothing
 // acknowledged.
-func (db *DB) FetchStaged(ctx context.Context, afterID string, max int) ([]*surgepay.StagedRecord, error) {
-	if max <= 0 {
+func (db *DB) FetchStaged(ctx context.Context, afterID string, limit int) ([]*surgepay.StagedRecord, error) {
+	if limit <= 0 {
 		return nil, nil
 	}
 	defer counted(ctx)()
-	recs, err := queryAll(ctx, db.readSt.staged, scanStaged, afterID, min(max, StagedFetchMax))
+	recs, err := queryAll(ctx, db.readSt.staged, scanStaged, afterID, min(limit, StagedFetchMax))
 	if err != nil {
 		return nil, fmt.Errorf("fetch staged records: %w", err)
 	}

@@ -333,7 +333,7 @@ func (db *DB) ListWebhookMerchants(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list webhook merchants: %w", err)
 	}
-	defer rows.Close()
+	defer rows.Close() //nolint:errcheck // read-only: closing loses nothing
 	var out []string
 	for rows.Next() {
 		var id string
@@ -345,22 +345,22 @@ func (db *DB) ListWebhookMerchants(ctx context.Context) ([]string, error) {
 	return out, rows.Err()
 }
 
-// ClaimWebhookDeliveries claims up to max (at most WebhookClaimMax) due
+// ClaimWebhookDeliveries claims up to limit (at most WebhookClaimMax) due
 // deliveries: ClaimWebhookDeliveriesBounded without a bound per endpoint.
-func (db *DB) ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.Time, max int) ([]*surgepay.WebhookDelivery, error) {
-	return db.ClaimWebhookDeliveriesBounded(ctx, now, leaseUntil, max, max, nil)
+func (db *DB) ClaimWebhookDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]*surgepay.WebhookDelivery, error) {
+	return db.ClaimWebhookDeliveriesBounded(ctx, now, leaseUntil, limit, limit, nil)
 }
 
-// ClaimWebhookDeliveriesBounded claims up to max (at most WebhookClaimMax)
+// ClaimWebhookDeliveriesBounded claims up to limit (at most WebhookClaimMax)
 // due deliveries, at most endpointMax of one endpoint, or room[id] of
 // endpoint id (webhook.BoundedClaimer). A read answers first whether any
 // is due for an endpoint with room, so an idle poll, or one that finds
 // only endpoints at their bound, costs no writer operation; the claim
 // itself is one UPDATE on the writer.
-func (db *DB) ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil time.Time, max, endpointMax int,
+func (db *DB) ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil time.Time, limit, endpointMax int,
 	room map[string]int) ([]*surgepay.WebhookDelivery, error) {
-	max = min(max, WebhookClaimMax)
-	if max <= 0 || endpointMax <= 0 {
+	limit = min(limit, WebhookClaimMax)
+	if limit <= 0 || endpointMax <= 0 {
 		return nil, nil
 	}
 	// room as a JSON object for json_each: text, not a BLOB, which SQLite
@@ -384,7 +384,7 @@ func (db *DB) ClaimWebhookDeliveriesBounded(ctx context.Context, now, leaseUntil
 	err := db.runOnWriter(ctx, func(ctx context.Context, w *writer) error {
 		surgepay.CountStatement(ctx, surgepay.StmtUpdate)
 		rows, err := w.webhook.claim.QueryContext(context.Background(), now.UnixNano(), leaseUntil.UnixNano(),
-			max, roomJSON, endpointMax, min(4*max, WebhookClaimScanMax))
+			limit, roomJSON, endpointMax, min(4*limit, WebhookClaimScanMax))
 		out, err = scanAll(rows, err, scanWebhookDelivery)
 		return err
 	})

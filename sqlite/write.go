@@ -755,7 +755,7 @@ func (w *writer) insertEvents(ctx context.Context, events []*surgepay.Event) err
 		if st, err = w.conn.PrepareContext(context.Background(), insertEventsSQL(len(events))); err != nil {
 			return fmt.Errorf("prepare insert of %d events: %w", len(events), err)
 		}
-		defer st.Close()
+		defer st.Close() //nolint:errcheck // prepared for this call only: closing it loses nothing
 	}
 	args := make([]any, 0, len(events)*eventColsN)
 	for _, e := range events {
