@@ -71,8 +71,8 @@ type Config struct {
 	InflightMax int `toml:"inflight_max"`
 	// ConnectionsMax bounds the API listener's open connections (idle
 	// keep-alive ones included); at the bound a new connection takes the
-	// place of the one idle longest, or waits while every one is busy
-	// (api.LimitConnections). 0 (the default): twice InflightMax. Env
+	// place of the one idle longest once that one has been idle a second
+	// (api.EvictIdleMinDefault), or waits (api.LimitConnections). 0 (the default): twice InflightMax. Env
 	// SURGEPAY_CONNECTIONS_MAX. Read at start.
 	ConnectionsMax int `toml:"connections_max"`
 	// MerchantInflightMax bounds the requests one merchant may have in
@@ -290,7 +290,7 @@ type SQLiteConfig struct {
 	// next one (sqlite.Config.ApplyBudget). Default 5ms; 0s: off; at most 1s.
 	ApplyBudget   Duration `toml:"apply_budget"`
 	QueueDepthMax int      `toml:"queue_depth_max"` // writes waiting; beyond: 503. Default 4096
-	FlushInterval Duration `toml:"flush_interval"`  // linger for a fuller batch under load; default 8ms
+	FlushInterval Duration `toml:"flush_interval"`  // the longest linger for a fuller batch, where it pays; default 8ms
 	// QueueDelayTarget: after each window of ten times this long in
 	// which every write taken from the queue had waited longer, a larger
 	// share of new writes (10 %, then doubling) is refused 503
@@ -318,6 +318,12 @@ type SQLiteConfig struct {
 	// a fifth fewer bytes written per sale than 4096); a power of two from
 	// 512 to 65536.
 	PageSize int `toml:"page_size"`
+	// IdempotencyFilterKeys is how many idempotency keys the filter of
+	// stored keys is sized for ahead (10 bits a key): past it a rebuild
+	// scans every stored key in the background. Default
+	// sqlite.IdempotencyFilterKeysDefault (10 M, 12 MiB: a half hour at
+	// 5,000 sales/s and a tenth more); 1 to sqlite.IdempotencyFilterKeysLimit.
+	IdempotencyFilterKeys int `toml:"idempotency_filter_keys"`
 }
 
 // PostgresConfig configures the PostgreSQL store.
@@ -442,7 +448,8 @@ func Default() Config {
 		BodyReadTimeout: Duration{api.BodyReadTimeoutDefault}, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
 		SQLite: SQLiteConfig{BatchSizeMax: sqlite.BatchSizeMaxDefault, ApplyBudget: Duration{sqlite.ApplyBudgetDefault}, QueueDepthMax: 4096, ReadConnsMax: 4,
 			FlushInterval: Duration{SQLiteFlushIntervalDefault}, CheckpointInterval: Duration{sqlite.CheckpointIntervalDefault}, WALPagesMax: sqlite.WALPagesMaxDefault,
-			MmapMiB: 0, PageSize: sqlite.PageSizeDefault, QueueDelayTarget: Duration{QueueDelayTargetDefault}},
+			MmapMiB: 0, PageSize: sqlite.PageSizeDefault, QueueDelayTarget: Duration{QueueDelayTargetDefault},
+			IdempotencyFilterKeys: sqlite.IdempotencyFilterKeysDefault},
 		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096,
 			QueueDelayTarget: Duration{QueueDelayTargetDefault}},
 		Provider: ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second},
@@ -773,6 +780,9 @@ func (c *Config) Validate() error {
 	}
 	if n := c.SQLite.PageSize; n != 0 && !sqlite.ValidPageSize(n) {
 		bad("sqlite.page_size", "%d must be a power of two from 512 to 65536", n)
+	}
+	if n := c.SQLite.IdempotencyFilterKeys; n < 1 || n > sqlite.IdempotencyFilterKeysLimit {
+		bad("sqlite.idempotency_filter_keys", "%d must be 1 to %d", n, sqlite.IdempotencyFilterKeysLimit)
 	}
 	if m := c.SQLite.MmapMiB; m < 0 || m > sqlite.MmapSizeDefault>>20 {
 		bad("sqlite.mmap_mib", "%d must be 0 (off) to %d", m, sqlite.MmapSizeDefault>>20)

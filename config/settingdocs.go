@@ -95,7 +95,8 @@ var settingDocs = map[string]settingDoc{
 	"log_level":    {Env: "SURGEPAY_LOG_LEVEL", Doc: "`debug`, `info`, `warn` or `error`"},
 	"inflight_max": {Env: "SURGEPAY_INFLIGHT_MAX", Doc: "requests served at once; beyond it 503 with Retry-After; 1 to 1000000"},
 	"connections_max": {Env: "SURGEPAY_CONNECTIONS_MAX", Doc: "the API listener's open connections, idle keep-alive ones " +
-		"included; at the bound a new one takes the place of the one idle longest, or waits while every one is busy; " +
+		"included; at the bound a new one takes the place of the one idle longest once that one has been idle a second, " +
+		"or waits; " +
 		"0: twice `inflight_max`; read at start"},
 	"merchant_inflight_max": {Doc: "requests one merchant may have in flight on this node, slow bodies included; beyond it " +
 		"that merchant alone gets 429 `merchant_concurrency_limit`; 0: all of `inflight_max` while one merchant is enabled, a " +
@@ -198,7 +199,9 @@ var settingDocs = map[string]settingDoc{
 	"sqlite.apply_budget": {Doc: "once a group commit's transaction has run this long it takes no more writes and the " +
 		"rest of its batch leads the next one; `0s` off; at most 1s"},
 	"sqlite.queue_depth_max": {Env: "SURGEPAY_QUEUE_DEPTH_MAX", Doc: "writes waiting; beyond it 503 with Retry-After; 1 to 10000000"},
-	"sqlite.flush_interval":  {Doc: "how long the writer lingers for a fuller batch, only once batches have company; 0 to 1s"},
+	"sqlite.flush_interval": {Doc: "the longest the writer lingers for a fuller batch; it lingers only where that pays " +
+		"(after a batch with company, when a write is expected during a commit, while writes keep coming: not for a " +
+		"closed loop of a few workers); 0 to 1s"},
 	"sqlite.queue_delay_target": {Doc: "overload protection: after each window of ten times this long in which every " +
 		"write had waited longer, a growing share of new writes (10 %, then doubling; 5 % less after each window with a " +
 		"shorter wait) gets 503 `overloaded` before any processor call; `0s` off; at most 10s; see " +
@@ -208,6 +211,9 @@ var settingDocs = map[string]settingDoc{
 	"sqlite.wal_pages_max":       {Doc: "WAL size, in pages, at which the writer checkpoints itself should the background checkpoints fall behind; 100 to 1000000"},
 	"sqlite.mmap_mib": {Doc: "MiB of the database file read through a memory map (counted in the process's resident " +
 		"memory); 0 off; at most 2047"},
+	"sqlite.idempotency_filter_keys": {Doc: "idempotency keys the filter of stored keys is sized for ahead (10 bits a key, " +
+		"12 MiB for the default 10 M: a half hour at 5,000 sales/s); past it a rebuild scans every stored key in the " +
+		"background; 1 to 26843545"},
 	"sqlite.page_size": {Doc: "page size (bytes) of a database file serve creates; an existing file keeps its own; a power of two from 512 to 65536"},
 
 	"postgres.dsn":                {Env: "SURGEPAY_POSTGRES_DSN", Doc: "the connection string; required for `storage = \"postgres\"`; never printed"},

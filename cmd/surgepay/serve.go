@@ -349,7 +349,8 @@ func openStoreWith(ctx context.Context, cfg config.Config, tel *telemetry.Teleme
 		QueueDepthMax: cfg.SQLite.QueueDepthMax, FlushInterval: cfg.SQLite.FlushInterval.Duration,
 		ReadConnsMax: cfg.SQLite.ReadConnsMax, CheckpointInterval: cfg.SQLite.CheckpointInterval.Duration,
 		WALPagesMax: cfg.SQLite.WALPagesMax, MmapSize: sqliteMmapSize(cfg.SQLite.MmapMiB), PageSize: cfg.SQLite.PageSize,
-		QueueDelayTarget: cfg.SQLite.QueueDelayTarget.Duration, WriteLockRetryMax: lockRetryMax, OnBatch: onBatch,
+		IdempotencyFilterKeys: cfg.SQLite.IdempotencyFilterKeys,
+		QueueDelayTarget:      cfg.SQLite.QueueDelayTarget.Duration, WriteLockRetryMax: lockRetryMax, OnBatch: onBatch,
 		Logger: log, OnSlowCommit: onSlow})
 }
 
