@@ -378,7 +378,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 }
 
 // MarshalText writes the duration.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
 // ReadHeaderTimeoutDefault bounds reading a request's line and headers
 // (read_header_timeout).

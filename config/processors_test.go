@@ -42,7 +42,9 @@ func TestProcessorsConfig(t *testing.T) {
 	}
 	t.Run("EnvSecret", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "c.toml")
-		os.WriteFile(file, []byte("[processors.stripe_eu]\nkind = \"stripe\"\n"), 0o600)
+		if err := os.WriteFile(file, []byte("[processors.stripe_eu]\nkind = \"stripe\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		cfg, err := Load(file, envOf(map[string]string{"SURGEPAY_PROCESSOR_STRIPE_EU_SECRET_KEY": "sk_test_env"}))
 		if err != nil || string(cfg.Processors["stripe_eu"].SecretKey) != "sk_test_env" {
 			t.Fatalf("got %v, %v; want the env secret", cfg.Processors, err)
