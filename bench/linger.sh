@@ -10,7 +10,9 @@
 #
 #   bench/linger.sh [DURATION] [ROUNDS] [FLUSH...]
 #
-# Environment: SURGEPAY_BIN (default: build ./cmd/surgepay into the work
+# FLUSH "default" leaves flush_interval unset (the server's default).
+# Environment: LINGER_CONNS (the connection counts, default "1 8 32 64"),
+# SURGEPAY_BIN (default: build ./cmd/surgepay into the work
 # directory, a fresh mktemp -d /tmp/surgepay-linger.XXXXXX). Everything
 # listens on 127.0.0.1; each run is bounded by DURATION. Needs wrk.
 set -euo pipefail
@@ -38,9 +40,8 @@ listen = "127.0.0.1:$port"
 admin_listen = "127.0.0.1:$admin"
 data_dir = "$data"
 log_level = "warn"
-[sqlite]
-flush_interval = "$flush"
 TOML
+	[[ $flush == default ]] || printf '[sqlite]\nflush_interval = "%s"\n' "$flush" >>"$dir/serve.toml"
 	"$bin" serve --config "$dir/serve.toml" >"$dir/serve.out" 2>"$dir/serve.err" &
 	server=$!
 	for _ in $(seq 150); do
@@ -52,7 +53,7 @@ TOML
 	cus=$(curl -sf "$url/v1/customers" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' -d '{"name":"bench"}' | sed 's/.*"id":"\([^"]*\)".*/\1/')
 	pm=$(curl -sf "$url/v1/payment_methods" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
 		-d '{"customer":"'"$cus"'","card":{"number":"4242424242424242","exp_month":12,"exp_year":2030}}' | sed 's/.*"id":"\([^"]*\)".*/\1/')
-	for c in 1 8 32 64; do
+	for c in ${LINGER_CONNS:-1 8 32 64}; do
 		PM=$pm KEY=$key wrk -t"$((c < 2 ? 1 : 2))" -c"$c" -d"$duration" --latency -s "$repo/bench/purchase.lua" "$url" 2>/dev/null |
 			awk -v f="$flush" -v c="$c" '/Requests\/sec/ {rate=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
 				END {printf "flush_interval %-5s connections %2d  %8.0f sales/s  p50 %-8s p99 %s\n", f, c, rate, p50, p99}'

@@ -12,6 +12,11 @@
 #   - the heap objects it allocated per request (go_memstats_mallocs_total)
 #     exceed REGRESS_ALLOCS_PER_REQUEST_MAX: the one CPU-side bound that
 #     does not move with a shared machine's speed,
+#   - a sale's p50 with 8 connections in a closed loop (each sending its
+#     next sale when its last is answered; bench/linger.sh, wrk) exceeds
+#     REGRESS_P50_8_OVER_1_MAX times its p50 with one, in the same run: the
+#     writer's linger must not tax a few checkout workers (issue 35: 17x
+#     with a fixed 8 ms linger, 2.5x without one),
 #   - more than REGRESS_REFUSED_PERCENT_MAX % of the requests were refused
 #     (503, 429), or fewer than REGRESS_SALES_MIN sales succeeded (a run
 #     that did little would pass the other checks).
@@ -44,6 +49,7 @@ REGRESS_IDLE_RSS_MIB_MAX=${REGRESS_IDLE_RSS_MIB_MAX:-64}
 REGRESS_WRITE_BYTES_PER_SALE_MAX=${REGRESS_WRITE_BYTES_PER_SALE_MAX:-14000}
 REGRESS_REFUSED_PERCENT_MAX=${REGRESS_REFUSED_PERCENT_MAX:-1}
 REGRESS_ALLOCS_PER_REQUEST_MAX=${REGRESS_ALLOCS_PER_REQUEST_MAX:-200}
+REGRESS_P50_8_OVER_1_MAX=${REGRESS_P50_8_OVER_1_MAX:-5}
 
 rate=${REGRESS_RATE:-2500}
 duration=${REGRESS_DURATION:-40s}
@@ -59,6 +65,7 @@ case ${1:-} in
 	mkdir -p "$BENCH_DIR"
 	rm -f "$report"
 	"$repo/bench/event.sh" "$rate" "$duration" "$path" | tee "$out"
+	LINGER_CONNS="1 8" "$repo/bench/linger.sh" 5s 1 default | tee "$BENCH_DIR/regress-linger.txt"
 	;;
 *)
 	echo "usage: bench/regress.sh [--check]" >&2
@@ -77,10 +84,11 @@ sales_min=${REGRESS_SALES_MIN:-$(python3 -c 'import sys; print(int(0.9 * float(s
 
 python3 - "$report" "$out" "$REGRESS_RSS_MIB_MAX" "$REGRESS_IDLE_RSS_MIB_MAX" \
 	"$REGRESS_WRITE_BYTES_PER_SALE_MAX" "$REGRESS_REFUSED_PERCENT_MAX" "$sales_min" \
-	"$REGRESS_ALLOCS_PER_REQUEST_MAX" <<'PY'
-import json, re, sys
+	"$REGRESS_ALLOCS_PER_REQUEST_MAX" "$REGRESS_P50_8_OVER_1_MAX" "$BENCH_DIR/regress-linger.txt" <<'PY'
+import json, os, re, sys
 report, out = sys.argv[1], sys.argv[2]
-rss_max, idle_max, write_max, refused_max, sales_min, allocs_max = map(float, sys.argv[3:9])
+rss_max, idle_max, write_max, refused_max, sales_min, allocs_max, p50_ratio_max = map(float, sys.argv[3:10])
+linger = sys.argv[10]
 d = json.load(open(report))
 ms = d.get('minutes') or []
 sales = sum(m['sales'] for m in ms)
@@ -108,6 +116,18 @@ check('refused', 100 * refused / max(1, requests), refused_max, '%')
 # Minutes with a scraped allocation count (from the first scrape on).
 allocs = [(m['server']['allocs'], m['requests']) for m in ms if m.get('server') and m['server'].get('allocs')]
 check('allocations per request', sum(a for a, _ in allocs) / max(1, sum(r for _, r in allocs)), allocs_max, '', bool(allocs))
+# The closed loop's p50 at 8 connections over its p50 at 1 (wrk's units).
+def ms(v):
+    m = re.fullmatch(r'([0-9.]+)(us|ms|s)', v or '')
+    return float(m.group(1)) * {'us': 0.001, 'ms': 1, 's': 1000}[m.group(2)] if m else None
+p50 = {}
+if os.path.exists(linger):
+    for line in open(linger):
+        m = re.search(r'connections +(\d+) .* p50 (\S+)', line)
+        if m:
+            p50[int(m.group(1))] = ms(m.group(2))
+known = bool(p50.get(1)) and p50.get(8) is not None
+check('p50 8 conns / 1 conn', p50[8] / p50[1] if known else 0, p50_ratio_max, 'x', known)
 rows.append(f"  {'sales':<24} {sales:>10,}       min {sales_min:>10,.0f}  {'ok' if sales >= sales_min else 'UNDER'}")
 # The writer's gauges (reported, not judged: a stall is the machine's as
 # much as the code's); never scraped means the admin /metrics wiring broke.
