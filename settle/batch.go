@@ -445,7 +445,7 @@ func (r *runner) record(ctx, rec context.Context, d *decision) outcome {
 		}
 		retry := false
 		switch {
-		case surgepay.ErrorReason(err) == "concurrent_update" && try < conflictRetryMax:
+		case errors.Is(err, surgepay.ErrConcurrentUpdate) && try < conflictRetryMax:
 			q, ferr := r.cfg.Store.FindPayment(rec, p.MerchantID, p.ID)
 			if ferr != nil {
 				err = ferr

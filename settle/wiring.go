@@ -12,14 +12,14 @@ import (
 
 // OpenConsumer opens the stage settlement reads: "jetstream" with jc (its
 // URL, AckWait, credentials and TLS files), else the embedded stage of
-// store with jc.AckWait. close releases it.
-func OpenConsumer(ctx context.Context, kind string, jc jetstream.Config, store surgepay.Store) (c surgepay.StageConsumer, close func(), err error) {
+// store with jc.AckWait. release closes it.
+func OpenConsumer(ctx context.Context, kind string, jc jetstream.Config, store surgepay.Store) (c surgepay.StageConsumer, release func(), err error) {
 	if kind == "jetstream" {
 		js, err := jetstream.Open(ctx, jc)
 		if err != nil {
 			return nil, nil, err
 		}
-		return js, func() { js.Close() }, nil
+		return js, func() { _ = js.Close() }, nil // nothing is left to tell at release: the stage reads are over
 	}
 	emb, err := stage.NewEmbedded(store, jc.AckWait)
 	if err != nil {
