@@ -123,7 +123,7 @@ func (t *Tracer) call(ctx context.Context, method, path, route, body string) (st
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", method, route, err)
 	}
-	defer res.Body.Close()
+	defer res.Body.Close() //nolint:errcheck // read-only: closing loses nothing
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	st := traceStep{route: method + " " + route, status: res.StatusCode, total: time.Since(start),
 		sql: headerFields(res.Header.Get("Surgepay-Sql")), cache: headerFields(res.Header.Get("Surgepay-Cache")),
