@@ -108,7 +108,7 @@ func Serve(ctx context.Context, ln net.Listener, c Config, log *slog.Logger) err
 		ErrorLog: tlsconfig.ErrorLog(log)}
 	go func() {
 		<-ctx.Done()
-		srv.Close()
+		_ = srv.Close() // Serve returns ErrServerClosed; what is left of a connection is of no use
 	}()
 	log.Info("admin listening", "addr", ln.Addr().String(), "tls", c.TLS != nil)
 	if err := tlsconfig.Serve(srv, ln); err != http.ErrServerClosed {
@@ -138,5 +138,5 @@ func ListenMetrics(addr string, guard Guard, tc *tls.Config, h http.Handler, log
 		}
 	}()
 	log.Info("settlement metrics listening", "addr", ln.Addr().String())
-	return func() { srv.Close(); <-done }, nil
+	return func() { _ = srv.Close(); <-done }, nil // Serve returns ErrServerClosed; what is left of a connection is of no use
 }
