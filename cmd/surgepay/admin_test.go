@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"io"
 	"net/http"
 	"os"
@@ -28,8 +29,8 @@ func getAuth(t *testing.T, url, token string) (int, string) {
 }
 
 // doRequest sends one request with headers and returns the status, body
-// and response (its body read and closed).
-func doRequest(t *testing.T, hc *http.Client, method, url string, body io.Reader, headers map[string]string) (int, string, *http.Response) {
+// and TLS state (nil without TLS), the body read and closed.
+func doRequest(t *testing.T, hc *http.Client, method, url string, body io.Reader, headers map[string]string) (int, string, *tls.ConnectionState) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, body)
 	if err != nil {
@@ -44,7 +45,7 @@ func doRequest(t *testing.T, hc *http.Client, method, url string, body io.Reader
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b), res
+	return res.StatusCode, string(b), res.TLS
 }
 
 // readAdminToken reads the admin token serve created in the data folder
@@ -57,9 +58,6 @@ func readAdminToken(t testing.TB, dir string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
-
-// noRedirect is a client that shows redirects instead of following them.
-var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // TestServeAdminAuth: serve's first start creates the admin token and
 // prints the dashboard's address and where the token is; its admin

@@ -59,7 +59,9 @@ func TestServeTightensLooseDataDir(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(dir, 0o755) // whatever the umask
+	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
 	s := startServe(t, testConfig(t, dir, nil))
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -76,7 +78,9 @@ func TestServeTightensLooseDataDir(t *testing.T) {
 	if err := os.Mkdir(shared, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(shared, 0o777)
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	err = datadir.Ensure(shared, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "others write") || !strings.Contains(err.Error(), shared) {
 		t.Errorf("a data folder of mode 0777: %v; want refused, naming it and why", err)
@@ -99,7 +103,9 @@ func TestServeAdminTokenLooseRefusedFirst(t *testing.T) {
 	if err := os.WriteFile(cfg.AdminTokenFile, []byte("loose-admin-token-0123456789\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(cfg.AdminTokenFile, 0o644)
+	if err := os.Chmod(cfg.AdminTokenFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
 	err := serve(context.Background(), cfg, slog.New(slog.DiscardHandler), &out)
 	if err == nil || !strings.Contains(err.Error(), "chmod 600") {

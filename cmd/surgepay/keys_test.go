@@ -78,8 +78,8 @@ func TestKeysListRevoke(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	newClient(s.url, dev).must(t, "GET", "/v1/customers", "", nil, http.StatusOK, nil)
-	if code, out, _ = cli("keys", "list"); !strings.Contains(out, "true") {
-		t.Fatalf("keys list after the revoke: %q", out)
+	if code, out, _ = cli("keys", "list"); code != 0 || !strings.Contains(out, "true") {
+		t.Fatalf("keys list after the revoke: %d %q", code, out)
 	}
 	if code, _, errs = cli("keys", "revoke", "key_unknown"); code == 0 || !strings.Contains(errs, "API key") {
 		t.Fatalf("revoking an unknown key: %d %s", code, errs)

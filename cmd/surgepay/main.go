@@ -44,7 +44,7 @@ Every command takes -h or --help. A usage error exits 2 (loadtest: 1, see
 docs/loadtest.md) with one line on stderr.
 
 Configuration: --config FILE or SURGEPAY_CONFIG, then SURGEPAY_* environment
-variables (see README.md).
+variables (see docs/configuration.md).
 `
 
 func main() {

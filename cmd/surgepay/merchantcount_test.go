@@ -128,12 +128,19 @@ func TestServeConnectionsMax(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
+	send := func(c net.Conn, s string) {
+		t.Helper()
+		if _, err := io.WriteString(c, s); err != nil {
+			t.Fatal(err)
+		}
+	}
 	served := func(c net.Conn, d time.Duration) bool {
 		c.SetReadDeadline(time.Now().Add(d))
 		res, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			return false
 		}
+		defer res.Body.Close()
 		_, err = io.Copy(io.Discard, res.Body)
 		return err == nil && res.StatusCode == 200
 	}
@@ -144,7 +151,7 @@ func TestServeConnectionsMax(t *testing.T) {
 	var conns []net.Conn
 	for range 3 { // answered, then kept open, idle
 		c := dial()
-		io.WriteString(c, request)
+		send(c, request)
 		if !served(c, 10*time.Second) {
 			t.Fatal("an open connection was not served")
 		}
@@ -152,7 +159,7 @@ func TestServeConnectionsMax(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // idle in this order
 	}
 	fourth := dial()
-	io.WriteString(fourth, request)
+	send(fourth, request)
 	if !served(fourth, 10*time.Second) {
 		t.Fatal("a fourth connection was not served with 3 idle open and connections_max 3")
 	}
@@ -168,18 +175,18 @@ func TestServeConnectionsMax(t *testing.T) {
 
 	busy := []net.Conn{conns[1], conns[2], fourth}
 	for _, c := range busy { // a request half sent on each
-		io.WriteString(c, head)
+		send(c, head)
 	}
 	time.Sleep(200 * time.Millisecond) // the server reads what was sent
 	late := dial()
-	io.WriteString(late, request)
+	send(late, request)
 	if served(late, 300*time.Millisecond) {
 		t.Fatal("a connection was served over connections_max while every connection was busy")
 	}
 	if w := metricValue(t, metrics(), "surgepay_http_connection_waits_total"); w < 2 {
 		t.Errorf("connection waits %v, want at least 2", w)
 	}
-	io.WriteString(busy[0], "Authorization: Bearer "+key+"\r\n\r\n")
+	send(busy[0], "Authorization: Bearer "+key+"\r\n\r\n")
 	if !served(busy[0], 10*time.Second) {
 		t.Fatal("a busy connection was not answered")
 	}

@@ -112,7 +112,9 @@ func TestMerchantsCLIAndAdminAPI(t *testing.T) {
 	if code, out, _ = cli("merchants", "list"); code != 0 || strings.Count(out, "mer_") != 2 {
 		t.Errorf("merchants list: %d %q", code, out)
 	}
-	code, out, _ = cli("audit", "list", "--merchant", mid)
+	if code, out, _ = cli("audit", "list", "--merchant", mid); code != 0 {
+		t.Errorf("audit list: %d %q", code, out)
+	}
 	for _, want := range []string{"merchant.created", "api_key.created", "merchant.disabled", "admin_api", "merchant.enabled",
 		"api_key.rolled", "api_key.expiry_set", "cli:"} {
 		if !strings.Contains(out, want) {

@@ -261,10 +261,10 @@ func TestServeStripeToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tok struct{ ID string }
-	json.NewDecoder(resp.Body).Decode(&tok)
+	err = json.NewDecoder(resp.Body).Decode(&tok)
 	resp.Body.Close()
-	if !strings.HasPrefix(tok.ID, "pm_") {
-		t.Fatalf("localstripe made no payment method: %+v", tok)
+	if err != nil || !strings.HasPrefix(tok.ID, "pm_") {
+		t.Fatalf("localstripe made no payment method: %v %+v", err, tok)
 	}
 	var cus object
 	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Grace"}, 200, &cus)
@@ -361,7 +361,9 @@ func TestServeSwitchProcessorsUnderLoad(t *testing.T) {
 					return
 				}
 				var p payment
-				json.Unmarshal(r.body, &p)
+				if err := json.Unmarshal(r.body, &p); err != nil {
+					t.Errorf("sale answered %d: %v: %s", r.status, err, r.body)
+				}
 				mu.Lock()
 				statuses[r.status]++
 				if r.status == 200 {
@@ -380,7 +382,9 @@ func TestServeSwitchProcessorsUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		mt := time.Now().Add(time.Duration(i+1) * time.Second)
-		os.Chtimes(file, mt, mt)
+		if err := os.Chtimes(file, mt, mt); err != nil {
+			t.Fatal(err)
+		}
 	}
 	wg.Wait()
 	for st, n := range statuses {
@@ -473,7 +477,9 @@ func TestServeStripeWebhooks(t *testing.T) {
 				Code string `json:"code"`
 			} `json:"error"`
 		}
-		json.NewDecoder(resp.Body).Decode(&out)
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return resp.StatusCode, "an answer that is not JSON: " + err.Error()
+		}
 		return resp.StatusCode, out.Result + out.Error.Code
 	}
 	dispute := map[string]any{"id": "dp_1", "object": "dispute", "amount": 1000, "status": "needs_response",
@@ -521,8 +527,13 @@ func TestServeStripeWebhooks(t *testing.T) {
 	req, _ := http.NewRequest("POST", ls+"/v1/refunds", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth("sk_test_dashboard", "")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("a refund at localstripe: %v %v", resp, err)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("a refund at localstripe: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("a refund at localstripe: %s", resp.Status)
 	}
 	body, sig = signedEvent(t, whsec, "evt_r1", "charge.refunded", map[string]any{"id": "ch_1", "object": "charge",
 		"amount": 1000, "amount_refunded": 400, "payment_intent": pi(sale)})

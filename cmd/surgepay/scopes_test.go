@@ -59,7 +59,9 @@ func TestContradictoryScopesRefused(t *testing.T) {
 			Param string `json:"param"`
 		} `json:"error"`
 	}
-	json.Unmarshal([]byte(body), &e)
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("POST /admin/v1/api_keys: %v: %s", err, body)
+	}
 	if code != http.StatusBadRequest || e.Error.Code != "invalid_scope" || e.Error.Param != "scopes" {
 		t.Errorf("POST /admin/v1/api_keys with scopes [read_only, full]: status %d, body %s; want 400 invalid_scope naming scopes",
 			code, body)

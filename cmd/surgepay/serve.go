@@ -121,11 +121,11 @@ func openApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, er
 	a.closer = append(a.closer, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		a.tel.Shutdown(sctx)
+		_ = a.tel.Shutdown(sctx) // at exit: an export cut short by the timeout is no reason to fail the shutdown
 	})
 	if f := cfg.FlightRecorder; f.Enabled {
 		fr, err := telemetry.StartFlightRecorder(telemetry.FlightConfig{Dir: f.Dir, Window: f.Window.Duration,
-			BytesMax: uint64(f.BytesMaxMiB) << 20, Every: f.Every.Duration, FilesMax: f.FilesMax, Logger: log})
+			BytesMax: uint64(f.BytesMaxMiB) << 20, Every: f.Every.Duration, FilesMax: f.FilesMax, Logger: log}) //nolint:gosec // G115: Validate keeps BytesMaxMiB within 1..1024
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +135,7 @@ func openApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, er
 	if a.store, err = openStoreObserved(ctx, cfg, a.tel, log); err != nil {
 		return nil, err
 	}
-	a.closer = append(a.closer, func() { a.store.Close() })
+	a.closer = append(a.closer, func() { _ = a.store.Close() }) // every write was committed and answered before; Close releases connections
 	if err := a.registerStore(); err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func (a *app) openStage(ctx context.Context) (surgepay.Sealer, surgepay.Stage, e
 	if err != nil {
 		return nil, nil, fmt.Errorf("stage: %w", err)
 	}
-	a.closer = append(a.closer, func() { js.Close() })
+	a.closer = append(a.closer, func() { _ = js.Close() }) // at exit: the stage's writes were acknowledged when made
 	// The backlog waiting for settlement, on the dashboard and in /metrics
 	// (the embedded stage is reported by the store).
 	err = a.tel.RegisterStage(func(ctx context.Context) (telemetry.StageStat, error) {
@@ -485,7 +485,7 @@ func listen(cfg config.Config) (ln, aln net.Listener, err error) {
 	}
 	aln, err = net.Listen("tcp", cfg.AdminListen)
 	if err != nil {
-		ln.Close()
+		_ = ln.Close() // the admin listener's error is the one to report
 		return nil, nil, &listenError{addr: cfg.AdminListen, env: "SURGEPAY_ADMIN_LISTEN",
 			key: `admin_listen (or "off")`, err: err}
 	}
@@ -512,9 +512,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		return err
 	}
 	defer func() {
-		ln.Close() // after Serve, already closed
+		_ = ln.Close() // after Serve, already closed
 		if aln != nil {
-			aln.Close()
+			_ = aln.Close() // likewise
 		}
 	}()
 	// The admin token is read (or made) before anything else: a token
@@ -670,7 +670,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 1
 	}
-	st.Close()
+	_ = st.Close() // the migrations are committed; Close releases connections
 	fmt.Fprintf(stdout, "migrations applied (%s)\n", cfg.Storage)
 	return 0
 }

@@ -36,19 +36,24 @@ func TestServeReadTimeouts(t *testing.T) {
 
 	t.Run("Headers", func(t *testing.T) {
 		c, br := dial()
-		io.WriteString(c, "GET /v1/customers HTTP/1.1\r\nHost: x\r\n")
+		if _, err := io.WriteString(c, "GET /v1/customers HTTP/1.1\r\nHost: x\r\n"); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := br.ReadByte(); err != io.EOF {
 			t.Errorf("a request whose headers never end: read %v, want EOF (the server closed it)", err)
 		}
 	})
 	t.Run("Body", func(t *testing.T) {
 		c, br := dial()
-		io.WriteString(c, "POST /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key+
-			"\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{")
+		if _, err := io.WriteString(c, "POST /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key+
+			"\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
 		res, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatalf("a body that stops: %v, want an answer", err)
 		}
+		defer res.Body.Close()
 		body, _ := io.ReadAll(res.Body)
 		if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), `"body_timeout"`) {
 			t.Errorf("a body that stops: %d %s, want 408 body_timeout", res.StatusCode, body)

@@ -277,7 +277,7 @@ func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov su
 	if err != nil {
 		return fail(err)
 	}
-	defer store.Close()
+	defer store.Close()         //nolint:errcheck // every capture was committed by Apply; Close releases connections
 	jc := cfg.Stage.JetStream() // the credentials and TLS files of [stage]
 	jc.URL, jc.AckWait = o.natsURL, o.ackWait
 	consumer, closeStage, err := settle.OpenConsumer(ctx, o.stage, jc, store)

@@ -466,7 +466,9 @@ func TestSettleBatchIntervalDefault(t *testing.T) {
 func TestSettleCommandErrors(t *testing.T) {
 	configPath, _, _ := settleSetup(t, 0, nil)
 	inproc := filepath.Join(t.TempDir(), "inproc.toml")
-	os.WriteFile(inproc, []byte("data_dir = "+quote(t.TempDir())+"\n"), 0o600)
+	if err := os.WriteFile(inproc, []byte("data_dir = "+quote(t.TempDir())+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		args []string

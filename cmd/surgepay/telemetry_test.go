@@ -35,7 +35,7 @@ func traffic(t *testing.T, e *telemetrytest.Env) {
 		e.Do(t, "POST", "/v1/payments/"+p+"/capture", ``)
 		e.Do(t, "POST", "/v1/payments/"+p+"/refunds", `{"amount":100}`)
 		e.Do(t, "GET", "/v1/payments/"+p, ``)
-		e.Do(t, "POST", "/v1/customers", `{"nmae":"typo"}`)
+		e.Do(t, "POST", "/v1/customers", `{"nmae":"typo"}`) //nolint:misspell // a misspelt field name is the input under test
 	}
 	e.Tel.ObserveBatch(3, 0) // the OnBatch hook, until the stores call it
 }

@@ -59,11 +59,11 @@ func tlsEnv(cert *tlstest.Cert, more ...string) map[string]string {
 }
 
 // serial is the serial number of the certificate a response came over.
-func serial(res *http.Response) *big.Int {
-	if res.TLS == nil || len(res.TLS.PeerCertificates) == 0 {
+func serial(cs *tls.ConnectionState) *big.Int {
+	if cs == nil || len(cs.PeerCertificates) == 0 {
 		return nil
 	}
-	return res.TLS.PeerCertificates[0].SerialNumber
+	return cs.PeerCertificates[0].SerialNumber
 }
 
 // TestServeTLS: with tls.cert_file the API and the admin listener speak
@@ -86,9 +86,9 @@ func TestServeTLS(t *testing.T) {
 	auth := map[string]string{"Authorization": "Bearer " + key}
 	old := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(), MaxIdleConnsPerHost: 1}}
 	defer old.CloseIdleConnections()
-	code, _, res := doRequest(t, old, "GET", api, nil, auth)
-	if code != http.StatusOK || serial(res).Cmp(first.Serial) != 0 || res.TLS.Version < tls.VersionTLS12 {
-		t.Fatalf("GET over TLS: status %d, serial %v (want %v), version %x", code, serial(res), first.Serial, res.TLS.Version)
+	code, _, cs := doRequest(t, old, "GET", api, nil, auth)
+	if code != http.StatusOK || serial(cs).Cmp(first.Serial) != 0 || cs.Version < tls.VersionTLS12 {
+		t.Fatalf("GET over TLS: status %d, serial %v (want %v), version %x", code, serial(cs), first.Serial, cs.Version)
 	}
 	alpn := ca.ClientTLS()
 	alpn.NextProtos = []string{"h2", "http/1.1"}
@@ -113,13 +113,16 @@ func TestServeTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		io.WriteString(c, "POST /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key+
+		if _, err := io.WriteString(c, "POST /v1/customers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+key+
 			"\r\nContent-Type: application/json\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"+
-			"2\r\n{}\r\n0\r\n\r\n")
+			"2\r\n{}\r\n0\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
 		res, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
 		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "framing_conflict") {
 			t.Errorf("Content-Length with Transfer-Encoding over TLS: %d %s, want 400 framing_conflict", res.StatusCode, b)
@@ -163,12 +166,12 @@ func TestServeTLS(t *testing.T) {
 		for _, u := range []string{api, "https://" + cfg.AdminListen + "/healthz"} {
 			for deadline := time.Now().Add(reloadTimeoutTLS); ; time.Sleep(50 * time.Millisecond) {
 				fresh := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(), DisableKeepAlives: true}}
-				_, _, res := doRequest(t, fresh, "GET", u, nil, auth)
-				if serial(res).Cmp(second.Serial) == 0 {
+				_, _, cs := doRequest(t, fresh, "GET", u, nil, auth)
+				if serial(cs).Cmp(second.Serial) == 0 {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("a new connection to %s still gets serial %v %s after SIGHUP, want %v", u, serial(res), reloadTimeoutTLS, second.Serial)
+					t.Fatalf("a new connection to %s still gets serial %v %s after SIGHUP, want %v", u, serial(cs), reloadTimeoutTLS, second.Serial)
 				}
 			}
 		}
@@ -182,9 +185,9 @@ func TestServeTLS(t *testing.T) {
 			t.Fatalf("GET on the keep-alive connection opened before the reload: %v", err)
 		}
 		res.Body.Close()
-		if res.StatusCode != http.StatusOK || !reused || serial(res).Cmp(first.Serial) != 0 {
+		if res.StatusCode != http.StatusOK || !reused || serial(res.TLS).Cmp(first.Serial) != 0 {
 			t.Errorf("GET on the connection opened before the reload: status %d, reused %t, serial %v; want 200 on the "+
-				"same connection with the first certificate %v", res.StatusCode, reused, serial(res), first.Serial)
+				"same connection with the first certificate %v", res.StatusCode, reused, serial(res.TLS), first.Serial)
 		}
 	})
 }

@@ -93,17 +93,6 @@ func TestServeWebhooks(t *testing.T) {
 	}
 }
 
-func getText(t *testing.T, url string) string {
-	t.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return string(b)
-}
-
 // settingsOf is the reloadable merchant settings of cfg, as settle holds them.
 func settingsOf(cfg config.Config) *atomic.Pointer[engine.Settings] {
 	var p atomic.Pointer[engine.Settings]
