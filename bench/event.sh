@@ -37,7 +37,8 @@
 # core, as a co-tenant or a slower host would take; issue 35's headroom),
 # BENCH_KILL=AT[,AT...] (kill -9 the server AT seconds into the run and
 # start it again at once on the same data folder, timing from the restart
-# to its first 200 from /readyz, polled every 10 ms: issue 35's "back
+# to its first 200 from the admin listener's /readyz (the API listener's
+# is behind the load's own connections), polled every 10 ms: issue 35's "back
 # within a second after a crash mid-event"; the load goes on throughout,
 # so its refusals and errors while the server is down are in the report,
 # and the server's resources are sampled for the first process only).
@@ -183,7 +184,7 @@ if [[ -n ${BENCH_KILL:-} ]]; then
 			echo $! >"$dir/serve.pid"
 			ready=""
 			for _ in $(seq 6000); do
-				if curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$port/readyz" | grep -q 200; then
+				if curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$admin/readyz" | grep -q 200; then
 					ready=$((($(date +%s%N) - start) / 1000000))
 					break
 				fi
