@@ -181,6 +181,39 @@ func mustOverloaded(t *testing.T, r *response) {
 	}
 }
 
+// fillServer holds one of the server's slots with a slow body for each
+// of keys, and returns once probe's read is refused 503 overloaded (the
+// server full). A probe holds a slot while it is served, so a slow body
+// arriving meanwhile may be refused 503 itself: such a one is opened
+// again. A hang guard of 30 s, not a measurement.
+func fillServer(t *testing.T, e *env, keys []string, probe string) []*slowBody {
+	t.Helper()
+	held := make([]*slowBody, len(keys))
+	for i, k := range keys {
+		held[i] = openSlowBody(t, e, k, "/v1/customers")
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := e.do(probe, "GET", "/v1/customers", "", "")
+		if r.Status != http.StatusOK {
+			mustOverloaded(t, r)
+			return held
+		}
+		for i, h := range held {
+			select {
+			case r, ok := <-h.res:
+				if !ok || r.Status != http.StatusServiceUnavailable {
+					t.Fatalf("slow body %d answered %+v, want it held (or refused 503 while a probe held a slot)", i, r)
+				}
+				held[i] = openSlowBody(t, e, keys[i], "/v1/customers")
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server's slots not all held by slow bodies 30 s after they were sent")
+		}
+	}
+}
+
 // TestLoneMerchantMeetsNodeBound (issue 35 item 5): a merchant alone on
 // its server holds all of inflight_max; at that bound its next request
 // is the node's overload, 503 overloaded with Retry-After, not 429
@@ -198,22 +231,7 @@ func TestLoneMerchantMeetsNodeBound(t *testing.T) {
 	if got := s.MerchantInflightMax(); got != inflightMax {
 		t.Fatalf("a lone merchant's share is %d, want all of inflight_max (%d)", got, inflightMax)
 	}
-	held := make([]*slowBody, inflightMax)
-	for i := range held {
-		held[i] = openSlowBody(t, e, e.keyA, "/v1/customers")
-	}
-	// The slow bodies are admitted as the server reads their heads; on a
-	// busy machine that may take a while (a hang guard, not a measurement).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r := e.do(e.keyA, "GET", "/v1/customers", "", "")
-		if r.Status != http.StatusOK { // OK: a slow body not admitted yet
-			mustOverloaded(t, r)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the lone merchant's next request was still served 30 s after its slow bodies were sent")
-		}
-	}
+	held := fillServer(t, e, []string{e.keyA, e.keyA, e.keyA, e.keyA}, e.keyA)
 	mustOverloaded(t, e.do(e.keyA, "POST", "/v1/customers", `{"name":"Ada"}`, ""))
 	if got := shedCount(t, tel, telemetry.ShedMerchantConcurrency); got != 0 {
 		t.Errorf("requests_shed_total{reason=merchant_concurrency_limit} = %v, want 0 (the bound is the node's)", got)
@@ -245,22 +263,7 @@ func TestBodiesBoundedByNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []*slowBody
-	for range inflightMax / 2 {
-		held = append(held, openSlowBody(t, e, e.keyA, "/v1/customers"), openSlowBody(t, e, e.keyB, "/v1/customers"))
-	}
-	// The slow bodies are admitted as the server reads their heads; on a
-	// busy machine that may take a while (a hang guard, not a measurement).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r := e.do(keyC, "GET", "/v1/customers", "", "")
-		if r.Status == http.StatusServiceUnavailable {
-			mustOverloaded(t, r)
-			break
-		}
-		if r.Status != http.StatusOK || time.Now().After(deadline) {
-			t.Fatalf("C's read while A and B hold the server's slots: %d %s, want 503 overloaded", r.Status, r.Raw)
-		}
-	}
+	held := fillServer(t, e, []string{e.keyA, e.keyB, e.keyA, e.keyB}, keyC)
 	// C's slow body: refused at once (within refusedBodyWait, 1 s), its
 	// body never read; were it admitted, it would wait out the minute of
 	// BodyReadTimeout.

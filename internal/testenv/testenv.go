@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -44,7 +45,10 @@ func Backends(t testing.TB) []Backend {
 	return bs
 }
 
-// OpenSQLite opens a store in a temporary folder, closed at cleanup.
+// OpenSQLite opens a store in a temporary folder, closed at cleanup, once
+// its first filter of stored idempotency keys is built (Open builds it in
+// the background; until then every key lookup is a SELECT, which tests
+// counting a request's statements would see).
 func OpenSQLite(t testing.TB) surgepay.Store {
 	t.Helper()
 	db, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "surgepay.db")})
@@ -52,6 +56,11 @@ func OpenSQLite(t testing.TB) surgepay.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	for deadline := time.Now().Add(time.Minute); db.IdempotencyFilterStats().Builds == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) { // a hang guard, not a measurement
+			t.Fatal("the first filter of idempotency keys was not built within a minute of Open")
+		}
+	}
 	return db
 }
 
