@@ -184,8 +184,14 @@ func newServeLikeEnv(t *testing.T, cfg api.Config, connsMax int) (*env, *api.Con
 // connection kept.
 func TestSlowBodyRefusalWaitsForItsBody(t *testing.T) {
 	e, conns := newServeLikeEnv(t, api.Config{InflightMax: 8, MerchantInflightMax: 1, BodyReadTimeout: time.Minute}, 3)
-	openSlowBody(t, e, e.keyA, "/v1/customers") // A's one slot, held
+	slow := openSlowBody(t, e, e.keyA, "/v1/customers") // A's one slot, held
 	eventually(t, "A's slot held by its slow body", func() bool {
+		select {
+		case <-slow.res: // refused: it arrived while a probe held A's slot
+			slow = openSlowBody(t, e, e.keyA, "/v1/customers")
+			return false
+		default:
+		}
 		return e.do(e.keyA, "GET", "/v1/customers", "", "").Status == http.StatusTooManyRequests
 	})
 	// The bound of 3 has the slow body's connection and e.http's, idle.
