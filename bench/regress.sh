@@ -117,7 +117,7 @@ check('refused', 100 * refused / max(1, requests), refused_max, '%')
 allocs = [(m['server']['allocs'], m['requests']) for m in ms if m.get('server') and m['server'].get('allocs')]
 check('allocations per request', sum(a for a, _ in allocs) / max(1, sum(r for _, r in allocs)), allocs_max, '', bool(allocs))
 # The closed loop's p50 at 8 connections over its p50 at 1 (wrk's units).
-def ms(v):
+def to_ms(v):
     m = re.fullmatch(r'([0-9.]+)(us|ms|s)', v or '')
     return float(m.group(1)) * {'us': 0.001, 'ms': 1, 's': 1000}[m.group(2)] if m else None
 p50 = {}
@@ -125,7 +125,7 @@ if os.path.exists(linger):
     for line in open(linger):
         m = re.search(r'connections +(\d+) .* p50 (\S+)', line)
         if m:
-            p50[int(m.group(1))] = ms(m.group(2))
+            p50[int(m.group(1))] = to_ms(m.group(2))
 known = bool(p50.get(1)) and p50.get(8) is not None
 check('p50 8 conns / 1 conn', p50[8] / p50[1] if known else 0, p50_ratio_max, 'x', known)
 rows.append(f"  {'sales':<24} {sales:>10,}       min {sales_min:>10,.0f}  {'ok' if sales >= sales_min else 'UNDER'}")
