@@ -70,6 +70,9 @@ func (p *Purger) Run(ctx context.Context, interval time.Duration) {
 		n, batches, err := p.pass(ctx)
 		switch {
 		case ctx.Err() != nil:
+			if n > 0 { // what was deleted before the end is still told
+				p.log.Info("purged idempotency records", "count", n, "batches", batches)
+			}
 			return
 		case err != nil:
 			p.log.Warn("purge idempotency records", "err", err.Error(), "count", n)

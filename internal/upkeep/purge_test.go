@@ -185,8 +185,10 @@ func TestPurgeRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); p.Run(ctx, time.Millisecond) }()
+	const want = `msg="purged idempotency records" count=12 batches=3`
+	// The records go before the pass logs them: wait for the log line.
 	deadline := time.Now().Add(30 * time.Second)
-	for f.stored(t, old) > 0 && time.Now().Before(deadline) {
+	for !strings.Contains(logs.String(), want) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
@@ -194,7 +196,7 @@ func TestPurgeRun(t *testing.T) {
 	if kept := f.stored(t, old); kept != 0 {
 		t.Errorf("%d of %d expired records kept by the loop, want none", kept, len(old))
 	}
-	if !strings.Contains(logs.String(), `msg="purged idempotency records" count=12 batches=3`) {
+	if !strings.Contains(logs.String(), want) {
 		t.Errorf("logs = %q, want one pass of 12 records in 3 batches", logs.String())
 	}
 }
