@@ -506,6 +506,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) logError(r *http.Request, status int, err error) {
+	var se *surgepay.Error
+	if errors.As(err, &se) && se.Reason == "store_unavailable" {
+		// The store logs the database's changes of state once each way,
+		// with a count; a line a refused request would flood the log
+		// (thousands a second during an outage).
+		s.log.Debug("request refused: store unavailable", "route", r.Pattern, "status", status)
+		return
+	}
 	if status >= 500 {
 		s.log.Error("request failed", "route", r.Pattern, "status", status, "err", telemetry.Redact(err.Error()))
 	}

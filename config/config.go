@@ -20,6 +20,7 @@ import (
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/postgres"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/sqlite"
 	"github.com/surgepay/surgepay/stage/jetstream"
@@ -337,6 +338,10 @@ type PostgresConfig struct {
 	FlushInterval Duration `toml:"flush_interval"`
 	// QueueDelayTarget: as sqlite.queue_delay_target. Default 0 (off).
 	QueueDelayTarget Duration `toml:"queue_delay_target"`
+	// HungAfter: a database that leaves a ping unanswered this long is
+	// down: statements are refused at once (503) until one is answered.
+	// Default postgres.HungAfterDefault (1s); "0s" turns the watch off.
+	HungAfter Duration `toml:"hung_after"`
 }
 
 // ProviderConfig selects the card network.
@@ -451,7 +456,7 @@ func Default() Config {
 			MmapMiB: 0, PageSize: sqlite.PageSizeDefault, QueueDelayTarget: Duration{QueueDelayTargetDefault},
 			IdempotencyFilterKeys: sqlite.IdempotencyFilterKeysDefault},
 		Postgres: PostgresConfig{PoolConnsMax: 16, Writers: 4, BatchSizeMax: 256, QueueDepthMax: 4096,
-			QueueDelayTarget: Duration{QueueDelayTargetDefault}},
+			QueueDelayTarget: Duration{QueueDelayTargetDefault}, HungAfter: Duration{postgres.HungAfterDefault}},
 		Provider: ProviderConfig{Kind: "sim", Latency: "0", Timeout: Duration{30 * time.Second},
 			RecordsMax: sim.RecordsMaxDefault, RecordsRetention: Duration{sim.RetentionDefault}},
 		Cache:     cache.DefaultConfig(),
@@ -730,6 +735,9 @@ func (c *Config) Validate() error {
 		if d < 0 || d > 10*time.Second {
 			bad(name, "%s must be 0 (off) to 10s", d)
 		}
+	}
+	if d := c.Postgres.HungAfter.Duration; d != 0 && (d < 100*time.Millisecond || d > time.Minute) {
+		bad("postgres.hung_after", "%s must be 0s (no watch) or 100ms to 1m", d)
 	}
 	if c.ReconcileInterval.Duration < 100*time.Millisecond {
 		bad("reconcile_interval", "%s must be at least 100ms", c.ReconcileInterval.Duration)

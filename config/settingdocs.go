@@ -224,6 +224,10 @@ var settingDocs = map[string]settingDoc{
 	"postgres.queue_depth_max":    {Doc: "writes waiting; beyond it 503 with Retry-After; 1 to 10000000"},
 	"postgres.flush_interval":     {Doc: "how long the writer lingers for a fuller batch; 0 to 1s"},
 	"postgres.queue_delay_target": {Doc: "as `sqlite.queue_delay_target`"},
+	"postgres.hung_after": {Doc: "a database that leaves a ping unanswered this long (a stopped or frozen server, a network " +
+		"dropping packets) is taken as down: its statements are cancelled and new ones refused at once with 503 " +
+		"`store_unavailable` and Retry-After until a ping is answered; the change is logged once each way; " +
+		"`0s` turns the watch off; 100ms to 1m"},
 
 	"provider.kind":         {Env: "SURGEPAY_PROVIDER", Doc: "`sim` (the simulator in process) or `sim-http` (a `surgepay simulator` at `url`)"},
 	"provider.url":          {Env: "SURGEPAY_PROVIDER_URL", Doc: "the simulator's http(s) URL; required for `sim-http`"},

@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"runtime"
 	"time"
@@ -86,6 +87,16 @@ type Config struct {
 	OnBatch func(size int, d time.Duration)
 	// Tracer, if set, traces every query (otelpgx from package telemetry).
 	Tracer pgx.QueryTracer
+	// HungAfter is how long the database may leave a ping unanswered
+	// before the store takes it as down: it then refuses statements at
+	// once with EUNAVAILABLE store_unavailable and cancels those in
+	// flight, until a ping is answered again (see live.go). Default
+	// HungAfterDefault (1 s); negative: no watch (a hung database holds
+	// each statement until its caller's context ends).
+	HungAfter time.Duration
+	// Log, if set, receives the database's changes of state (down, up
+	// again with the statements refused meanwhile). Default: discarded.
+	Log *slog.Logger
 }
 
 // Limits of the package. Each bounds a wait or a loop.
@@ -106,6 +117,9 @@ const (
 	ConnectTimeoutDefault = 3 * time.Second
 	// migrateTimeout bounds the migration transaction, lock wait included.
 	migrateTimeout = 2 * time.Minute
+	// hungAfterMin is the shortest HungAfter: a ping every 25 ms at most,
+	// answered within 75 ms (a loaded database on one host can take that).
+	hungAfterMin = 100 * time.Millisecond
 )
 
 var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -113,6 +127,9 @@ var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 func (c Config) withDefaults() Config {
 	if c.Writers <= 0 {
 		c.Writers = WritersDefault
+	}
+	if c.HungAfter == 0 {
+		c.HungAfter = HungAfterDefault
 	}
 	if c.PoolConnsMax <= 0 {
 		c.PoolConnsMax = int32(c.Writers + max(4, runtime.NumCPU())) //nolint:gosec // G115: a wrapped value does not exceed Writers, which Validate rejects
@@ -134,14 +151,19 @@ func (c Config) Validate() error {
 			c.PoolConnsMax, c.Writers)
 	case c.BatchSizeMax < 0 || c.QueueDepthMax < 0 || c.FlushInterval < 0:
 		return errors.New("postgres: BatchSizeMax, QueueDepthMax and FlushInterval must not be negative")
+	case c.HungAfter > 0 && c.HungAfter < hungAfterMin:
+		return fmt.Errorf("postgres: HungAfter (%v) must be at least %v, or negative (no watch)", c.HungAfter, hungAfterMin)
 	}
 	return nil
 }
 
 // DB is a surgepay.Store on PostgreSQL. Safe for concurrent use.
 type DB struct {
-	pool      *pgxpool.Pool
+	pool      *livePool
+	live      *liveness
 	committer *groupcommit.Committer[*surgepay.Write]
+	stopWatch context.CancelFunc // nil without a watch
+	watchDone chan struct{}
 }
 
 var _ surgepay.Store = (*DB)(nil)
@@ -177,7 +199,16 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		pool.Close()
 		return nil, err
 	}
-	db := &DB{pool: pool}
+	live := newLiveness(cfg.Log)
+	db := &DB{pool: &livePool{pool: pool, live: live}, live: live}
+	if cfg.HungAfter > 0 {
+		probe := pcfg.ConnConfig.Copy()
+		probe.Tracer = nil // the probe's pings are not the requests' statements
+		var wctx context.Context
+		wctx, db.stopWatch = context.WithCancel(context.Background())
+		db.watchDone = make(chan struct{})
+		go func() { defer close(db.watchDone); db.watch(wctx, probe, cfg.HungAfter) }()
+	}
 	db.committer = groupcommit.New(groupcommit.Config{
 		BatchSizeMax:  cfg.BatchSizeMax,
 		QueueDepthMax: cfg.QueueDepthMax,
@@ -193,6 +224,10 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 // returns EUNAVAILABLE.
 func (db *DB) Close() error {
 	db.committer.Close()
+	if db.stopWatch != nil {
+		db.stopWatch()
+		<-db.watchDone
+	}
 	db.pool.Close()
 	return nil
 }

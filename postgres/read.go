@@ -366,6 +366,13 @@ func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
 	return out, rows.Err()
 }
 
+// readOnly reports whether err is PostgreSQL's refusal to write on a
+// server that is not the primary (25006 read_only_sql_transaction).
+func readOnly(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25006"
+}
+
 // readErr returns err as EUNAVAILABLE "store_unavailable" (503 with
 // Retry-After) when the database could not be reached or went away
 // during a read, and as it is otherwise. A restarting PostgreSQL must
@@ -384,12 +391,16 @@ func readErr(err error) error {
 // refusing work because it is shutting down, starting up or out of
 // connections. A statement the database answered with an error is not.
 func unreachable(err error) bool {
+	if errors.Is(err, errDatabaseDown) {
+		return true
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		// 08: connection exception; 57P01-57P03: admin shutdown, crash
-		// shutdown, cannot connect now; 53300: too many connections.
+		// shutdown, cannot connect now; 53300: too many connections;
+		// 25006: read-only transaction (a standby, or a demoted primary).
 		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" ||
-			pe.Code == "57P03" || pe.Code == "53300"
+			pe.Code == "57P03" || pe.Code == "53300" || pe.Code == "25006"
 	}
 	var ce *pgconn.ConnectError
 	var ne net.Error

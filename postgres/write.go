@@ -168,12 +168,19 @@ func (db *DB) commitAlone(o *op) (unreachable bool, err error) {
 			return false, o.err
 		case unknown:
 			return false, outcomeUnknown(err)
+		case readOnly(err):
+			// Connected to a standby, or to a primary since demoted: the
+			// pool leads elsewhere after its reset (see live.go).
+			db.pool.pool.Reset()
+			return true, fmt.Errorf("%w: %w", &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_unavailable",
+				RetryAfter: 1, Message: "the database is not the primary; retry shortly"}, err)
 		case statementError(err):
 			if errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001") && attempt < soloAttemptsMax {
 				continue // deadlock_detected, serialization_failure
 			}
 			return false, fmt.Errorf("postgres: apply: %w", err)
-		case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) || attempt >= soloAttemptsMax:
+		case pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errDatabaseDown) ||
+			attempt >= soloAttemptsMax:
 			// A hung database gets no second wait: it would only hold the callers longer.
 			return true, fmt.Errorf("%w: %w", &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "store_unavailable",
 				RetryAfter: 1, Message: "the database is unavailable; retry shortly"}, err)
@@ -192,8 +199,14 @@ func outcomeUnknown(err error) error {
 // that the failure came while COMMIT was in flight, so that the
 // transaction may have committed.
 func (db *DB) commitOps(ops []*op) (unknown bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
+	tctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
 	defer cancel()
+	ctx, done, err := db.live.bound(tctx)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	defer func() { err = wrap(ctx, err) }()
 	pc, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("acquire connection: %w", err)

@@ -320,6 +320,15 @@ func openStoreObserved(ctx context.Context, cfg config.Config, tel *telemetry.Te
 	return openStoreWith(ctx, cfg, tel, log, 0)
 }
 
+// hungAfter maps postgres.hung_after ("0s": no watch) to
+// postgres.Config.HungAfter (negative: no watch; 0 would be its default).
+func hungAfter(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 // openStoreWith is openStoreObserved with the SQLite writer's
 // sqlite.Config.WriteLockRetryMax (0: the default, which serve keeps;
 // settle passes sqlite.WriteLockRetryYield).
@@ -339,7 +348,8 @@ func openStoreWith(ctx context.Context, cfg config.Config, tel *telemetry.Teleme
 		return postgres.Open(ctx, postgres.Config{DSN: cfg.Postgres.DSN, Schema: cfg.Postgres.Schema,
 			PoolConnsMax: cfg.Postgres.PoolConnsMax, Writers: cfg.Postgres.Writers, BatchSizeMax: cfg.Postgres.BatchSizeMax,
 			QueueDepthMax: cfg.Postgres.QueueDepthMax, FlushInterval: cfg.Postgres.FlushInterval.Duration,
-			QueueDelayTarget: cfg.Postgres.QueueDelayTarget.Duration, OnBatch: onBatch, Tracer: tracer})
+			QueueDelayTarget: cfg.Postgres.QueueDelayTarget.Duration, OnBatch: onBatch, Tracer: tracer,
+			HungAfter: hungAfter(cfg.Postgres.HungAfter.Duration), Log: log})
 	}
 	applyBudget := cfg.SQLite.ApplyBudget.Duration
 	if applyBudget == 0 {

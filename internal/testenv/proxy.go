@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -21,6 +20,40 @@ type Proxy struct {
 	ln    net.Listener
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
+	// thawed, while frozen, is closed by Thaw (or Cut); nil when not frozen.
+	thawed chan struct{}
+}
+
+// Freeze holds every byte in both directions, of the open connections and
+// of new ones, which are still accepted: the database looks like a
+// stopped process (SIGSTOP) whose kernel keeps its connections open and
+// buffers what it is sent. Thaw delivers the held bytes and resumes.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.thawed == nil {
+		p.thawed = make(chan struct{})
+	}
+}
+
+// Thaw ends a Freeze.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.thawed != nil {
+		close(p.thawed)
+		p.thawed = nil
+	}
+}
+
+// waitThawed waits for the end of a Freeze, if any.
+func (p *Proxy) waitThawed() {
+	p.mu.Lock()
+	ch := p.thawed
+	p.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
 
 // NewProxy starts a proxy to target (host:port), stopped at cleanup.
@@ -46,6 +79,10 @@ func (p *Proxy) Addr() string { return p.addr }
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.thawed != nil { // release the held bytes' copiers: their conns close below
+		close(p.thawed)
+		p.thawed = nil
+	}
 	if p.ln != nil {
 		p.ln.Close()
 		p.ln = nil
@@ -107,7 +144,22 @@ func (p *Proxy) pipe(ln net.Listener, c net.Conn) {
 	done := make(chan struct{}, 2)
 	// Either side ending (or a cut) ends the pair, as a real close would.
 	cp := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src) // ends on either side's close or a cut, an error by design
+		// Ends on either side's close or a cut, an error by design. Bytes
+		// read during a Freeze are written after it, as a stopped
+		// server's kernel would deliver them when it resumes.
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			p.waitThawed()
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		done <- struct{}{}
 	}
 	go cp(u, c)

@@ -137,6 +137,13 @@ func OpenPostgresSchema(t testing.TB) (surgepay.Store, string) {
 // (Proxy.Cut) and give it back (Proxy.Restore).
 func OpenPostgresProxied(t testing.TB) (surgepay.Store, *Proxy) {
 	t.Helper()
+	return OpenPostgresProxiedWith(t, postgres.Config{})
+}
+
+// OpenPostgresProxiedWith is OpenPostgresProxied with cfg (its DSN and
+// Schema are set here).
+func OpenPostgresProxiedWith(t testing.TB, cfg postgres.Config) (surgepay.Store, *Proxy) {
+	t.Helper()
 	raw := PostgresURL(t)
 	if raw == "" {
 		t.Skip("SURGEPAY_TEST_POSTGRES_URL not set")
@@ -154,7 +161,8 @@ func OpenPostgresProxied(t testing.TB) (surgepay.Store, *Proxy) {
 	var b [6]byte
 	rand.Read(b[:])
 	schema := "t_" + hex.EncodeToString(b[:])
-	db, err := postgres.Open(context.Background(), postgres.Config{DSN: u.String(), Schema: schema})
+	cfg.DSN, cfg.Schema = u.String(), schema
+	db, err := postgres.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
