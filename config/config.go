@@ -242,6 +242,13 @@ type StageConfig struct {
 	NATSTLSCAFile   string `toml:"nats_tls_ca_file"`
 	NATSTLSCertFile string `toml:"nats_tls_cert_file"`
 	NATSTLSKeyFile  string `toml:"nats_tls_key_file"`
+	// PublishTimeout bounds one record's publication to JetStream.
+	// Default 5s; 100ms to 1m.
+	PublishTimeout Duration `toml:"publish_timeout"`
+	// HungAfter: a NATS server that leaves a ping unanswered this long is
+	// hung: Puts fail at once (the fallback takes the sale) until one is
+	// answered. Default jetstream.HungAfterDefault (1s); "0s": no watch.
+	HungAfter Duration `toml:"hung_after"`
 	// Fallback is what a sale does when the stage is unavailable:
 	// "capture" (default: capture synchronously, as the standard path) or
 	// "reject" (void the authorization and answer 503).
@@ -252,7 +259,12 @@ type StageConfig struct {
 // stream, subject, replicas, and the connection's credentials and TLS.
 // serve and settle both connect with it.
 func (s StageConfig) JetStream() jetstream.Config {
+	hung := s.HungAfter.Duration
+	if hung == 0 {
+		hung = -1 // "0s": no watch; jetstream's 0 is its default
+	}
 	return jetstream.Config{URL: s.NATSURL, Stream: s.Stream, Subject: s.Subject, Replicas: s.Replicas,
+		PublishTimeout: s.PublishTimeout.Duration, HungAfter: hung,
 		CredsFile: s.NATSCredsFile, User: s.NATSUser, Password: s.NATSPassword.Reveal(), Token: s.NATSToken.Reveal(),
 		TLSCAFile: s.NATSTLSCAFile, TLSCertFile: s.NATSTLSCertFile, TLSKeyFile: s.NATSTLSKeyFile}
 }
@@ -467,7 +479,8 @@ func Default() Config {
 
 		RateLimits: defaultRateLimits(),
 		Stage: StageConfig{Kind: "embedded", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
-			Replicas: 1, Fallback: "capture"},
+			Replicas: 1, Fallback: "capture", PublishTimeout: Duration{jetstream.PublishTimeoutDefault},
+			HungAfter: Duration{jetstream.HungAfterDefault}},
 		Webhooks: WebhooksConfig{Workers: webhook.WorkersDefault, Timeout: Duration{webhook.TimeoutDefault},
 			DeliveredRetention: Duration{webhook.DeliveredRetentionDefault}},
 	}
@@ -828,6 +841,12 @@ func (c *Config) Validate() error {
 		}
 		if c.Stage.Replicas < 1 || c.Stage.Replicas > 5 {
 			bad("stage.replicas", "%d must be 1 to 5", c.Stage.Replicas)
+		}
+		if d := c.Stage.PublishTimeout.Duration; d < 100*time.Millisecond || d > time.Minute {
+			bad("stage.publish_timeout", "%s must be 100ms to 1m", d)
+		}
+		if d := c.Stage.HungAfter.Duration; d != 0 && (d < 100*time.Millisecond || d > time.Minute) {
+			bad("stage.hung_after", "%s must be 0s (no watch) or 100ms to 1m", d)
 		}
 	default:
 		bad("stage.kind", "%q must be \"embedded\" or \"jetstream\"", c.Stage.Kind)

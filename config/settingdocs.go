@@ -159,6 +159,10 @@ var settingDocs = map[string]settingDoc{
 	"stage.stream":          {Doc: "the JetStream stream"},
 	"stage.subject":         {Doc: "the JetStream subject"},
 	"stage.replicas":        {Doc: "the stream's replicas, 1 to 5"},
+	"stage.publish_timeout": {Doc: "bounds one record's publication to JetStream; 100ms to 1m"},
+	"stage.hung_after": {Doc: "a NATS server that leaves a ping unanswered this long (stopped, frozen) is hung: " +
+		"publications in flight are cancelled and new ones fail at once, so that sales take `fallback`, until a " +
+		"ping is answered; `0s` turns the watch off; 100ms to 1m"},
 	"stage.nats_creds_file": {Env: "SURGEPAY_NATS_CREDS_FILE", Doc: "a NATS credentials file (user JWT and NKey seed, from `nsc`); one way to authenticate at most"},
 	"stage.nats_user":       {Env: "SURGEPAY_NATS_USER", Doc: "user for a NATS server configured with users; with `nats_password`"},
 	"stage.nats_password":   {Env: "SURGEPAY_NATS_PASSWORD", Doc: "the user's password; give it by env to keep it out of the file"},

@@ -84,7 +84,13 @@ func (e *env) config(p surgepay.Provider) settle.Config {
 
 func run(t testing.TB, cfg settle.Config) *settle.Report {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return runWithin(t, cfg, 30*time.Second)
+}
+
+// runWithin is run with its bound, a hang guard.
+func runWithin(t testing.TB, cfg settle.Config, bound time.Duration) *settle.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	rep, err := settle.Run(ctx, cfg)
 	if err != nil {

@@ -111,3 +111,59 @@ func TestPutBreakerOpensAfterRepeatedFailures(t *testing.T) {
 		t.Errorf("%d Puts reached the stage and failed before the breaker opened, want %d", n, jetstream.BreakerFailuresMax)
 	}
 }
+
+// A NATS server that hangs (SIGSTOP: its connection stays open, nothing
+// answers) is found by the stage's watch within HungAfter: a Put in
+// flight is cancelled and later Puts fail at once, so that sales take the
+// stage fallback, instead of each waiting PublishTimeout (a minute here;
+// 5 s by default, 753 sales in a row did, one node at 300/s, before the
+// breaker opened). Once the server resumes, Puts succeed again.
+func TestPutFailsAtOnceWhileNATSHung(t *testing.T) {
+	srv := stagetest.StartNATS(t)
+	s, err := jetstream.Open(context.Background(), jetstream.Config{URL: srv.URL, PublishTimeout: time.Minute,
+		HungAfter: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	put(t, s, rec(1))
+	srv.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- s.Put(context.Background(), rec(2)) }() // in flight when the server stopped
+	select {
+	case err := <-done:
+		if err == nil || surgepay.ErrorCode(err) != surgepay.EUNAVAILABLE {
+			t.Fatalf("Put with NATS stopped: %v, want EUNAVAILABLE", err)
+		}
+	case <-time.After(30 * time.Second): // a hang guard: without the watch Put waits PublishTimeout, a minute
+		t.Fatal("Put with NATS stopped still waiting after 30 s")
+	}
+	// Found hung: every later Put fails at once, none waits.
+	for i := range 5 {
+		go func() { done <- s.Put(context.Background(), rec(10+i)) }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "hung") {
+				t.Fatalf("Put %d with NATS found hung: %v, want the stage hung", i, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("Put %d with NATS found hung still waiting after 30 s", i)
+		}
+	}
+	srv.Resume()
+	resumed = true
+	for i := 0; ; i++ {
+		if err := s.Put(context.Background(), rec(3)); err == nil {
+			break
+		} else if i == 400 {
+			t.Fatalf("Put after NATS resumed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,6 +44,7 @@ const (
 	MaxAckPendingDefault  = 10_000
 	AckWaitDefault        = time.Minute
 	PublishTimeoutDefault = 5 * time.Second
+	HungAfterDefault      = time.Second
 	DuplicatesDefault     = 2 * time.Minute
 	MaxMsgsDefault        = 50_000_000
 	MaxBytesDefault       = 20 << 30 // 20 GiB: 50M records of ~400 bytes
@@ -86,6 +88,15 @@ type Config struct {
 	AckWait time.Duration
 	// PublishTimeout bounds one Put. Default 5s.
 	PublishTimeout time.Duration
+	// HungAfter is how long the NATS server may leave a ping unanswered
+	// on an open connection before the stage takes it as hung: Puts in
+	// flight are cancelled and new ones fail at once (the engine's stage
+	// fallback takes the sale) until a ping is answered. A server that is
+	// stopped or frozen keeps its connections open and answers nothing,
+	// which neither the connection state nor the breaker (it needs
+	// BreakerFailuresMax Puts to wait PublishTimeout each) notices in
+	// time. Default HungAfterDefault (1s); negative: no watch.
+	HungAfter time.Duration
 	// Duplicates is the de-duplication window of record IDs. Default 2m.
 	Duplicates time.Duration
 	// MaxMsgs and MaxBytes bound the stream; when full, Put fails.
@@ -175,6 +186,9 @@ func (c *Config) defaults() error {
 	dur(&c.AckWait, AckWaitDefault)
 	dur(&c.PublishTimeout, PublishTimeoutDefault)
 	dur(&c.Duplicates, DuplicatesDefault)
+	if c.HungAfter == 0 {
+		c.HungAfter = HungAfterDefault
+	}
 	if c.Replicas == 0 {
 		c.Replicas = ReplicasDefault
 	}
@@ -204,6 +218,14 @@ type Stage struct {
 	consErr  error
 
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+
+	// hung is the watch's verdict (see Config.HungAfter); era is cancelled
+	// when it turns true, and replaced when it turns false: Puts run
+	// under a child of it.
+	hung      atomic.Bool
+	era       atomic.Pointer[era]
+	stopWatch context.CancelFunc // nil without a watch
+	watchDone chan struct{}
 
 	mu        sync.Mutex
 	delivered map[string]delivery // record ID → its latest delivery, until acknowledged
@@ -260,12 +282,64 @@ func Open(ctx context.Context, cfg Config) (*Stage, error) {
 		// A client that went away says nothing about the stage.
 		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
 	})
-	return &Stage{cfg: cfg, nc: nc, js: js, stream: stream, breaker: br, delivered: map[string]delivery{}}, nil
+	st := &Stage{cfg: cfg, nc: nc, js: js, stream: stream, breaker: br, delivered: map[string]delivery{}}
+	st.era.Store(newEra())
+	if cfg.HungAfter > 0 {
+		var wctx context.Context
+		wctx, st.stopWatch = context.WithCancel(context.Background())
+		st.watchDone = make(chan struct{})
+		go func() { defer close(st.watchDone); st.watch(wctx) }()
+	}
+	return st, nil
+}
+
+type era struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newEra() *era {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &era{ctx: ctx, cancel: cancel}
+}
+
+// watch pings the server every HungAfter/4 until ctx ends: a ping not
+// answered within the rest of HungAfter (or a connection that is down)
+// marks the stage hung, within HungAfter of the hang's start.
+func (s *Stage) watch(ctx context.Context) {
+	interval := s.cfg.HungAfter / 4
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.HungAfter-interval)
+		err := s.nc.FlushWithContext(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if s.hung.CompareAndSwap(false, true) {
+				s.era.Load().cancel()
+			}
+		} else if s.hung.Load() {
+			s.era.Store(newEra())
+			s.hung.Store(false)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Close closes the connection. Records fetched and neither acknowledged
 // nor released are delivered again after AckWait.
 func (s *Stage) Close() error {
+	if s.stopWatch != nil {
+		s.stopWatch()
+		<-s.watchDone
+	}
 	s.nc.Close()
 	return nil
 }
@@ -275,13 +349,17 @@ func (s *Stage) Close() error {
 // stored once.
 //
 // Put fails at once, without waiting for PublishTimeout, while the NATS
-// connection is down (the client reconnects in the background) and while
+// connection is down (the client reconnects in the background), while the
+// server leaves pings unanswered (Config.HungAfter), and while
 // the breaker is open after BreakerFailuresMax failed Puts in a row: a
 // sale then takes the stage fallback in microseconds instead of holding
 // its client for seconds.
 func (s *Stage) Put(ctx context.Context, rec *surgepay.StagedRecord) error {
 	if !s.nc.IsConnected() {
 		return stageDown(rec, "the NATS connection is down (reconnecting)")
+	}
+	if s.hung.Load() {
+		return stageDown(rec, "the NATS server does not answer pings (hung)")
 	}
 	done, err := s.breaker.Allow()
 	if err != nil {
@@ -303,6 +381,8 @@ func stageDown(rec *surgepay.StagedRecord, why string) error {
 func (s *Stage) publish(ctx context.Context, rec *surgepay.StagedRecord) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
+	// A hang found by the watch ends the wait at once.
+	defer context.AfterFunc(s.era.Load().ctx, cancel)()
 	m := nats.NewMsg(s.cfg.Subject)
 	m.Data = rec.Sealed
 	m.Header.Set(jetstream.MsgIDHeader, rec.ID)

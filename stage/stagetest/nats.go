@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -77,12 +78,29 @@ func (s *NATSServer) Restart() {
 	s.start(bin)
 }
 
+// Pause stops the server with SIGSTOP: its connections stay open and
+// nothing answers, as with a frozen host. Resume (or Stop) ends it.
+func (s *NATSServer) Pause() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *NATSServer) Resume() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
 // Stop kills the server and waits for it.
 func (s *NATSServer) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil || s.cmd.ProcessState != nil {
 		return
 	}
-	s.cmd.Process.Kill()
+	s.cmd.Process.Kill() // SIGKILL ends a paused process too
 	s.cmd.Wait()
 }
 
