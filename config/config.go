@@ -93,6 +93,12 @@ type Config struct {
 	// body_timeout and its connection is closed. Default 10s (64 KiB, the
 	// largest body, at 6.5 KB/s); 100ms to 5m.
 	BodyReadTimeout Duration `toml:"body_read_timeout"`
+	// ShutdownDelay is how long serve, on SIGTERM or SIGINT, answers
+	// /readyz 503 while it goes on serving before it stops taking
+	// requests and drains those in flight: the time a load balancer needs
+	// to see it not ready and stop sending to it (HAProxy: inter × fall).
+	// Default 0s (one node: stop at once); 0 to 5m.
+	ShutdownDelay Duration `toml:"shutdown_delay"`
 	// GCPercent is the Go garbage collector's target (GOGC) for serve: a
 	// collection starts when the heap has grown by this percentage of the
 	// live heap, or at MemoryLimitMiB, whichever comes first. 75 (the
@@ -727,6 +733,9 @@ func (c *Config) Validate() error {
 	}
 	if n := c.MerchantInflightMax; n < 0 || n > max(c.InflightMax, 1) {
 		bad("merchant_inflight_max", "%d must be 0 (all of inflight_max for a lone merchant, else a quarter) to inflight_max (%d)", n, c.InflightMax)
+	}
+	if d := c.ShutdownDelay.Duration; d < 0 || d > 5*time.Minute {
+		bad("shutdown_delay", "%s must be 0s to 5m", d)
 	}
 	if d := c.ReadHeaderTimeout.Duration; d < 100*time.Millisecond || d > time.Minute {
 		bad("read_header_timeout", "%s must be between 100ms and 1m", d)

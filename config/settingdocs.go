@@ -103,6 +103,9 @@ var settingDocs = map[string]settingDoc{
 		"quarter of it once there are more; at most `inflight_max`; reloaded without a restart; see " +
 		"[rate-limits.md](rate-limits.md)"},
 	"read_header_timeout": {Doc: "bound on reading a request's line and headers; 100ms to 1m"},
+	"shutdown_delay": {Doc: "on SIGTERM or SIGINT, how long `/readyz` answers 503 while serve goes on serving, before it " +
+		"stops taking requests and drains those in flight: behind a load balancer, the time it needs to stop sending " +
+		"here (HAProxy: `inter` × `fall`, plus a second); 0s to 5m"},
 	"body_read_timeout": {Doc: "bound on reading a request's body once its headers are read and its API key checked; a " +
 		"slower body gets 408 `body_timeout` and its connection is closed; 100ms to 5m"},
 	"gc_percent": {Doc: "the Go garbage collector's target for serve: a collection when the heap has grown " +

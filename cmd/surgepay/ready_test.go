@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay/config"
 )
 
 // TestReadinessFollowsTheStore: /readyz's store probe is true while the
@@ -21,5 +25,54 @@ func TestReadinessFollowsTheStore(t *testing.T) {
 	a.store.Close()
 	if a.storeReachable(context.Background()) {
 		t.Fatal("store reachable = true on a closed store")
+	}
+}
+
+// TestShutdownTurnsNotReadyFirst: on its signal, serve answers /readyz 503
+// at once and goes on serving API requests for shutdown_delay (a load
+// balancer stops sending here meanwhile), then stops; before, the API
+// listener closed at once while /readyz still said ready, and requests a
+// balancer sent in between failed.
+func TestShutdownTurnsNotReadyFirst(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	cfg.ShutdownDelay = config.Duration{Duration: 8 * time.Second}
+	s := startServe(t, cfg)
+	ready := "http://" + s.admin + "/readyz"
+	if code, _ := get(t, ready); code != http.StatusOK {
+		t.Fatalf("/readyz before the signal: %d, want 200", code)
+	}
+	c := newClient(s.url, readDevKey(t, dir))
+	defer c.hc.CloseIdleConnections()
+	c.must(t, "POST", "/v1/customers", "", map[string]string{"name": "before"}, http.StatusOK, nil)
+
+	s.cancel() // the signal
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _ := get(t, ready)
+		if code == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d 30 s after the signal, want 503", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case err := <-s.done:
+		t.Fatalf("serve returned (%v) as soon as it turned not ready, want it serving for shutdown_delay", err)
+	default:
+	}
+	// On a new connection: the listener is still open.
+	c.hc.CloseIdleConnections()
+	c.must(t, "POST", "/v1/customers", "", map[string]string{"name": "while draining"}, http.StatusOK, nil)
+	s.ended = true
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("serve returned %v, want nil", err)
+		}
+	case <-time.After(stopTimeout + cfg.ShutdownDelay.Duration): // a hang guard
+		t.Fatal("serve did not return after shutdown_delay")
 	}
 }

@@ -586,7 +586,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		ConnContext: conns.ConnContext,
 	}
 	var wg sync.WaitGroup
-	bg, stopBG := context.WithCancel(ctx)
+	// Background work and the admin listener outlive the signal: they stop
+	// after the API has drained (see below), so that /readyz can say "not
+	// ready" to a load balancer while the API still serves.
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	var ready atomic.Bool
 	var current atomic.Pointer[config.Config] // the effective configuration, replaced by reloads
@@ -626,6 +629,20 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		wg.Wait()
 		return err
 	case <-ctx.Done():
+	}
+	// Not ready first: a load balancer stops sending here within
+	// shutdown_delay, while the requests it still sends are served; then
+	// the listener closes and the requests in flight finish.
+	ready.Store(false)
+	if d := cfg.ShutdownDelay.Duration; d > 0 {
+		log.Info("not ready; serving for shutdown_delay before shutting down", "shutdown_delay", d)
+		select {
+		case <-time.After(d):
+		case err := <-errc:
+			stopBG()
+			wg.Wait()
+			return err
+		}
 	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
