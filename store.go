@@ -206,6 +206,29 @@ type CredentialsGenerationReader interface {
 	CredentialsGeneration(ctx context.Context) (int64, error)
 }
 
+// Leaser is the optional capability of a store that several nodes share:
+// a lease names the one node that does a piece of background work (the
+// reconciler, the purges) for a while, so that N nodes do not each do it,
+// and another node takes it over when its holder stops renewing (it died,
+// froze, or lost the database). Times are the database's, so that the
+// nodes' clocks do not matter. A store one node owns (SQLite) has none:
+// its node does everything.
+//
+// A lease is not a fence: a holder that froze past its lease and resumes
+// may still finish the pass it was in while another node starts one. The
+// work leased is safe to do twice (version-guarded writes, the
+// processor's idempotency keys); the lease only keeps it from being done
+// N times over.
+type Leaser interface {
+	// Lease takes the lease name for holder, or renews it, until ttl from
+	// now, and reports whether holder has it: it does if no one had it,
+	// holder had it, or its holder's had ended. One statement.
+	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	// ReleaseLease ends holder's lease name, if holder has it, so that
+	// another node takes it at its next try. One statement.
+	ReleaseLease(ctx context.Context, name, holder string) error
+}
+
 // Page selects a page of a list, newest first. IDs sort by creation time
 // (see NewID), so StartingAfter is an ID.
 type Page struct {

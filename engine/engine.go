@@ -98,6 +98,8 @@ type Engine struct {
 	// keyLookups bounds the API-key reads of keys not in the cache
 	// (KeyLookupsInflightMax).
 	keyLookups chan struct{}
+
+	node string // this engine's name as the holder of leases (Lease)
 }
 
 // KeyLookupsInflightMax bounds the store reads of API keys the cache
@@ -146,7 +148,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Tax == nil {
 		cfg.Tax = func() surgepay.TaxTable { return nil }
 	}
-	e := &Engine{cfg: cfg, store: cfg.Store, provider: cfg.Provider, vault: cfg.Vault, log: cfg.Logger,
+	e := &Engine{node: newNodeName(), cfg: cfg, store: cfg.Store, provider: cfg.Provider, vault: cfg.Vault, log: cfg.Logger,
 		inflight: newKeyLocks(), payLocks: newStripedLocks(1024), uses: newKeyUses(),
 		cacheHealth: statelog.New(cfg.Logger, "engine: cache"), stageHealth: statelog.New(cfg.Logger, "engine: stage"),
 		keyLookups: make(chan struct{}, KeyLookupsInflightMax)}

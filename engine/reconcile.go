@@ -142,8 +142,13 @@ func resolvePending(p *surgepay.Payment, res *surgepay.ProviderResult, now time.
 	return next
 }
 
-// RunReconciler runs ReconcileOnce every interval until ctx ends.
+// RunReconciler runs ReconcileOnce every interval until ctx ends, on the
+// node that holds the lease "reconciler" when the store is shared (see
+// Lease): one node reconciles at a time, another takes over within
+// max(3 × interval, LeaseTTLMin) of its stopping.
 func (e *Engine) RunReconciler(ctx context.Context, interval time.Duration) {
+	lease := e.NewLease("reconciler", interval)
+	defer lease.Release()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -151,6 +156,9 @@ func (e *Engine) RunReconciler(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if !lease.Held(ctx) {
+				continue
+			}
 			if _, err := e.ReconcileOnce(ctx); err != nil {
 				e.log.Warn("reconcile", "err", err)
 			}

@@ -66,6 +66,11 @@ CREATE TABLE idempotency (
     body bytea NOT NULL,
     created timestamp with time zone NOT NULL
 );
+CREATE TABLE leases (
+    name text NOT NULL,
+    holder text NOT NULL,
+    expires timestamp with time zone NOT NULL
+);
 CREATE TABLE merchants (
     id text NOT NULL,
     name text NOT NULL,
@@ -184,6 +189,7 @@ ALTER TABLE credentials_generation ADD CONSTRAINT credentials_generation_id_chec
 ALTER TABLE credentials_generation ADD CONSTRAINT credentials_generation_pkey PRIMARY KEY (id);
 ALTER TABLE customers ADD CONSTRAINT customers_pkey PRIMARY KEY (merchant_id, id);
 ALTER TABLE idempotency ADD CONSTRAINT idempotency_pkey PRIMARY KEY (merchant_id, key);
+ALTER TABLE leases ADD CONSTRAINT leases_pkey PRIMARY KEY (name);
 ALTER TABLE merchants ADD CONSTRAINT merchants_pkey PRIMARY KEY (id);
 ALTER TABLE payment_events ADD CONSTRAINT payment_events_pkey PRIMARY KEY (id);
 ALTER TABLE payment_methods ADD CONSTRAINT payment_methods_pkey PRIMARY KEY (merchant_id, id);

@@ -48,17 +48,26 @@ type Purger struct {
 	passBatchesMax int
 	onPurged       func(n int) // counts deleted records (telemetry)
 	log            *slog.Logger
+	// newLease, if set, makes Run's passes run on the node that holds the
+	// lease "purge" of a shared store (engine.Lease).
+	newLease func(name string, interval time.Duration) *engine.Lease
 }
 
 // NewPurger returns serve's Purger of eng's records, with the bounds
 // above, counting what it deletes in tel.
 func NewPurger(eng *engine.Engine, tel *telemetry.Telemetry, log *slog.Logger) *Purger {
 	return &Purger{purge: eng.PurgeIdempotency, batchMax: purgeBatchMax, pause: purgeBatchPause,
-		passBatchesMax: purgePassBatchesMax, onPurged: tel.ObserveIdempotencyPurged, log: log}
+		passBatchesMax: purgePassBatchesMax, onPurged: tel.ObserveIdempotencyPurged, log: log, newLease: eng.NewLease}
 }
 
-// Run makes a pass every interval until ctx ends.
+// Run makes a pass every interval until ctx ends; on a shared store, on
+// the one node that holds the lease "purge".
 func (p *Purger) Run(ctx context.Context, interval time.Duration) {
+	var lease *engine.Lease
+	if p.newLease != nil {
+		lease = p.newLease("purge", interval)
+		defer lease.Release()
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -66,6 +75,9 @@ func (p *Purger) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if lease != nil && !lease.Held(ctx) {
+			continue
 		}
 		n, batches, err := p.pass(ctx)
 		switch {
