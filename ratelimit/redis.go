@@ -45,9 +45,10 @@ const (
 
 // gcra is the limiter. KEYS[1] holds the theoretical arrival time (TAT)
 // in microseconds of Redis's clock; ARGV[1] is the emission interval
-// (1e6 / rate, µs), ARGV[2] the burst. A request is admitted when the TAT
-// it would leave is at most burst intervals ahead of now, which admits
-// exactly what a token bucket of burst tokens refilled at rate admits.
+// (1e6 / rate, µs), ARGV[2] the burst, ARGV[3] the cost (tokens taken). A
+// request is admitted when the TAT it would leave is at most burst
+// intervals ahead of now, which admits exactly what a token bucket of
+// burst tokens refilled at rate admits.
 // The key expires when its TAT has passed (a full bucket needs no key).
 // Returns {1, 0} when admitted, else {0, µs until a request would be}.
 var gcra = rueidis.NewLuaScript(`
@@ -57,7 +58,7 @@ local interval = tonumber(ARGV[1])
 local tolerance = interval * tonumber(ARGV[2])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
-local next = tat + interval
+local next = tat + interval * tonumber(ARGV[3])
 local allowAt = next - tolerance
 if allowAt > now then
   return {0, math.ceil(allowAt - now)}
@@ -141,9 +142,16 @@ var errCallerGone = errors.New("caller's context ended")
 // did not answer within Timeout, or is being skipped after failures: the
 // caller decides alone. It never waits longer than Timeout.
 func (r *Redis) Take(ctx context.Context, key string, limit float64, burst int) (retryAfter time.Duration, ok bool, err error) {
+	return r.TakeN(ctx, key, limit, burst, 1)
+}
+
+// TakeN is Take of n at once (at most burst: a cost above it takes the
+// whole burst), for calls that cost more than one of a budget.
+func (r *Redis) TakeN(ctx context.Context, key string, limit float64, burst, n int) (retryAfter time.Duration, ok bool, err error) {
 	if limit <= 0 || burst < 1 {
 		return 0, true, nil
 	}
+	n = min(max(n, 1), burst)
 	interval := strconv.FormatInt(max(1, int64(math.Round(1e6/limit))), 10)
 	var res struct {
 		admitted bool
@@ -151,7 +159,7 @@ func (r *Redis) Take(ctx context.Context, key string, limit float64, burst int) 
 	}
 	err = r.call(ctx, func(ctx context.Context, c rueidis.Client) error {
 		vals, err := gcra.Exec(ctx, c, []string{r.cfg.Namespace + keyPart + key},
-			[]string{interval, strconv.Itoa(burst)}).AsIntSlice()
+			[]string{interval, strconv.Itoa(burst), strconv.Itoa(n)}).AsIntSlice()
 		if err != nil {
 			return err
 		}

@@ -4,16 +4,16 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/ratelimit"
 )
 
 // openSharedRateLimiter returns the shared rate limiter of cfg, or nil
-// when each node counts alone. A Redis down at start is not an error:
+// when each node counts alone: the merchants' rate limits and the
+// processors' call budgets. A Redis down at start is not an error:
 // the nodes count alone until it answers.
-func openSharedRateLimiter(cfg config.Config, log *slog.Logger) (api.SharedRateLimiter, func(), error) {
+func openSharedRateLimiter(cfg config.Config, log *slog.Logger) (*ratelimit.Redis, func(), error) {
 	scope := cfg.SharedRateScope()
 	if scope == "" {
 		return nil, func() {}, nil

@@ -561,9 +561,16 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		return err
 	}
 	defer closeShared()
+	var sharedLimits api.SharedRateLimiter // nil, not a nil *ratelimit.Redis, when each node counts alone
+	if shared != nil {
+		sharedLimits = shared
+		if a.router != nil {
+			a.router.SetSharedBudget(shared) // processors' budgets: across the nodes too
+		}
+	}
 	a.api = api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax,
 		MerchantInflightMax: cfg.MerchantInflightMax, BodyReadTimeout: cfg.BodyReadTimeout.Duration, Telemetry: a.tel,
-		SharedRateLimiter: shared, WritesOverloaded: writesOverloaded(a.store)})
+		SharedRateLimiter: sharedLimits, WritesOverloaded: writesOverloaded(a.store)})
 	merchants := upkeep.NewMerchantCounter(a.eng, a.api.SetMerchantsEnabled, log)
 	merchants.Count(ctx)
 	conns := api.LimitConnections(ln, cfg.ConnectionsMaxEffective())

@@ -24,7 +24,9 @@
 // first, and fails over only once a lookup there proves the earlier
 // attempt not performed.
 //
-// Budgets and breakers are per process: N nodes spend N times a budget.
+// Budgets count across the nodes that share a Redis (SetSharedBudget),
+// else per process: N nodes then spend N times a budget. Breakers are per
+// process.
 package route
 
 import (
@@ -139,9 +141,39 @@ type table struct {
 type Router struct {
 	t        atomic.Pointer[table]
 	attempts atomic.Pointer[attemptJournal]
+	shared   atomic.Pointer[sharedBudget]
 	obs      Observer
 	mu       sync.Mutex // serialises Set
 }
+
+// SharedBudget counts processors' calls across the nodes that share it
+// (ratelimit.Redis), so that N nodes spend a processor's CallsPerSecond
+// between them, not N times over. TakeN takes n of key's allowance of
+// limit per second with bursts of burst; ok false, with the wait until
+// they are left, when they are not. An error means the count could not be
+// reached in time: the node's own bucket decides.
+type SharedBudget interface {
+	TakeN(ctx context.Context, key string, limit float64, burst, n int) (retryAfter time.Duration, ok bool, err error)
+}
+
+type sharedBudget struct{ SharedBudget }
+
+// SetSharedBudget makes every processor's budget (CallsPerSecond, Burst)
+// count across the nodes through b; nil: each node counts alone. While b
+// cannot answer, each node falls back to its own bucket of the whole
+// budget: N nodes may then spend up to N times it, and the processor's
+// own limit (Stripe: 429, not performed) refuses the excess.
+func (r *Router) SetSharedBudget(b SharedBudget) {
+	if b == nil {
+		r.shared.Store(nil)
+		return
+	}
+	r.shared.Store(&sharedBudget{b})
+}
+
+// sharedKeyPrefix names a processor's shared budget: processor names
+// are distinct from merchant IDs (mer_...), counted in the same Redis.
+const sharedKeyPrefix = "processor:"
 
 // attemptJournal keeps ProviderAttempts in a store.
 type attemptJournal struct {
@@ -270,10 +302,19 @@ var (
 	errRefused = errors.New("refused before the call")
 )
 
-// acquire takes n budget tokens and an in-flight slot, waiting up to
-// BudgetWait; release returns the slot.
-func (p *proc) acquire(ctx context.Context, n int) (release func(), retryAfter time.Duration, err error) {
-	if p.limiter != nil {
+// acquire takes n budget tokens, from the shared budget when there is one
+// and it answers, and an in-flight slot, waiting up to BudgetWait; release
+// returns the slot.
+func (p *proc) acquire(ctx context.Context, n int, shared *sharedBudget) (release func(), retryAfter time.Duration, err error) {
+	local := p.limiter != nil
+	if local && shared != nil {
+		var d time.Duration
+		local, d, err = p.takeShared(ctx, n, shared)
+		if err != nil {
+			return nil, d, err
+		}
+	}
+	if local {
 		res := p.limiter.ReserveN(time.Now(), min(n, p.limiter.Burst())) // a call dearer than the burst takes it whole
 		if d := res.Delay(); d > p.BudgetWait || !res.OK() {
 			res.Cancel()
@@ -289,6 +330,41 @@ func (p *proc) acquire(ctx context.Context, n int) (release func(), retryAfter t
 			}
 		}
 	}
+	return p.slot(ctx)
+}
+
+// takeShared takes n tokens of p's budget from the shared count, waiting
+// up to BudgetWait in all. local reports that the shared count did not
+// answer, so that the node's own bucket decides.
+func (p *proc) takeShared(ctx context.Context, n int, shared *sharedBudget) (local bool, retryAfter time.Duration, err error) {
+	burst := p.limiter.Burst()
+	deadline := time.Now().Add(p.BudgetWait)
+	for {
+		d, ok, err := shared.TakeN(ctx, sharedKeyPrefix+p.Name, p.CallsPerSecond, burst, min(n, burst))
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return false, time.Second, ctx.Err()
+			}
+			return true, 0, nil
+		case ok:
+			return false, 0, nil
+		case time.Now().Add(d).After(deadline):
+			return false, max(d, time.Second), errBudget
+		}
+		d = max(d, time.Millisecond) // each try waits: the loop ends by deadline
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false, time.Second, ctx.Err()
+		}
+	}
+}
+
+// slot takes an in-flight slot, waiting up to BudgetWait.
+func (p *proc) slot(ctx context.Context) (release func(), retryAfter time.Duration, err error) {
 	if p.slots == nil {
 		return func() {}, 0, nil
 	}
@@ -324,7 +400,7 @@ func (r *Router) doN(ctx context.Context, p *proc, op string, n int, fn func(con
 		return nil, &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: op, Processor: p.Name,
 			Err: fmt.Errorf("processor %s: circuit breaker open (%w)", p.Name, errRefused), RetryAfter: BreakerOpenFor}
 	}
-	release, retryAfter, err := p.acquire(ctx, n)
+	release, retryAfter, err := p.acquire(ctx, n, r.shared.Load())
 	if err != nil {
 		done(nil) // not the processor's fault
 		r.refused(p.Name, "budget")
@@ -653,7 +729,7 @@ func (r *Router) DescribeToken(ctx context.Context, processor, token string) (*s
 		return nil, surgepay.Invalid("processor_token.processor", "invalid_value",
 			"processor %q takes no tokens", processor)
 	}
-	release, retryAfter, err := p.acquire(ctx, 1)
+	release, retryAfter, err := p.acquire(ctx, 1, r.shared.Load())
 	if err != nil {
 		r.refused(p.Name, "budget")
 		return nil, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable",

@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/cache"
+	"github.com/surgepay/surgepay/cache/redistest"
 	"github.com/surgepay/surgepay/provider/providertest"
 	"github.com/surgepay/surgepay/provider/route"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/provider/stripe"
 	"github.com/surgepay/surgepay/provider/stripe/stripedouble"
+	"github.com/surgepay/surgepay/ratelimit"
 )
 
 func card(n string) surgepay.ProviderCard {
@@ -385,5 +388,56 @@ func TestRemovedProcessorNotDefault(t *testing.T) {
 	}
 	if fx := def.Effects("pay_rm1"); fx.Captures != 0 {
 		t.Fatalf("the default processor was asked: %+v", fx)
+	}
+}
+
+// TestBudgetSharedAcrossNodes: three routers (three nodes) on one Redis
+// spend one processor budget between them: its burst in all, not three
+// times it. With Redis gone, each node falls back to its own bucket of
+// the whole budget (the stated fallback) rather than refusing every call.
+func TestBudgetSharedAcrossNodes(t *testing.T) {
+	srv := redistest.Start(t)
+	cc := cache.DefaultConfig()
+	cc.Redis.GlobalAddrs = []string{srv.URL()}
+	opt, err := cache.ClientOption(cache.ScopeGlobal, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const burst = 6
+	a := sim.New(sim.DefaultConfig())
+	nodes := make([]*route.Router, 3)
+	for i := range nodes {
+		// A generous timeout: a stalled call on a shared machine would be
+		// a fallback to the node's own bucket.
+		rl, err := ratelimit.New(ratelimit.Config{Client: opt, Namespace: "test:", Timeout: 5 * time.Second,
+			BreakerOpenDuration: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rl.Close)
+		nodes[i] = route.New(nil)
+		if err := nodes[i].Set([]route.Processor{{Name: route.DefaultName, Provider: sim.New(sim.DefaultConfig())},
+			{Name: "a", Provider: a, CallsPerSecond: 0.001, Burst: burst, BudgetWait: time.Millisecond}}, fixed("a")); err != nil {
+			t.Fatal(err)
+		}
+		nodes[i].SetSharedBudget(rl)
+	}
+	admitted := 0
+	for i := range 4 * burst {
+		if _, err := nodes[i%len(nodes)].Authorize(t.Context(), authReq(fmt.Sprint("sh", i))); err == nil {
+			admitted++
+		} else if !surgepay.IsNotPerformed(err) {
+			t.Fatalf("call %d: %v, want allowed or not performed", i, err)
+		}
+	}
+	if admitted != burst {
+		t.Fatalf("%d calls admitted across 3 nodes with a shared burst of %d, want %d", admitted, burst, burst)
+	}
+
+	srv.Kill()
+	for i, n := range nodes {
+		if _, err := n.Authorize(t.Context(), authReq(fmt.Sprint("down", i))); err != nil {
+			t.Errorf("node %d with Redis gone: %v, want its own bucket to admit the call", i, err)
+		}
 	}
 }
