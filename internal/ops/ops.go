@@ -313,6 +313,10 @@ func (o Ops) WebhookRoll(ctx context.Context, id string, overlap time.Duration) 
 	return nil
 }
 
+// devMerchantLeaseInterval sets the lease of the development merchant's
+// creation (engine.Lease: three times it, at least LeaseTTLMin).
+const devMerchantLeaseInterval = 10 * time.Second
+
 // EnsureDevMerchant creates a development merchant and API key on first
 // start (no merchant yet), writes the key to dataDir/dev-api-key and says
 // on o.Out how to use it with the API at baseURL; on later starts it says
@@ -328,6 +332,16 @@ func (o Ops) EnsureDevMerchant(ctx context.Context, dataDir, baseURL string) err
 			fmt.Fprintf(o.Out, "Development API key: in %s\n", keyFile)
 		}
 		return nil
+	}
+	// Nodes started together on one new database: one of them creates it
+	// (the holder of the lease; on SQLite, the one node).
+	lease := o.Engine.NewLease("dev-merchant", devMerchantLeaseInterval)
+	if !lease.Held(ctx) {
+		return nil
+	}
+	defer lease.Release()
+	if ms, err = o.Store.ListMerchants(ctx); err != nil || len(ms) > 0 {
+		return err // another node made it before this one took the lease
 	}
 	ctx = engine.WithActor(ctx, "serve")
 	m, err := o.Engine.CreateMerchant(ctx, "Development merchant")
