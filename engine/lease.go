@@ -68,7 +68,7 @@ func (l *Lease) Held(ctx context.Context) bool {
 		l.told = true
 		switch {
 		case ok:
-			l.e.log.Info("lease taken: this node runs "+l.name, "lease", l.name, "ttl", l.ttl)
+			l.e.log.Info("lease taken: this node runs "+l.name, "lease", l.name, "ttl", l.ttl.String())
 		case err == nil:
 			l.e.log.Info("lease held by another node: "+l.name+" runs there", "lease", l.name)
 		}
