@@ -248,6 +248,13 @@ type StageConfig struct {
 	NATSTLSCAFile   string `toml:"nats_tls_ca_file"`
 	NATSTLSCertFile string `toml:"nats_tls_cert_file"`
 	NATSTLSKeyFile  string `toml:"nats_tls_key_file"`
+	// MaxMsgs and MaxBytes bound the JetStream stream (each server of
+	// its replicas reserves MaxBytes of disk); a full stream refuses
+	// Puts and sales take Fallback. Defaults jetstream.MaxMsgsDefault
+	// (50,000,000) and MaxBytesDefault (20 GiB); 1000 to 1e10 records,
+	// 1 MiB to 1 TiB.
+	MaxMsgs  int64 `toml:"max_msgs"`
+	MaxBytes int64 `toml:"max_bytes"`
 	// PublishTimeout bounds one record's publication to JetStream.
 	// Default 5s; 100ms to 1m.
 	PublishTimeout Duration `toml:"publish_timeout"`
@@ -270,7 +277,7 @@ func (s StageConfig) JetStream() jetstream.Config {
 		hung = -1 // "0s": no watch; jetstream's 0 is its default
 	}
 	return jetstream.Config{URL: s.NATSURL, Stream: s.Stream, Subject: s.Subject, Replicas: s.Replicas,
-		PublishTimeout: s.PublishTimeout.Duration, HungAfter: hung,
+		PublishTimeout: s.PublishTimeout.Duration, HungAfter: hung, MaxMsgs: s.MaxMsgs, MaxBytes: s.MaxBytes,
 		CredsFile: s.NATSCredsFile, User: s.NATSUser, Password: s.NATSPassword.Reveal(), Token: s.NATSToken.Reveal(),
 		TLSCAFile: s.NATSTLSCAFile, TLSCertFile: s.NATSTLSCertFile, TLSKeyFile: s.NATSTLSKeyFile}
 }
@@ -486,6 +493,7 @@ func Default() Config {
 		RateLimits: defaultRateLimits(),
 		Stage: StageConfig{Kind: "embedded", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
 			Replicas: 1, Fallback: "capture", PublishTimeout: Duration{jetstream.PublishTimeoutDefault},
+			MaxMsgs: jetstream.MaxMsgsDefault, MaxBytes: jetstream.MaxBytesDefault,
 			HungAfter: Duration{jetstream.HungAfterDefault}},
 		Webhooks: WebhooksConfig{Workers: webhook.WorkersDefault, Timeout: Duration{webhook.TimeoutDefault},
 			DeliveredRetention: Duration{webhook.DeliveredRetentionDefault}},
@@ -850,6 +858,12 @@ func (c *Config) Validate() error {
 		}
 		if c.Stage.Replicas < 1 || c.Stage.Replicas > 5 {
 			bad("stage.replicas", "%d must be 1 to 5", c.Stage.Replicas)
+		}
+		if n := c.Stage.MaxMsgs; n < 1000 || n > 10_000_000_000 {
+			bad("stage.max_msgs", "%d must be 1000 to 10000000000", n)
+		}
+		if n := c.Stage.MaxBytes; n < 1<<20 || n > 1<<40 {
+			bad("stage.max_bytes", "%d must be 1 MiB (1048576) to 1 TiB (1099511627776)", n)
 		}
 		if d := c.Stage.PublishTimeout.Duration; d < 100*time.Millisecond || d > time.Minute {
 			bad("stage.publish_timeout", "%s must be 100ms to 1m", d)

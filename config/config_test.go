@@ -695,7 +695,8 @@ nats_tls_key_file = "/etc/nats/client-key.pem"
 	want := jetstream.Config{URL: "nats://127.0.0.1:4222", Stream: "SURGEPAY_STAGE", Subject: "surgepay.stage.captures",
 		Replicas: 1, User: "surgepay", Password: "from-env", TLSCAFile: "/etc/nats/ca.pem",
 		TLSCertFile: "/etc/nats/client.pem", TLSKeyFile: "/etc/nats/client-key.pem",
-		PublishTimeout: jetstream.PublishTimeoutDefault, HungAfter: jetstream.HungAfterDefault}
+		PublishTimeout: jetstream.PublishTimeoutDefault, HungAfter: jetstream.HungAfterDefault,
+		MaxMsgs: jetstream.MaxMsgsDefault, MaxBytes: jetstream.MaxBytesDefault}
 	if diff := cmp.Diff(want, cfg.Stage.JetStream(), cmpopts.IgnoreFields(jetstream.Config{}, "Options")); diff != "" {
 		t.Errorf("JetStream() (-want +got):\n%s", diff)
 	}

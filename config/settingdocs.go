@@ -159,9 +159,12 @@ var settingDocs = map[string]settingDoc{
 	"stage.kind": {Env: "SURGEPAY_STAGE", Doc: "`embedded` (a table written in the payment's own group commit) or `jetstream`"},
 	"stage.nats_url": {Env: "SURGEPAY_NATS_URL", Doc: "one or more comma-separated NATS URLs; required for `jetstream`; " +
 		"`/config` shows them without their credentials"},
-	"stage.stream":          {Doc: "the JetStream stream"},
-	"stage.subject":         {Doc: "the JetStream subject"},
-	"stage.replicas":        {Doc: "the stream's replicas, 1 to 5"},
+	"stage.stream":   {Doc: "the JetStream stream"},
+	"stage.subject":  {Doc: "the JetStream subject"},
+	"stage.replicas": {Doc: "the stream's replicas, 1 to 5"},
+	"stage.max_msgs": {Doc: "the JetStream stream's bound in records; when full, Puts fail and sales take `fallback`; 1000 to 1e10"},
+	"stage.max_bytes": {Doc: "the JetStream stream's bound in bytes, which each server holding a replica reserves on its disk; " +
+		"1 MiB to 1 TiB"},
 	"stage.publish_timeout": {Doc: "bounds one record's publication to JetStream; 100ms to 1m"},
 	"stage.hung_after": {Doc: "a NATS server that leaves a ping unanswered this long (stopped, frozen) is hung: " +
 		"publications in flight are cancelled and new ones fail at once, so that sales take `fallback`, until a " +
