@@ -7,8 +7,12 @@
 # Retry-After, until it is answered; a 4xx is final), and meanwhile:
 #
 #   1. kill -9 of node1, then its restart;
-#   2. SIGTERM of node2 (a rolling restart's step), then its restart;
-#   3. kill-primary, then promote of the synchronous standby.
+#   2. a rolling restart: SIGTERM of each node in turn, then its restart
+#      once it has drained (no answer may fail in this phase);
+#   3. SIGSTOP of node3 for SMOKE_PHASE seconds (a frozen host);
+#   4. SIGSTOP of Redis for SMOKE_PHASE seconds (the nodes fall back);
+#   5. SIGSTOP of one NATS server, kill -9 of another, then both back;
+#   6. kill-primary, then promote of the synchronous standby.
 #
 # Then it checks the books: every sale the client was answered 200 for is
 # in the promoted database, once; no sale is there that the client was
@@ -98,12 +102,36 @@ kill -9 "$(node_pid 1)"
 sleep "$phase_s"
 cluster start-node 1
 
-phase term-node2
-pid=$(node_pid 2)
-kill -TERM "$pid"
-while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
-sleep 1
-cluster start-node 2
+phase rolling-restart
+for n in 1 2 3; do
+	pid=$(node_pid "$n")
+	kill -TERM "$pid"
+	while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+	cluster start-node "$n"
+	sleep 2 # HAProxy takes it back after two good checks a second apart
+done
+
+phase stop-node3
+pid=$(node_pid 3)
+kill -STOP "$pid"
+sleep "$phase_s"
+kill -CONT "$pid"
+
+phase stop-redis
+pid=$(cat "$CLUSTER_DIR/redis/pid")
+kill -STOP "$pid"
+sleep "$phase_s"
+kill -CONT "$pid"
+
+phase nats
+stopped=$(cat "$CLUSTER_DIR/nats1/pid")
+kill -STOP "$stopped"
+kill -9 "$(cat "$CLUSTER_DIR/nats2/pid")"
+sleep "$phase_s"
+kill -CONT "$stopped"
+nats-server -c "$CLUSTER_DIR/nats2/nats.conf" >>"$CLUSTER_DIR/nats2/nats.log" 2>&1 &
+echo $! >"$CLUSTER_DIR/nats2/pid"
+sleep 2
 
 phase failover
 cluster kill-primary
@@ -123,6 +151,10 @@ sort "$work/answers" | uniq -c | awk '{print "  " $2, $3, $1}' >&2
 fail=0
 if grep -q ' 500$' "$work/answers"; then
 	log "FAIL: a 500 was answered"
+	fail=1
+fi
+if grep -v ' 200$' "$work/answers" | grep -q '^rolling-restart '; then
+	log "FAIL: an answer other than 200 during the rolling restart"
 	fail=1
 fi
 if [[ -s $work/refused ]]; then
