@@ -39,8 +39,10 @@ func TestShutdownTurnsNotReadyFirst(t *testing.T) {
 	cfg.ShutdownDelay = config.Duration{Duration: 8 * time.Second}
 	s := startServe(t, cfg)
 	ready := "http://" + s.admin + "/readyz"
-	if code, _ := get(t, ready); code != http.StatusOK {
-		t.Fatalf("/readyz before the signal: %d, want 200", code)
+	for _, u := range []string{ready, s.url + "/readyz"} {
+		if code, _ := get(t, u); code != http.StatusOK {
+			t.Fatalf("%s before the signal: %d, want 200", u, code)
+		}
 	}
 	c := newClient(s.url, readDevKey(t, dir))
 	defer c.hc.CloseIdleConnections()
@@ -62,6 +64,11 @@ func TestShutdownTurnsNotReadyFirst(t *testing.T) {
 	case err := <-s.done:
 		t.Fatalf("serve returned (%v) as soon as it turned not ready, want it serving for shutdown_delay", err)
 	default:
+	}
+	// The API listener's /readyz says the same (a load balancer may check
+	// either); it always answered 200.
+	if code, _ := get(t, s.url+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("the API listener's /readyz after the signal: %d, want 503", code)
 	}
 	// On a new connection: the listener is still open.
 	c.hc.CloseIdleConnections()

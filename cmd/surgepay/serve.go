@@ -568,9 +568,13 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 			a.router.SetSharedBudget(shared) // processors' budgets: across the nodes too
 		}
 	}
+	// Ready: serve takes traffic (set once listening, cleared on the
+	// signal) and the store answers. /readyz on both listeners says it.
+	var ready atomic.Bool
+	isReady := func() bool { return ready.Load() && a.storeReachable(context.WithoutCancel(ctx)) }
 	a.api = api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax,
 		MerchantInflightMax: cfg.MerchantInflightMax, BodyReadTimeout: cfg.BodyReadTimeout.Duration, Telemetry: a.tel,
-		SharedRateLimiter: sharedLimits, WritesOverloaded: writesOverloaded(a.store)})
+		SharedRateLimiter: sharedLimits, WritesOverloaded: writesOverloaded(a.store), Ready: isReady})
 	merchants := upkeep.NewMerchantCounter(a.eng, a.api.SetMerchantsEnabled, log)
 	merchants.Count(ctx)
 	conns := api.LimitConnections(ln, cfg.ConnectionsMaxEffective())
@@ -598,14 +602,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 	// ready" to a load balancer while the API still serves.
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
-	var ready atomic.Bool
 	var current atomic.Pointer[config.Config] // the effective configuration, replaced by reloads
 	current.Store(&cfg)
 	if aln != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			isReady := func() bool { return ready.Load() && a.storeReachable(bg) }
 			if err := admin.Serve(bg, aln, admin.Config{Ready: isReady, Telemetry: a.tel,
 				Config: func() any { return current.Load().View() }, Auth: a.adminGuard(), TLS: tlsAdmin,
 				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: admin.Actor,
