@@ -12,6 +12,8 @@
 #   deploy/local/cluster.sh start-node N  start serve node N (1-3) again after a kill
 #   deploy/local/cluster.sh sql SQL       one statement on the primary's surgepay database
 #                                         (as its superuser; prints rows unaligned)
+#   deploy/local/cluster.sh detach-standby  stop the standby's streaming (it falls behind;
+#                                         a synchronous primary's commits then wait)
 #   deploy/local/cluster.sh purge         down, then remove the state folder
 #
 # What `up` starts, in this order:
@@ -921,6 +923,21 @@ cmd_sql() {
 	die "no PostgreSQL instance is the primary"
 }
 
+# detach-standby: the standby stops receiving WAL (primary_conninfo
+# emptied and reloaded), as a standby cut off by the network would: with
+# CLUSTER_SYNC=0 the primary goes on acknowledging commits the standby
+# does not have; with a synchronous standby its commits wait. The next up
+# builds a fresh pair.
+cmd_detach_standby() {
+	[[ -f $MARKER ]] || die "no cluster in $DIR (CLUSTER_DIR)"
+	if ! pg_pid 2 >/dev/null || pg_is_primary 2; then
+		die "postgres2 is not a running standby"
+	fi
+	psql_at "${P_PG[2]}" "ALTER SYSTEM SET primary_conninfo = ''" >/dev/null
+	psql_at "${P_PG[2]}" "SELECT pg_reload_conf()" >/dev/null
+	log "postgres2 detached: it receives no more WAL from postgres1"
+}
+
 # ------------------------------------------------------------------- main
 
 usage() {
@@ -936,6 +953,7 @@ kill-primary) cmd_kill_primary ;;
 promote) cmd_promote ;;
 start-node) cmd_start_node "${2:-}" ;;
 sql) cmd_sql "${2:-}" ;;
+detach-standby) cmd_detach_standby ;;
 -h | --help | help) usage ;;
 *)
 	usage >&2

@@ -22,6 +22,14 @@
 #
 #   deploy/local/smoke.sh
 #
+# SMOKE_SCENARIO=replication runs, instead of the faults above, the
+# replication control of issue 37: the standby detached (it receives no
+# more WAL) for SMOKE_PHASE seconds, then the primary killed and the
+# standby promoted.
+# With the synchronous standby (the default) nothing answered 200 is lost;
+# with CLUSTER_SYNC=0 (asynchronous) the sales acknowledged while the
+# standby was detached are, and the check fails saying how many.
+#
 # Environment: CLUSTER_DIR (default: a fresh mktemp -d
 # /tmp/surgepay-smoke.XXXXXX), CLUSTER_PORT_BASE (default 15500), and the
 # rest of cluster.sh's; SMOKE_PHASE (seconds of load each phase, default 4).
@@ -97,47 +105,61 @@ node_pid() { cat "$CLUSTER_DIR/node$1/pid"; }
 phase steady
 sleep "$phase_s"
 
-phase kill-node1
-kill -9 "$(node_pid 1)"
-sleep "$phase_s"
-cluster start-node 1
+if [[ ${SMOKE_SCENARIO:-faults} == replication ]]; then
+	# The standby falls behind (detached), then the primary dies and the
+	# standby is promoted: with a synchronous standby no sale answered
+	# 200 is lost (its commit waited for the standby); with CLUSTER_SYNC=0
+	# the sales acknowledged while the standby was detached are gone.
+	phase standby-detached
+	cluster detach-standby
+	sleep "$phase_s"
+	phase failover
+	cluster kill-primary
+	cluster promote
+	sleep "$phase_s"
+else
+	phase kill-node1
+	kill -9 "$(node_pid 1)"
+	sleep "$phase_s"
+	cluster start-node 1
 
-phase rolling-restart
-for n in 1 2 3; do
-	pid=$(node_pid "$n")
-	kill -TERM "$pid"
-	while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
-	cluster start-node "$n"
-	sleep 2 # HAProxy takes it back after two good checks a second apart
-done
+	phase rolling-restart
+	for n in 1 2 3; do
+		pid=$(node_pid "$n")
+		kill -TERM "$pid"
+		while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+		cluster start-node "$n"
+		sleep 2 # HAProxy takes it back after two good checks a second apart
+	done
 
-phase stop-node3
-pid=$(node_pid 3)
-kill -STOP "$pid"
-sleep "$phase_s"
-kill -CONT "$pid"
+	phase stop-node3
+	pid=$(node_pid 3)
+	kill -STOP "$pid"
+	sleep "$phase_s"
+	kill -CONT "$pid"
 
-phase stop-redis
-pid=$(cat "$CLUSTER_DIR/redis/pid")
-kill -STOP "$pid"
-sleep "$phase_s"
-kill -CONT "$pid"
+	phase stop-redis
+	pid=$(cat "$CLUSTER_DIR/redis/pid")
+	kill -STOP "$pid"
+	sleep "$phase_s"
+	kill -CONT "$pid"
 
-phase nats
-stopped=$(cat "$CLUSTER_DIR/nats1/pid")
-kill -STOP "$stopped"
-kill -9 "$(cat "$CLUSTER_DIR/nats2/pid")"
-sleep "$phase_s"
-kill -CONT "$stopped"
-nats-server -c "$CLUSTER_DIR/nats2/nats.conf" >>"$CLUSTER_DIR/nats2/nats.log" 2>&1 &
-echo $! >"$CLUSTER_DIR/nats2/pid"
-sleep 2
+	phase nats
+	stopped=$(cat "$CLUSTER_DIR/nats1/pid")
+	kill -STOP "$stopped"
+	kill -9 "$(cat "$CLUSTER_DIR/nats2/pid")"
+	sleep "$phase_s"
+	kill -CONT "$stopped"
+	nats-server -c "$CLUSTER_DIR/nats2/nats.conf" >>"$CLUSTER_DIR/nats2/nats.log" 2>&1 &
+	echo $! >"$CLUSTER_DIR/nats2/pid"
+	sleep 2
 
-phase failover
-cluster kill-primary
-sleep 2
-cluster promote
-sleep "$phase_s"
+	phase failover
+	cluster kill-primary
+	sleep 2
+	cluster promote
+	sleep "$phase_s"
+fi
 
 phase after
 sleep "$phase_s"
@@ -169,7 +191,7 @@ found=$(cluster sql "SELECT count(*) FROM payments WHERE id IN ($ids)")
 # Every payment of the card the client uses, in the promoted database:
 # up's own check made one sale on it before the client started.
 stored=$(cluster sql "SELECT count(*) FROM payments WHERE payment_method_id = '$STANDARD_PM'")
-log "sales answered 200: $paid ($distinct distinct payments); in the promoted database: $found of them, $stored on the card in all (1 made by up)"
+log "sales answered 200: $paid ($distinct distinct payments); in the promoted database: $found of them ($((paid - found)) lost), $stored on the card in all (1 made by up)"
 if ((distinct != paid || found != paid)); then
 	log "FAIL: a sale answered 200 is missing from the promoted database, or two keys got one payment"
 	fail=1
