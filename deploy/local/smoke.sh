@@ -12,7 +12,10 @@
 #   3. SIGSTOP of node3 for SMOKE_PHASE seconds (a frozen host);
 #   4. SIGSTOP of Redis for SMOKE_PHASE seconds (the nodes fall back);
 #   5. SIGSTOP of one NATS server, kill -9 of another, then both back;
-#   6. kill-primary, then promote of the synchronous standby.
+#   6. SIGSTOP of the PostgreSQL primary for SMOKE_PHASE seconds (the
+#      nodes find it hung within a second and answer 503);
+#   7. kill -9 of HAProxy, then its restart;
+#   8. kill-primary, then promote of the synchronous standby.
 #
 # Then it checks the books: every sale the client was answered 200 for is
 # in the promoted database, once; no sale is there that the client was
@@ -153,6 +156,24 @@ else
 	nats-server -c "$CLUSTER_DIR/nats2/nats.conf" >>"$CLUSTER_DIR/nats2/nats.log" 2>&1 &
 	echo $! >"$CLUSTER_DIR/nats2/pid"
 	sleep 2
+
+	phase stop-primary
+	primary=$(head -1 "$CLUSTER_DIR/pg/data1/postmaster.pid")
+	# shellcheck disable=SC2046 # one pid a word
+	kill -STOP "$primary" $(pgrep -P "$primary")
+	sleep "$phase_s"
+	# shellcheck disable=SC2046
+	kill -CONT "$primary" $(pgrep -P "$primary")
+	sleep 2
+
+	phase restart-haproxy
+	pid=$(cat "$CLUSTER_DIR/haproxy/pid")
+	kill -9 "$pid"
+	while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+	sleep 1
+	haproxy -db -f "$CLUSTER_DIR/haproxy/haproxy.cfg" >>"$CLUSTER_DIR/haproxy/haproxy.log" 2>&1 &
+	echo $! >"$CLUSTER_DIR/haproxy/pid"
+	sleep 3
 
 	phase failover
 	cluster kill-primary
