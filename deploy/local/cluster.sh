@@ -676,6 +676,8 @@ STANDARD_PM=$pm_standard
 STREAMLINED_MERCHANT=$mer_streamlined
 STREAMLINED_KEY=$key_streamlined
 STREAMLINED_PM=$pm_streamlined
+# the shared card simulator (CLUSTER_SIMULATOR=shared): its books at \$SURGEPAY_SIMULATOR_URL/v1/effects
+SURGEPAY_SIMULATOR_URL=$([[ $SIMULATOR == shared ]] && echo "http://127.0.0.1:$P_SIM")
 # the nodes' admin listeners ($(for i in "${NODES[@]}"; do printf '%s ' "http://127.0.0.1:$(p_admin "$i")"; done)) take this token
 SURGEPAY_ADMIN_TOKEN_FILE=$DIR/secrets/admin-token
 EOF
