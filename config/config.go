@@ -65,6 +65,12 @@ type Config struct {
 	// Debug adds the Surgepay-Sql header (SQL statements per request) to
 	// every response. Default false.
 	Debug bool `toml:"debug"`
+	// DevMerchant makes serve create a development merchant and API key on
+	// its first start on an empty database, print the key and write it to
+	// DataDir/dev-api-key (the README's first payment). Default true; set
+	// it false in production, where merchants and keys come from the CLI
+	// or the admin API and no key should reach a log.
+	DevMerchant bool `toml:"dev_merchant"`
 	// LogFormat is "json" (default) or "text"; LogLevel debug|info|warn|error.
 	LogFormat string `toml:"log_format"`
 	LogLevel  string `toml:"log_level"`
@@ -474,6 +480,7 @@ const SQLiteFlushIntervalDefault = 8 * time.Millisecond
 func Default() Config {
 	return Config{
 		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
+		DevMerchant: true,
 		InflightMax: 4096, GCPercent: GCPercentDefault, MemoryLimitMiB: MemoryLimitMiBDefault, ReadHeaderTimeout: Duration{ReadHeaderTimeoutDefault},
 		BodyReadTimeout: Duration{api.BodyReadTimeoutDefault}, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
 		SQLite: SQLiteConfig{BatchSizeMax: sqlite.BatchSizeMaxDefault, ApplyBudget: Duration{sqlite.ApplyBudgetDefault}, QueueDepthMax: 4096, ReadConnsMax: 4,
@@ -646,7 +653,7 @@ func (c *Config) applyEnv(env func(string) string) error {
 		}
 		c.Webhooks.AllowPrivateNetworks = b
 	}
-	for k, p := range map[string]*bool{"SURGEPAY_ADMIN_METRICS_OPEN": &c.AdminMetricsOpen,
+	for k, p := range map[string]*bool{"SURGEPAY_ADMIN_METRICS_OPEN": &c.AdminMetricsOpen, "SURGEPAY_DEV_MERCHANT": &c.DevMerchant,
 		"SURGEPAY_TLS_PROXY_TERMINATED": &c.TLS.ProxyTerminated} {
 		if v := env(k); v != "" {
 			b, err := strconv.ParseBool(v)

@@ -88,8 +88,10 @@ var settingDocs = map[string]settingDoc{
 	"tls.admin_client_ca_file": {Doc: "PEM certificate authorities whose client certificates the admin listener accepts as a credential (mutual TLS), beside the token; needs `cert_file`"},
 	"tls.proxy_terminated": {Env: "SURGEPAY_TLS_PROXY_TERMINATED", Doc: "a proxy in front terminates TLS: plain HTTP is then " +
 		"allowed on any address, and the login cookie is marked Secure"},
-	"data_dir":     {Env: "SURGEPAY_DATA_DIR", Doc: "the embedded database, the keyring, the dev API key, the admin token and the imported tax table"},
-	"storage":      {Env: "SURGEPAY_STORAGE", Doc: "`sqlite` (embedded) or `postgres`"},
+	"data_dir": {Env: "SURGEPAY_DATA_DIR", Doc: "the embedded database, the keyring, the dev API key, the admin token and the imported tax table"},
+	"storage":  {Env: "SURGEPAY_STORAGE", Doc: "`sqlite` (embedded) or `postgres`"},
+	"dev_merchant": {Env: "SURGEPAY_DEV_MERCHANT", Doc: "on the first start on an empty database, create a development merchant " +
+		"and API key, print the key and write it to `data_dir/dev-api-key`; set false in production (no key in a log)"},
 	"debug":        {Env: "SURGEPAY_DEBUG", Doc: "adds `Surgepay-Sql: total=2 select=0 insert=2 …` (SQL statements per request) to every response"},
 	"log_format":   {Env: "SURGEPAY_LOG_FORMAT", Doc: "structured logs on stderr: `json` or `text`"},
 	"log_level":    {Env: "SURGEPAY_LOG_LEVEL", Doc: "`debug`, `info`, `warn` or `error`"},

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -118,5 +119,27 @@ func TestServeAdminTokenLooseRefusedFirst(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			t.Errorf("serve created %s before refusing the admin token", name)
 		}
+	}
+}
+
+// TestServeWithoutDevMerchant: with dev_merchant = false, a first start on
+// an empty database creates no merchant and no key, writes no
+// dev-api-key and prints no key; with the default it does (the README's
+// first payment).
+func TestServeWithoutDevMerchant(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprint("dev_merchant=", on), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := testConfig(t, dir, map[string]string{"SURGEPAY_DEV_MERCHANT": fmt.Sprint(on)})
+			s := startServe(t, cfg)
+			if err := s.stop(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := os.Stat(filepath.Join(dir, "dev-api-key"))
+			printed := strings.Contains(s.out.String(), "Created development merchant")
+			if on != (err == nil) || on != printed {
+				t.Errorf("dev-api-key written %v, key printed %v; want both %v\nstdout: %s", err == nil, printed, on, s.out)
+			}
+		})
 	}
 }

@@ -546,9 +546,11 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 	}
 	defer a.Close()
 	a.certs = certs
-	if err := (ops.Ops{Engine: a.eng, Store: a.store, Out: out}).EnsureDevMerchant(ctx, cfg.DataDir,
-		tlsconfig.Scheme(a.certs != nil)+"://"+cfg.Listen); err != nil {
-		return fmt.Errorf("development merchant: %w", err)
+	if cfg.DevMerchant {
+		if err := (ops.Ops{Engine: a.eng, Store: a.store, Out: out}).EnsureDevMerchant(ctx, cfg.DataDir,
+			tlsconfig.Scheme(a.certs != nil)+"://"+cfg.Listen); err != nil {
+			return fmt.Errorf("development merchant: %w", err)
+		}
 	}
 	if aln != nil {
 		a.useAdminToken(out, adminToken, adminTokenCreated, aln.Addr(), tlsAdmin != nil)
