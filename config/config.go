@@ -633,7 +633,8 @@ func (c *Config) applyEnv(env func(string) string) error {
 		}
 	}
 	for k, p := range map[string]*cache.Secret{"SURGEPAY_NATS_PASSWORD": &c.Stage.NATSPassword,
-		"SURGEPAY_NATS_TOKEN": &c.Stage.NATSToken, "SURGEPAY_ADMIN_TOKEN": &c.adminToken} {
+		"SURGEPAY_NATS_TOKEN": &c.Stage.NATSToken, "SURGEPAY_ADMIN_TOKEN": &c.adminToken,
+		"SURGEPAY_REDIS_PASSWORD": &c.Cache.Redis.Password} {
 		if v := env(k); v != "" {
 			*p = cache.Secret(v)
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -738,5 +739,25 @@ func TestValidateAdminToken(t *testing.T) {
 	if _, err := Load("", envOf(map[string]string{"SURGEPAY_ADMIN_TOKEN": "short"})); err == nil ||
 		!strings.Contains(err.Error(), "SURGEPAY_ADMIN_TOKEN") || strings.Contains(err.Error(), "short") {
 		t.Errorf("a 5-character SURGEPAY_ADMIN_TOKEN: %v; want refused by name, without the value", err)
+	}
+}
+
+// TestRedisPasswordFromEnv: SURGEPAY_REDIS_PASSWORD sets the Redis
+// password (over the file's), which /config never shows.
+func TestRedisPasswordFromEnv(t *testing.T) {
+	path := writeFile(t, "surgepay.toml", "[cache.redis]\nglobal_addrs = [\"127.0.0.1:6379\"]\npassword = \"in-file\"\n")
+	cfg, err := Load(path, envOf(map[string]string{"SURGEPAY_REDIS_PASSWORD": "from-env"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Cache.Redis.Password.Reveal(); got != "from-env" {
+		t.Errorf("password %q, want from-env", got)
+	}
+	b, err := json.Marshal(cfg.View())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "from-env") || strings.Contains(string(b), "in-file") {
+		t.Errorf("the view shows the Redis password: %s", b)
 	}
 }

@@ -288,7 +288,7 @@ var settingDocs = map[string]settingDoc{
 	"cache.redis.sentinel_master": {Doc: "the master set name the sentinels at `global_addrs` monitor; the client follows failovers"},
 	"cache.redis.cluster":         {Doc: "`global_addrs` are Redis Cluster nodes"},
 	"cache.redis.username":        {Doc: "authenticates to Redis and the sentinels, with `password`"},
-	"cache.redis.password":        {Doc: "never printed"},
+	"cache.redis.password":        {Env: "SURGEPAY_REDIS_PASSWORD", Doc: "never printed; give it by env to keep it out of the file"},
 	"cache.redis.tls": {Doc: "TLS to the global scope's Redis (and the sentinels), checked against the system's roots; " +
 		"the server scope is local and never uses TLS"},
 	"cache.redis.tls_ca_file":                {Doc: "PEM certificates that sign the Redis servers'; set, only they are trusted; needs `tls`"},
