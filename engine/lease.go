@@ -37,7 +37,8 @@ func (e *Engine) NodeName() string { return e.node }
 
 // Lease is one piece of background work run on one node at a time when
 // the store is shared (surgepay.Leaser), and always on a store that is
-// not. Held is called at each pass. Safe for one goroutine.
+// not. Held is called at each pass. Safe for one goroutine. A nil *Lease
+// is always held.
 type Lease struct {
 	e    *Engine
 	l    surgepay.Leaser // nil: the store is this node's alone
@@ -57,7 +58,7 @@ func (e *Engine) NewLease(name string, interval time.Duration) *Lease {
 // so that the work's pass runs now. A failing store holds nothing (the
 // store logs its state). A change of hands is logged once.
 func (l *Lease) Held(ctx context.Context) bool {
-	if l.l == nil {
+	if l == nil || l.l == nil {
 		return true
 	}
 	ok, err := l.l.Lease(ctx, l.name, l.e.node, l.ttl)
@@ -80,12 +81,31 @@ func (l *Lease) Held(ctx context.Context) bool {
 // takes it at its next pass rather than after the lease ends: serve's
 // shutdown calls it.
 func (l *Lease) Release() {
-	if l.l == nil || !l.held.Swap(false) {
+	if l == nil || l.l == nil || !l.held.Swap(false) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
 	defer cancel()
 	if err := l.l.ReleaseLease(ctx, l.name, l.e.node); err != nil {
 		l.e.log.Warn("release lease", "lease", l.name, "err", err.Error())
+	}
+}
+
+// RunEvery calls pass every interval until ctx ends, while this node
+// holds lease (nil: always), and releases lease when it returns: the loop
+// of every piece of leased background work.
+func RunEvery(ctx context.Context, interval time.Duration, lease *Lease, pass func(context.Context)) {
+	defer lease.Release()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if lease.Held(ctx) {
+			pass(ctx)
+		}
 	}
 }

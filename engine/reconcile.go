@@ -147,21 +147,9 @@ func resolvePending(p *surgepay.Payment, res *surgepay.ProviderResult, now time.
 // Lease): one node reconciles at a time, another takes over within
 // max(3 × interval, LeaseTTLMin) of its stopping.
 func (e *Engine) RunReconciler(ctx context.Context, interval time.Duration) {
-	lease := e.NewLease("reconciler", interval)
-	defer lease.Release()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if !lease.Held(ctx) {
-				continue
-			}
-			if _, err := e.ReconcileOnce(ctx); err != nil {
-				e.log.Warn("reconcile", "err", err)
-			}
+	RunEvery(ctx, interval, e.NewLease("reconciler", interval), func(ctx context.Context) {
+		if _, err := e.ReconcileOnce(ctx); err != nil {
+			e.log.Warn("reconcile", "err", err)
 		}
-	}
+	})
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	livewatch "github.com/surgepay/surgepay/internal/liveness"
 	"github.com/surgepay/surgepay/internal/statelog"
 )
 
@@ -48,73 +48,35 @@ var errDatabaseDown = errors.New("postgres: the database did not answer its live
 // leave a ping unanswered before it is taken as down.
 const HungAfterDefault = time.Second
 
-// liveness is the watch's verdict and the means to cancel the statements
-// in flight when it changes to down.
+// liveness is the watch's verdict (package liveness), with the database's
+// changes of state logged once each way (package statelog).
 type liveness struct {
-	down atomic.Bool
-	mu   sync.Mutex // serializes the changes of state
-	// era is cancelled with errDatabaseDown when the database goes down,
-	// and replaced when it comes back. Statements run under a child of it.
-	era   atomic.Pointer[era]
+	w     *livewatch.Watch
 	track *statelog.Tracker
 }
 
-type era struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-}
-
-func newEra() *era {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &era{ctx: ctx, cancel: cancel}
-}
-
-func newLiveness(log *slog.Logger) *liveness {
+func newLiveness(log *slog.Logger, onUp func()) *liveness {
 	l := &liveness{track: statelog.New(log, "PostgreSQL")}
-	l.era.Store(newEra())
+	l.w = livewatch.New(errDatabaseDown, func(err error) { l.track.Fail(err) }, func() {
+		l.track.OK()
+		if onUp != nil {
+			onUp()
+		}
+	})
 	return l
-}
-
-// markDown cancels every statement in flight and refuses new ones. It
-// reports whether the state changed.
-func (l *liveness) markDown(err error) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.down.Load() {
-		return false
-	}
-	l.down.Store(true)
-	l.era.Load().cancel(errDatabaseDown)
-	l.track.Fail(err)
-	return true
-}
-
-// markUp lets statements run again. It reports whether the state changed.
-func (l *liveness) markUp() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.down.Load() {
-		return false
-	}
-	l.era.Store(newEra())
-	l.down.Store(false)
-	l.track.OK()
-	return true
 }
 
 // bound returns a context for one statement (or one transaction) under
 // ctx that is also cancelled when the database goes down, and the func
 // that releases it. While the database is down it returns an error
-// instead, at once.
+// instead, at once (counted in the line logged when it is back).
 func (l *liveness) bound(ctx context.Context) (context.Context, func(), error) {
-	if l.down.Load() {
+	if l.w.Down() {
 		l.track.Fail(errDatabaseDown)
 		return nil, nil, fmt.Errorf("%w (down since the last probe)", errDatabaseDown)
 	}
-	parent := l.era.Load().ctx
-	c, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
-	return c, func() { stop(); cancel(nil) }, nil
+	c, done := l.w.Bound(ctx)
+	return c, done, nil
 }
 
 // wrap returns err, marked as errDatabaseDown if the statement failed
@@ -126,50 +88,30 @@ func wrap(ctx context.Context, err error) error {
 	return err
 }
 
-// watch probes the database until ctx ends; see the comment at the top.
+// watch probes the database on a connection of its own until ctx ends;
+// see the comment at the top.
 func (db *DB) watch(ctx context.Context, cfg *pgx.ConnConfig, hungAfter time.Duration) {
-	interval, timeout := hungAfter/4, hungAfter-hungAfter/4
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
 			_ = conn.Close(context.Background())
 		}
 	}()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		err := func() error {
-			pctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			if conn == nil || conn.IsClosed() {
-				c, err := pgx.ConnectConfig(pctx, cfg)
-				if err != nil {
-					return err
-				}
-				conn = c
+	db.live.w.Run(ctx, hungAfter, func(ctx context.Context) error {
+		if conn == nil || conn.IsClosed() {
+			c, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				return err
 			}
-			return conn.Ping(pctx)
-		}()
-		if ctx.Err() != nil {
-			return
+			conn = c
 		}
-		if err != nil {
-			if conn != nil {
-				_ = conn.Close(context.Background())
-				conn = nil
-			}
-			db.live.markDown(err)
-		} else if db.live.markUp() {
-			// Connections made before the outage may lead to a server
-			// that is no longer the primary, or be broken: start afresh.
-			db.pool.pool.Reset()
+		if err := conn.Ping(ctx); err != nil {
+			_ = conn.Close(context.Background())
+			conn = nil
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return nil
+	})
 }
 
 // livePool is the pool as the store uses it: every statement runs under

@@ -199,7 +199,10 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		pool.Close()
 		return nil, err
 	}
-	live := newLiveness(cfg.Log)
+	// Connections made before an outage may lead to a server that is no
+	// longer the primary, or be broken: the pool starts afresh when the
+	// database answers again.
+	live := newLiveness(cfg.Log, pool.Reset)
 	db := &DB{pool: &livePool{pool: pool, live: live}, live: live}
 	if cfg.HungAfter > 0 {
 		probe := pcfg.ConnConfig.Copy()

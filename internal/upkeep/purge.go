@@ -63,29 +63,17 @@ func NewPurger(eng *engine.Engine, tel *telemetry.Telemetry, log *slog.Logger) *
 // Run makes a pass every interval until ctx ends; on a shared store, on
 // the one node that holds the lease "purge".
 func (p *Purger) Run(ctx context.Context, interval time.Duration) {
-	var lease *engine.Lease
+	var lease *engine.Lease // nil: every pass runs here
 	if p.newLease != nil {
 		lease = p.newLease("purge", interval)
-		defer lease.Release()
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if lease != nil && !lease.Held(ctx) {
-			continue
-		}
+	engine.RunEvery(ctx, interval, lease, func(ctx context.Context) {
 		n, batches, err := p.pass(ctx)
 		switch {
 		case ctx.Err() != nil:
 			if n > 0 { // what was deleted before the end is still told
 				p.log.Info("purged idempotency records", "count", n, "batches", batches)
 			}
-			return
 		case err != nil:
 			p.log.Warn("purge idempotency records", "err", err.Error(), "count", n)
 		case batches == p.passBatchesMax:
@@ -93,7 +81,7 @@ func (p *Purger) Run(ctx context.Context, interval time.Duration) {
 		case n > 0:
 			p.log.Info("purged idempotency records", "count", n, "batches", batches)
 		}
-	}
+	})
 }
 
 // pass deletes expired records, batchMax at a time, until a batch comes

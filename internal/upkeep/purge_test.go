@@ -1,7 +1,6 @@
 package upkeep
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/telemetry/telemetrytest"
 	"github.com/surgepay/surgepay/vault"
 )
 
@@ -179,7 +179,7 @@ func TestPurgeRun(t *testing.T) {
 	t0 := f.clock.Now()
 	old := f.records(t, t0, "old", 12)
 	f.clock.Set(t0.Add(surgepay.IdempotencyRetentionMin + time.Hour))
-	var logs syncBuffer
+	var logs telemetrytest.SyncBuffer
 	p := NewPurger(f.eng, nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	p.batchMax = 5
 	ctx, cancel := context.WithCancel(t.Context())
@@ -199,23 +199,4 @@ func TestPurgeRun(t *testing.T) {
 	if !strings.Contains(logs.String(), want) {
 		t.Errorf("logs = %q, want one pass of 12 records in 3 batches", logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use: the purger logs
-// to it while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -24,7 +24,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,6 +31,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/internal/liveness"
 	"github.com/surgepay/surgepay/stage"
 )
 
@@ -219,11 +219,9 @@ type Stage struct {
 
 	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
 
-	// hung is the watch's verdict (see Config.HungAfter); era is cancelled
-	// when it turns true, and replaced when it turns false: Puts run
-	// under a child of it.
-	hung      atomic.Bool
-	era       atomic.Pointer[era]
+	// live is the watch's verdict (see Config.HungAfter): Puts run under
+	// its Bound.
+	live      *liveness.Watch
 	stopWatch context.CancelFunc // nil without a watch
 	watchDone chan struct{}
 
@@ -283,55 +281,20 @@ func Open(ctx context.Context, cfg Config) (*Stage, error) {
 		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
 	})
 	st := &Stage{cfg: cfg, nc: nc, js: js, stream: stream, breaker: br, delivered: map[string]delivery{}}
-	st.era.Store(newEra())
+	st.live = liveness.New(errHung, nil, nil)
 	if cfg.HungAfter > 0 {
 		var wctx context.Context
 		wctx, st.stopWatch = context.WithCancel(context.Background())
 		st.watchDone = make(chan struct{})
-		go func() { defer close(st.watchDone); st.watch(wctx) }()
+		// A ping answered (PONG) within the rest of HungAfter: the server
+		// is up; a connection that is down fails at once.
+		go func() { defer close(st.watchDone); st.live.Run(wctx, cfg.HungAfter, st.nc.FlushWithContext) }()
 	}
 	return st, nil
 }
 
-type era struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-func newEra() *era {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &era{ctx: ctx, cancel: cancel}
-}
-
-// watch pings the server every HungAfter/4 until ctx ends: a ping not
-// answered within the rest of HungAfter (or a connection that is down)
-// marks the stage hung, within HungAfter of the hang's start.
-func (s *Stage) watch(ctx context.Context) {
-	interval := s.cfg.HungAfter / 4
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, s.cfg.HungAfter-interval)
-		err := s.nc.FlushWithContext(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			if s.hung.CompareAndSwap(false, true) {
-				s.era.Load().cancel()
-			}
-		} else if s.hung.Load() {
-			s.era.Store(newEra())
-			s.hung.Store(false)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
+// errHung cancels the Puts in flight when the server is found hung.
+var errHung = errors.New("jetstream stage: the NATS server does not answer pings")
 
 // Close closes the connection. Records fetched and neither acknowledged
 // nor released are delivered again after AckWait.
@@ -358,7 +321,7 @@ func (s *Stage) Put(ctx context.Context, rec *surgepay.StagedRecord) error {
 	if !s.nc.IsConnected() {
 		return stageDown(rec, "the NATS connection is down (reconnecting)")
 	}
-	if s.hung.Load() {
+	if s.live.Down() {
 		return stageDown(rec, "the NATS server does not answer pings (hung)")
 	}
 	done, err := s.breaker.Allow()
@@ -379,10 +342,11 @@ func stageDown(rec *surgepay.StagedRecord, why string) error {
 }
 
 func (s *Stage) publish(ctx context.Context, rec *surgepay.StagedRecord) error {
+	// A hang found by the watch ends the wait at once.
+	ctx, done := s.live.Bound(ctx)
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
 	defer cancel()
-	// A hang found by the watch ends the wait at once.
-	defer context.AfterFunc(s.era.Load().ctx, cancel)()
 	m := nats.NewMsg(s.cfg.Subject)
 	m.Data = rec.Sealed
 	m.Header.Set(jetstream.MsgIDHeader, rec.ID)
