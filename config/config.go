@@ -257,7 +257,7 @@ type StageConfig struct {
 	// MaxMsgs and MaxBytes bound the JetStream stream (each server of
 	// its replicas reserves MaxBytes of disk); a full stream refuses
 	// Puts and sales take Fallback. Defaults jetstream.MaxMsgsDefault
-	// (50,000,000) and MaxBytesDefault (20 GiB); 1000 to 1e10 records,
+	// (20,000,000) and MaxBytesDefault (8 GiB); 1000 to 1e10 records,
 	// 1 MiB to 1 TiB.
 	MaxMsgs  int64 `toml:"max_msgs"`
 	MaxBytes int64 `toml:"max_bytes"`

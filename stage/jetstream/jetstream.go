@@ -46,9 +46,16 @@ const (
 	PublishTimeoutDefault = 5 * time.Second
 	HungAfterDefault      = time.Second
 	DuplicatesDefault     = 2 * time.Minute
-	MaxMsgsDefault        = 50_000_000
-	MaxBytesDefault       = 20 << 30 // 20 GiB: 50M records of ~400 bytes
-	connectTimeout        = 5 * time.Second
+	// MaxMsgsDefault and MaxBytesDefault bound the stream: 8 GiB is ~20 M
+	// staged captures of ~400 bytes, twice a half hour at 5,000 sales/s.
+	// Each server holding a replica reserves MaxBytes of its file store
+	// when the stream is made, and refuses it ("insufficient storage
+	// resources") if its store is smaller: a server's store is 75 % of
+	// its free disk unless set, so 20 GiB (the default before) needed
+	// over 27 GiB free, and failed on smaller volumes.
+	MaxMsgsDefault  = 20_000_000
+	MaxBytesDefault = 8 << 30
+	connectTimeout  = 5 * time.Second
 	// BreakerFailuresMax consecutive failed Puts open the stage's breaker:
 	// Puts then fail at once (the engine's stage fallback takes the sale)
 	// for BreakerOpenDuration, after which one Put tries the stage again.
@@ -100,7 +107,7 @@ type Config struct {
 	// Duplicates is the de-duplication window of record IDs. Default 2m.
 	Duplicates time.Duration
 	// MaxMsgs and MaxBytes bound the stream; when full, Put fails.
-	// Defaults 50,000,000 and 20 GiB.
+	// Defaults 20,000,000 and 8 GiB (see MaxBytesDefault).
 	MaxMsgs  int64
 	MaxBytes int64
 	// CredsFile is a NATS credentials file (a user JWT and its NKey seed,
