@@ -26,8 +26,10 @@
 #      of streamlined sales has 3 replicas (stage.replicas).
 #   4. surgepay: built once from this repo, then three `surgepay serve`
 #      nodes with the PostgreSQL multi-host DSN
-#      (target_session_attrs=read-write), Redis and the three NATS URLs;
-#      the built-in card simulator in each node. One standard and one
+#      (target_session_attrs=read-write), Redis and the three NATS URLs,
+#      all reading one configuration file, $CLUSTER_DIR/surgepay.toml
+#      (a change to it reaches every node within a second); the card
+#      simulator (CLUSTER_SIMULATOR). One standard and one
 #      streamlined merchant, each with an API key and a saved card, in
 #      $CLUSTER_DIR/keys.env.
 #   5. HAProxy in front (deploy/local/haproxy.cfg), a stats page beside it.
@@ -561,20 +563,28 @@ provision() {
 	done
 }
 
+# nodes_up: one configuration file, $DIR/surgepay.toml, for the three
+# nodes, as one Kubernetes ConfigMap is for a Deployment's pods: what
+# differs by node (its addresses, its data folder) is in its environment
+# (SURGEPAY_LISTEN, SURGEPAY_ADMIN_LISTEN, SURGEPAY_DATA_DIR). Each node
+# watches the file, so a change to a merchant's settings written there
+# reaches the three within a second (docs/deploy.md).
 nodes_up() {
 	local i
-	for i in "${NODES[@]}"; do
-		mkdir -p "$DIR/node$i"
-		{
-			echo "# deploy/local/cluster.sh: node $i of 3"
-			echo "listen = \"127.0.0.1:$(p_api "$i")\""
-			echo "admin_listen = \"127.0.0.1:$(p_admin "$i")\""
-			echo "# On SIGTERM, /readyz answers 503 this long before the node stops taking"
-			echo "# requests: HAProxy's inter (1s) x fall (2) plus a second, so that it has"
-			echo "# stopped sending here (docs/configuration.md)."
-			echo "shutdown_delay = \"3s\""
-			common_toml "$DIR/node$i/data"
-			cat <<EOF
+	for i in "${NODES[@]}"; do mkdir -p "$DIR/node$i/data"; done
+	{
+		echo "# deploy/local/cluster.sh: the nodes' configuration, shared by all three;"
+		echo "# each node's addresses and data folder are in its environment."
+		echo "# On SIGTERM, /readyz answers 503 this long before a node stops taking"
+		echo "# requests: HAProxy's inter (1s) x fall (2) plus a second, so that it has"
+		echo "# stopped sending there (docs/configuration.md)."
+		echo "shutdown_delay = \"3s\""
+		common_toml "$DIR/node1/data"
+		cat <<EOF
+
+[webhooks]
+# The merchants' webhook receivers are on this host (deploy/local/smoke.sh).
+allow_private_networks = true
 
 # The standard merchant takes [merchants.default]; this one the
 # streamlined path (docs/streamlined.md): captures sealed and staged in
@@ -583,8 +593,7 @@ nodes_up() {
 processing = "streamlined"
 audit = "minimal"
 EOF
-		} >"$DIR/node$i/surgepay.toml"
-	done
+	} >"$DIR/surgepay.toml"
 	# Node 1 first: it creates the admin token the others read.
 	node_start 1
 	node_wait 1
@@ -595,7 +604,9 @@ EOF
 }
 node_start() {
 	log "surgepay node $1: API $(p_api "$1"), admin $(p_admin "$1")"
-	start_bg "$DIR/node$1/pid" "$DIR/node$1/serve.log" "$DIR/surgepay" serve --config "$DIR/node$1/surgepay.toml" ||
+	SURGEPAY_LISTEN="127.0.0.1:$(p_api "$1")" SURGEPAY_ADMIN_LISTEN="127.0.0.1:$(p_admin "$1")" \
+		SURGEPAY_DATA_DIR="$DIR/node$1/data" \
+		start_bg "$DIR/node$1/pid" "$DIR/node$1/serve.log" "$DIR/surgepay" serve --config "$DIR/surgepay.toml" ||
 		fail "node$1" "$DIR/node$1/serve.log" "did not start"
 }
 node_wait() {
@@ -903,7 +914,7 @@ cmd_start_node() {
 	[[ -f $MARKER ]] || die "no cluster in $DIR (CLUSTER_DIR)"
 	local n=${1:-}
 	[[ $n =~ ^[1-3]$ ]] || die "usage: $0 start-node 1|2|3"
-	[[ -f $DIR/node$n/surgepay.toml ]] || die "node$n was never configured (up did not get that far)"
+	[[ -f $DIR/surgepay.toml && -d $DIR/node$n/data ]] || die "node$n was never configured (up did not get that far)"
 	! pid_of "$DIR/node$n/pid" >/dev/null || die "node$n is running (pid $(pid_of "$DIR/node$n/pid"))"
 	node_start "$n"
 	node_wait "$n"

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # deploy/local/smoke.sh: the local cluster's faults, short enough for CI
-# (a minute or two): starts deploy/local/cluster.sh in a fresh state
-# folder, runs a client that sends sales through HAProxy and acts on every
-# answer as a merchant would (a 5xx, a 502 from HAProxy or a broken
-# connection: the same sale again with the same Idempotency-Key after
-# Retry-After, until it is answered; a 4xx is final), and meanwhile:
+# (about three minutes): starts deploy/local/cluster.sh in a fresh state
+# folder and runs deploy/local/faultclient, a merchant that sends sales
+# through HAProxy at a steady open-model rate (SMOKE_RATE a second, half
+# of them the streamlined merchant's), refunds part of every third
+# standard sale, receives both merchants' webhooks, and acts on every
+# answer as a merchant would (a 5xx, 409, 429, a 502 from HAProxy or a
+# broken connection: the same request under the same Idempotency-Key
+# after Retry-After; a 200 is believed; another 4xx is final). First,
+# with the load running, it measures how fast a change reaches every
+# node: a merchant's setting written to the shared configuration file,
+# and an API key revoked with the CLI (each must reach the three nodes
+# within a second). Then, one phase each:
 #
-#   1. kill -9 of node1, then its restart;
+#   1. kill -9 of the node that holds the reconciler's lease, measuring
+#      how long until another node takes the lease over; then its restart;
 #   2. a rolling restart: SIGTERM of each node in turn, then its restart
-#      once it has drained (no answer may fail in this phase);
+#      once it has drained (every answer in this phase must be a 200);
 #   3. SIGSTOP of node3 for SMOKE_PHASE seconds (a frozen host);
 #   4. SIGSTOP of Redis for SMOKE_PHASE seconds (the nodes fall back);
 #   5. SIGSTOP of one NATS server, kill -9 of another, then both back;
@@ -17,15 +25,19 @@
 #   7. kill -9 of HAProxy, then its restart;
 #   8. kill-primary, then promote of the synchronous standby.
 #
-# Then it checks the books: every sale the client was answered 200 for is
-# in the promoted database, once; no sale is there that the client was
-# not answered for; no answer was a 500. Half the sales are a streamlined
-# merchant's, their captures staged in JetStream: `surgepay settle
-# --until-empty` captures them afterwards, and surgepay's books (payments,
-# captures, amounts) must equal the card network's (the shared
-# simulator's). It prints the answers seen in
-# each phase. Exit 0 when all hold, 1 otherwise; the cluster is stopped
-# at the end either way (its logs stay in the state folder).
+# It prints what clients saw in each phase (statuses, for how long, when
+# it recovered). Then `surgepay settle --until-empty` captures the
+# streamlined sales staged in JetStream through the faults, and
+# faultclient check compares the books: every sale answered 200 is in the
+# promoted database once, nothing is there that no client was answered
+# for, every refund answered 200 is refunded, each payment's amounts equal
+# the card network's (the shared simulator's) with one authorization, the
+# whole books equal, every webhook queued was received (signature
+# verified) and every sale and refund answered 200 was told to the
+# merchant; no answer was a 500, every 503 and 429 carried Retry-After.
+# Exit 0 when all hold, 1 otherwise; the cluster is stopped at the end
+# either way, and on success its state folder is removed (on failure its
+# logs stay there).
 #
 #   deploy/local/smoke.sh
 #
@@ -39,21 +51,34 @@
 #
 # Environment: CLUSTER_DIR (default: a fresh mktemp -d
 # /tmp/surgepay-smoke.XXXXXX), CLUSTER_PORT_BASE (default 15500), and the
-# rest of cluster.sh's; SMOKE_PHASE (seconds of load each phase, default 4).
-# Needs what cluster.sh needs (PostgreSQL, Redis, NATS, HAProxy, jq, curl).
+# rest of cluster.sh's; SMOKE_PHASE (seconds of load each phase, default
+# 4); SMOKE_RATE (sales a second, default 40).
+# Needs what cluster.sh needs (PostgreSQL, Redis, NATS, HAProxy, jq, curl)
+# and Go (to build the client).
+
+# shellcheck disable=SC2317 # the checks that propagated runs are called through "$@"
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 export CLUSTER_DIR=${CLUSTER_DIR:-$(mktemp -d /tmp/surgepay-smoke.XXXXXX)}
 export CLUSTER_PORT_BASE=${CLUSTER_PORT_BASE:-15500}
 phase_s=${SMOKE_PHASE:-4}
-retries_max=60 # a sale's tries before the client gives up (each after Retry-After, 1 s)
+rate=${SMOKE_RATE:-40}
+# propagation_max_ms: a setting or a revocation must reach every node
+# within this (issue 37: within 1 s).
+propagation_max_ms=1000
+# takeover_max_s: the reconciler's lease is taken over within a lease
+# (max(3 x reconcile_interval, 3 s): 15 s) and an interval (5 s), and a
+# margin for a loaded machine.
+takeover_max_s=30
 
 cluster() { "$here/cluster.sh" "$@"; }
 log() { printf '%s smoke: %s\n' "$(date +%T)" "$*" >&2; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 work=$CLUSTER_DIR/smoke
 client_pid=
+fail=0
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
 	if [[ -n $client_pid ]]; then
@@ -61,53 +86,25 @@ cleanup() {
 		wait "$client_pid" 2>/dev/null || true
 	fi
 	cluster down >/dev/null 2>&1 || true
+	if ((fail == 0)) && [[ -f $work/passed ]]; then
+		rm -rf "$CLUSTER_DIR"
+	else
+		log "state and logs kept in $CLUSTER_DIR"
+	fi
 }
 trap cleanup EXIT
 
 cluster up
 mkdir -p "$work"
+(cd "$here/../.." && go build -o "$work/faultclient" ./deploy/local/faultclient)
+set -a
 # shellcheck disable=SC1091 # written by cluster.sh up
 . "$CLUSTER_DIR/keys.env"
-
-# client: one sale at a time, each retried under its key until answered;
-# odd sales are the standard merchant's (captured at once), even ones
-# the streamlined merchant's (captured later by settle).
-# Writes "phase status" for every answer to answers, and "key payment-id"
-# for every sale answered 200 to paid (one line a key).
-echo start >"$work/phase"
-client() {
-	local i=0 key code tries body=$work/body
-	while [[ ! -f $work/stop ]]; do
-		i=$((i + 1))
-		key=smoke-$i
-		local api_key=$STANDARD_KEY pm=$STANDARD_PM
-		if ((i % 2 == 0)); then
-			api_key=$STREAMLINED_KEY pm=$STREAMLINED_PM
-		fi
-		for ((tries = 1; ; tries++)); do
-			code=$(curl -sS -m 15 -o "$body" -w '%{http_code}' "$SURGEPAY_URL/v1/payments" \
-				-H "Authorization: Bearer $api_key" -H 'Content-Type: application/json' \
-				-H "Idempotency-Key: $key" \
-				-d '{"amount":1500,"currency":"usd","payment_method":"'"$pm"'"}' 2>/dev/null) || code=000
-			echo "$(<"$work/phase") $code" >>"$work/answers"
-			if [[ $code == 200 ]]; then
-				echo "$key $(jq -r .id "$body")" >>"$work/paid"
-				break
-			fi
-			if [[ $code =~ ^4 && $code != 409 && $code != 429 ]]; then
-				echo "$key final-$code" >>"$work/refused"
-				break
-			fi
-			if ((tries >= retries_max)); then
-				echo "$key gave-up" >>"$work/refused"
-				break
-			fi
-			sleep 1 # Retry-After: 1 on every 503; a 502 or a broken connection: the same
-		done
-	done
-}
-client &
-client_pid=$!
+set +a
+admin_token=$(<"$CLUSTER_DIR/secrets/admin-token")
+dsn=$(sed -n 's/^dsn = "\(.*\)"$/\1/p' "$CLUSTER_DIR/surgepay.toml" | head -1)
+api_port() { echo $((CLUSTER_PORT_BASE + 59 + $1)); }
+admin_port() { echo $((CLUSTER_PORT_BASE + 69 + $1)); }
 
 phase() {
 	echo "$1" >"$work/phase"
@@ -115,7 +112,69 @@ phase() {
 }
 node_pid() { cat "$CLUSTER_DIR/node$1/pid"; }
 
+echo steady >"$work/phase"
+"$work/faultclient" run -url "$SURGEPAY_URL" -dir "$work" -rate "$rate" >"$work/report.txt" 2>"$work/client.log" &
+client_pid=$!
+for ((i = 0; i < 300; i++)); do
+	[[ -f $work/ready ]] && break
+	kill -0 "$client_pid" 2>/dev/null || break
+	sleep 0.1
+done
+if [[ ! -f $work/ready ]]; then
+	log "FAIL: the client did not start sending within 30 s"
+	cat "$work/client.log" >&2
+	exit 1
+fi
 phase steady
+
+# propagated NAME CMD...: runs CMD (node number as its last argument)
+# against the three nodes until each succeeds, and prints the
+# milliseconds the slowest took since the call; fails past 5 s.
+propagated() {
+	local name=$1 t0 n slowest=0
+	shift
+	t0=$(now_ms)
+	local -A done_at=()
+	while ((${#done_at[@]} < 3)); do
+		for n in 1 2 3; do
+			[[ -n ${done_at[$n]:-} ]] && continue
+			if "$@" "$n"; then done_at[$n]=$(($(now_ms) - t0)); fi
+		done
+		if (($(now_ms) - t0 > 5000)); then
+			log "FAIL: $name reached ${#done_at[@]} of 3 nodes in 5 s"
+			fail=1
+			return
+		fi
+		sleep 0.02
+	done
+	for n in 1 2 3; do ((done_at[$n] > slowest)) && slowest=${done_at[$n]}; done
+	log "$name reached node1/2/3 after ${done_at[1]}/${done_at[2]}/${done_at[3]} ms"
+	if ((slowest > propagation_max_ms)); then
+		log "FAIL: $name took $slowest ms to reach every node (at most $propagation_max_ms)"
+		fail=1
+	fi
+}
+# A merchant's setting, written once to the file every node reads.
+has_setting() {
+	curl -sS -m 2 -H "Authorization: Bearer $admin_token" "http://127.0.0.1:$(admin_port "$1")/config" 2>/dev/null |
+		grep -Eq '^ *rate_limit = 100000(\.0)?$'
+}
+printf '\n[merchants."%s"]\n# deploy/local/smoke.sh: seen by every node within a second\nrate_limit = 100000\n' \
+	"$STANDARD_MERCHANT" >>"$CLUSTER_DIR/surgepay.toml"
+propagated "a merchant setting (rate_limit) written to the shared file" has_setting
+# An API key revoked with the CLI, on another process than the nodes.
+out=$("$CLUSTER_DIR/surgepay" keys create --merchant "$STANDARD_MERCHANT" --config "$CLUSTER_DIR/cli/surgepay.toml" 2>&1)
+key_id=$(grep -o 'key_[a-z0-9]*' <<<"$out" | head -1)
+key_secret=$(grep -o 'sk_[A-Za-z0-9_-]*' <<<"$out" | tail -1)
+key_code() {
+	curl -sS -m 2 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $key_secret" \
+		"http://127.0.0.1:$(api_port "$1")/v1/customers?limit=1" 2>/dev/null || true
+}
+key_works() { [[ $(key_code "$1") == 200 ]]; }
+key_refused() { [[ $(key_code "$1") == 401 ]]; }
+propagated "a new API key" key_works
+"$CLUSTER_DIR/surgepay" keys revoke "$key_id" --config "$CLUSTER_DIR/cli/surgepay.toml" >>"$work/cli.log" 2>&1
+propagated "an API key revoked with the CLI" key_refused
 sleep "$phase_s"
 
 if [[ ${SMOKE_SCENARIO:-faults} == replication ]]; then
@@ -131,10 +190,33 @@ if [[ ${SMOKE_SCENARIO:-faults} == replication ]]; then
 	cluster promote
 	sleep "$phase_s"
 else
-	phase kill-node1
-	kill -9 "$(node_pid 1)"
-	sleep "$phase_s"
-	cluster start-node 1
+	# The node running the reconciler dies: another takes its lease over.
+	phase kill-node
+	holder=$(cluster sql "SELECT holder FROM leases WHERE name = 'reconciler' AND expires > now()")
+	victim=1
+	for n in 1 2 3; do
+		[[ $holder == */"$(node_pid "$n")"/* ]] && victim=$n
+	done
+	t0=$(now_ms)
+	kill -9 "$(node_pid "$victim")"
+	log "killed node$victim (it held the reconciler's lease: $holder)"
+	taken=
+	while (($(now_ms) - t0 < takeover_max_s * 1000)); do
+		now_holder=$(cluster sql "SELECT holder FROM leases WHERE name = 'reconciler' AND expires > now()" 2>/dev/null || true)
+		if [[ -n $now_holder && $now_holder != "$holder" ]]; then
+			taken=$(($(now_ms) - t0))
+			break
+		fi
+		sleep 0.2
+	done
+	if [[ -z $taken ]]; then
+		log "FAIL: no node took the reconciler's lease over within $takeover_max_s s of its holder's death"
+		fail=1
+	else
+		log "the reconciler's lease was taken over $((taken / 1000)).$((taken % 1000 / 100)) s after its holder died (by $now_holder)"
+		echo "$taken" >"$work/takeover_ms"
+	fi
+	cluster start-node "$victim"
 
 	phase rolling-restart
 	for n in 1 2 3; do
@@ -195,71 +277,44 @@ fi
 phase after
 sleep "$phase_s"
 touch "$work/stop"
-wait "$client_pid" || true
+for ((i = 0; i < 3000; i++)); do
+	[[ -f $work/stopped ]] && break
+	kill -0 "$client_pid" 2>/dev/null || break
+	sleep 0.1
+done
+if [[ ! -f $work/stopped ]]; then
+	log "FAIL: the client did not finish its sales within 5 minutes of the last phase"
+	cat "$work/client.log" >&2
+	exit 1
+fi
+cat "$work/report.txt" >&2
+
+# The streamlined sales' captures, staged in JetStream through the
+# faults: settle them, then compare the books.
+"$CLUSTER_DIR/surgepay" settle --until-empty --config "$CLUSTER_DIR/surgepay.toml" \
+	--private-key "$CLUSTER_DIR/secrets/settlement.key" >"$work/settle.out" 2>&1 ||
+	{
+		log "FAIL: settle --until-empty failed:"
+		tail -5 "$work/settle.out" >&2
+		fail=1
+	}
+if ! "$work/faultclient" check -dir "$work" -dsn "$dsn" -simulator "$SURGEPAY_SIMULATOR_URL"; then
+	fail=1
+fi
+kill "$client_pid" 2>/dev/null || true
+if ! wait "$client_pid"; then
+	log "FAIL: the client's webhook receiver refused a delivery (client.log):"
+	tail -3 "$work/client.log" >&2
+	fail=1
+fi
 client_pid=
-
-log "answers by phase (phase status count):"
-sort "$work/answers" | uniq -c | awk '{print "  " $2, $3, $1}' >&2
-
-fail=0
-if grep -q ' 500$' "$work/answers"; then
-	log "FAIL: a 500 was answered"
-	fail=1
-fi
-if grep -v ' 200$' "$work/answers" | grep -q '^rolling-restart '; then
-	log "FAIL: an answer other than 200 during the rolling restart"
-	fail=1
-fi
-if [[ -s $work/refused ]]; then
-	log "FAIL: sales not answered 200 in the end:"
-	cat "$work/refused" >&2
-	fail=1
-fi
-paid=$(wc -l <"$work/paid")
-distinct=$(cut -d' ' -f2 "$work/paid" | sort -u | wc -l)
-ids=$(cut -d' ' -f2 "$work/paid" | sed "s/.*/'&'/" | paste -sd,)
-found=$(cluster sql "SELECT count(*) FROM payments WHERE id IN ($ids)")
-# Every payment of the cards the client uses, in the promoted database:
-# up's own check made one sale on each before the client started.
-stored=$(cluster sql "SELECT count(*) FROM payments WHERE payment_method_id IN ('$STANDARD_PM', '$STREAMLINED_PM')")
-log "sales answered 200: $paid ($distinct distinct payments); in the promoted database: $found of them ($((paid - found)) lost), $stored on the cards in all (2 made by up)"
-if ((distinct != paid || found != paid)); then
-	log "FAIL: a sale answered 200 is missing from the promoted database, or two keys got one payment"
-	fail=1
-fi
-if ((stored != paid + 2)); then
-	log "FAIL: $stored payments on the cards, want $((paid + 2)): a sale stored twice, or one the client was not answered for"
-	fail=1
-fi
-
-# The streamlined sales' captures, staged in JetStream through the faults:
-# settle them, then compare surgepay's books with the card network's.
-if [[ -n ${SURGEPAY_SIMULATOR_URL:-} ]]; then
-	"$CLUSTER_DIR/surgepay" settle --until-empty --config "$CLUSTER_DIR/node1/surgepay.toml" \
-		--private-key "$CLUSTER_DIR/secrets/settlement.key" >"$work/settle.out" 2>&1 ||
-		{
-			log "FAIL: settle --until-empty failed:"
-			tail -5 "$work/settle.out" >&2
-			fail=1
-		}
-	ours=$(cluster sql "SELECT count(*) || ' ' || count(*) FILTER (WHERE amount_captured > 0) || ' ' ||
-		coalesce(sum(amount_authorized), 0) || ' ' || coalesce(sum(amount_captured), 0) FROM payments")
-	theirs=$(curl -sS -m 5 "$SURGEPAY_SIMULATOR_URL/v1/effects" |
-		jq -r '"\(.authorizations) \(.captures) \(.amount_authorized.usd // 0) \(.amount_captured.usd // 0)"')
-	uncaptured=$(cluster sql "SELECT count(*) FROM payments WHERE amount_captured = 0")
-	log "books (payments, captured, amount authorized, amount captured): surgepay $ours; card network $theirs; $uncaptured payments left uncaptured"
-	if [[ $ours != "$theirs" ]]; then
-		log "FAIL: surgepay's books and the card network's differ"
-		fail=1
-	fi
-	if ((uncaptured != 0)); then
-		log "FAIL: $uncaptured payments not captured after settle --until-empty"
-		fail=1
-	fi
-fi
+paid=$(jq '.sales | length' "$work/ledger.json")
 if ((paid < 10)); then
 	log "FAIL: only $paid sales answered 200: the load did not run"
 	fail=1
 fi
-((fail == 0)) && log "ok"
+if ((fail == 0)); then
+	touch "$work/passed"
+	log "ok"
+fi
 exit "$fail"
