@@ -4,7 +4,7 @@
 # starts deploy/local/cluster.sh in a fresh state folder and runs
 # `surgepay loadtest` (open model, sales on a saved card of the standard
 # merchant) through HAProxy at RATE for DURATION, once with the three
-# nodes and once with one (the two others stopped), then stops the
+# nodes, then with two and with one (the others stopped), then stops the
 # cluster and runs bench/event.sh RATE DURATION standard (one embedded
 # `serve`, the same sale). For each cluster run it prints the CPU of
 # every part a sale (the nodes, the PostgreSQL primary and its standby
@@ -19,7 +19,10 @@
 # and that a node more or less changes nothing in correctness, not peak
 # rate. Environment: CLUSTER_DIR (default a fresh mktemp -d
 # /tmp/surgepay-bench-cluster.XXXXXX), CLUSTER_PORT_BASE (default 15600),
-# SURGEPAY_BIN (a binary instead of a build). Needs what cluster.sh needs.
+# SURGEPAY_BIN (a binary instead of a build), BENCH_PG_FLUSH (a list of
+# postgres.flush_interval values, default "0s": the three-node run is
+# made with each, the nodes restarted in between, and the two- and
+# one-node runs with the last). Needs what cluster.sh needs.
 # Everything listens on 127.0.0.1; each run is bounded by DURATION.
 set -euo pipefail
 
@@ -68,7 +71,8 @@ ticks() {
 sql() { cluster sql "$1"; }
 
 run() {
-	local label=$1
+	local label=$1 file
+	file=${label//[^A-Za-z0-9.-]/_}
 	declare -A before
 	local part
 	for part in "${parts[@]}"; do before[$part]=$(ticks "$part"); done
@@ -77,16 +81,16 @@ run() {
 	xact0=$(sql "SELECT xact_commit FROM pg_stat_database WHERE datname = 'surgepay'")
 	"$bin" loadtest --url "$SURGEPAY_URL" --api-key "$STANDARD_KEY" --scenario streamlined \
 		--rate "$rate" --duration "$duration" --quiet --max-iterations $((rate * seconds + rate)) \
-		--out "$CLUSTER_DIR/$label.json" >"$CLUSTER_DIR/$label.txt" 2>&1 || true
+		--out "$CLUSTER_DIR/$file.json" >"$CLUSTER_DIR/$file.txt" 2>&1 || true
 	local sales
-	sales=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["status_codes"].get("200",0))' "$CLUSTER_DIR/$label.json" 2>/dev/null || echo 0)
+	sales=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["status_codes"].get("200",0))' "$CLUSTER_DIR/$file.json" 2>/dev/null || echo 0)
 	local wal1 xact1
 	wal1=$(sql "SELECT wal_bytes FROM pg_stat_wal")
 	xact1=$(sql "SELECT xact_commit FROM pg_stat_database WHERE datname = 'surgepay'")
 	echo "== $label: $rate/s for $duration through HAProxy, $sales sales answered 200"
-	grep -E '^ +all |^status codes' "$CLUSTER_DIR/$label.txt" || true
+	grep -E '^ +all |^status codes' "$CLUSTER_DIR/$file.txt" || true
 	if ((sales == 0)); then
-		echo "   no sales: see $CLUSTER_DIR/$label.txt"
+		echo "   no sales: see $CLUSTER_DIR/$file.txt"
 		return
 	fi
 	local total=0 d
@@ -105,12 +109,32 @@ run() {
 "$bin" loadtest --url "$SURGEPAY_URL" --api-key "$STANDARD_KEY" --scenario streamlined \
 	--rate "$rate" --duration 5s --quiet --max-iterations $((rate * 6)) >/dev/null 2>&1 || true
 
-run three-nodes
-for n in 2 3; do
-	pid=$(cat "$CLUSTER_DIR/node$n/pid")
+stop_node() {
+	local pid
+	pid=$(cat "$CLUSTER_DIR/node$1/pid")
 	kill -TERM "$pid"
 	while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+}
+# flush INTERVAL: postgres.flush_interval in the nodes' shared file, the
+# nodes restarted one by one to take it (it is read at start).
+flush() {
+	local toml=$CLUSTER_DIR/surgepay.toml n
+	sed -i '/^flush_interval = /d' "$toml"
+	sed -i "/^\[postgres\]$/a flush_interval = \"$1\"" "$toml"
+	for n in 1 2 3; do
+		stop_node "$n"
+		cluster start-node "$n" >/dev/null
+	done
+	sleep 3 # HAProxy takes the last one back after two good checks
+}
+for f in ${BENCH_PG_FLUSH:-0s}; do
+	flush "$f"
+	run "three-nodes, postgres.flush_interval $f"
 done
+stop_node 3
+sleep 2
+run two-nodes
+stop_node 2
 sleep 2
 run one-node
 cluster down >/dev/null

@@ -193,10 +193,15 @@ else
 	# The node running the reconciler dies: another takes its lease over.
 	phase kill-node
 	holder=$(cluster sql "SELECT holder FROM leases WHERE name = 'reconciler' AND expires > now()")
-	victim=1
+	victim=
 	for n in 1 2 3; do
 		[[ $holder == */"$(node_pid "$n")"/* ]] && victim=$n
 	done
+	if [[ -z $victim ]]; then
+		log "FAIL: no node holds the reconciler's lease (holder '$holder'); killing node1"
+		fail=1
+		victim=1
+	fi
 	t0=$(now_ms)
 	kill -9 "$(node_pid "$victim")"
 	log "killed node$victim (it held the reconciler's lease: $holder)"
