@@ -6,8 +6,11 @@
 // resources and security context; what the Service and the
 // PodDisruptionBudget select; the Secret template's keys; the compose
 // services and their healthchecks; the Dockerfile's stages; and each
-// surgepay.toml through surgepay's own configuration loader, with the
-// environment its container gets and its secrets stubbed. `haproxy -c`
+// surgepay.toml through surgepay's own configuration loader, from where
+// the container finds it (the ConfigMap mounted as a folder, laid out as
+// the kubelet does; the folder compose bind-mounts), with the environment
+// its container gets and its secrets stubbed, and that a changed
+// ConfigMap reaches serve's watch of the file. `haproxy -c`
 // checks the compose HAProxy configuration where haproxy is installed (CI
 // installs it: there a missing haproxy fails the test).
 package deploy
@@ -16,6 +19,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +37,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/surgepay/surgepay/cache"
@@ -184,15 +189,21 @@ type container struct {
 }
 
 type volumeMount struct {
-	Name      string `yaml:"name"`
-	MountPath string `yaml:"mountPath"`
-	ReadOnly  bool   `yaml:"readOnly"`
+	Name        string `yaml:"name"`
+	MountPath   string `yaml:"mountPath"`
+	ReadOnly    bool   `yaml:"readOnly"`
+	SubPath     string `yaml:"subPath"`
+	SubPathExpr string `yaml:"subPathExpr"`
 }
 
 type volume struct {
 	Name      string `yaml:"name"`
 	ConfigMap *struct {
-		Name string `yaml:"name"`
+		Name  string `yaml:"name"`
+		Items []struct {
+			Key  string `yaml:"key"`
+			Path string `yaml:"path"`
+		} `yaml:"items"`
 	} `yaml:"configMap"`
 	Secret *struct {
 		SecretName string `yaml:"secretName"`
@@ -506,18 +517,21 @@ func TestKubernetes(t *testing.T) {
 	checkSecretRefs(t, objs)
 	checkKustomization(t, objs)
 
-	// surgepay.toml: the ConfigMap's, as the init container hands it to
-	// serve, with the container's environment.
-	cfg, dst := kubernetesConfig(t, objs, &d, c)
-	if got, _ := envValue(c, "SURGEPAY_CONFIG"); got != dst {
-		t.Errorf("container surgepay: SURGEPAY_CONFIG %q, but the init container writes %q", got, dst)
-	}
+	// Redis's password: the Secret's, by the environment (the
+	// ConfigMap holds no secret: kubernetesConfig checks).
+	checkSecretEnv(t, c, "SURGEPAY_REDIS_PASSWORD", "surgepay", "redis-password")
+
+	// surgepay.toml: the ConfigMap's, mounted as a folder and laid out as
+	// the kubelet lays it out, at the path serve reads, with the
+	// container's environment. (That an update reaches serve:
+	// TestKubernetesConfigMapReload.)
+	cfg, _ := kubernetesConfig(t, objs, &d, c)
 	checkServeConfig(t, "deploy/kubernetes", cfg)
 	if cfg.Stage.Replicas != 3 {
 		t.Errorf("deploy/kubernetes surgepay.toml: stage.replicas %d, want 3", cfg.Stage.Replicas)
 	}
 	if cfg.Cache.Redis.Password.Reveal() != stubRedisPassword {
-		t.Errorf("deploy/kubernetes surgepay.toml: cache.redis.password is not the Secret's (the init container's line did not land in [cache.redis])")
+		t.Errorf("deploy/kubernetes: cache.redis.password as loaded is not the Secret's redis-password (SURGEPAY_REDIS_PASSWORD)")
 	}
 	// The data folder: inside its volume, not the volume's mount point
 	// (an emptyDir is 0777, which serve refuses for its data).
@@ -670,6 +684,21 @@ func checkKustomization(t *testing.T, objs []k8sObject) {
 	}
 }
 
+// checkSecretEnv checks that the container's variable name comes from
+// key of Secret secret (secretKeyRef).
+func checkSecretEnv(t *testing.T, c *container, name, secret, key string) {
+	t.Helper()
+	i := slices.IndexFunc(c.Env, func(e envVar) bool { return e.Name == name })
+	if i < 0 {
+		t.Errorf("container %s: no %s (from Secret %s, key %s)", c.Name, name, secret, key)
+		return
+	}
+	e := c.Env[i]
+	if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != secret || e.ValueFrom.SecretKeyRef.Key != key {
+		t.Errorf("container %s: %s does not come from Secret %s, key %s (secretKeyRef)", c.Name, name, secret, key)
+	}
+}
+
 // stubRedisPassword and the other stubs stand for the Secret's values.
 const stubRedisPassword = "0123456789abcdef0123456789abcdef"
 
@@ -684,75 +713,149 @@ var secretStubs = map[string]string{
 	"settlement-public-key": "",
 }
 
-// kubernetesConfig runs the init container's script on the ConfigMap's
-// surgepay.toml with a stubbed Redis password, then loads its output with
-// the serve container's environment (the image's defaults, the literal
-// values, the Secret's keys stubbed). It returns the configuration and the
-// path the script writes to inside the pod.
-func kubernetesConfig(t *testing.T, objs []k8sObject, d *deployment, c *container) (config.Config, string) {
+// configPath returns the configuration file the container's serve reads:
+// --config in its arguments, else SURGEPAY_CONFIG.
+func configPath(c *container) string {
+	args := slices.Concat(c.Command, c.Args)
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			return v
+		}
+		if a == "--config" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	v, _ := envValue(c, "SURGEPAY_CONFIG")
+	return v
+}
+
+// configMapMount is the ConfigMap volume that holds the serve container's
+// configuration file, laid out by the test in a temporary folder as the
+// kubelet lays it out in the pod (kubeletWrite).
+type configMapMount struct {
+	name  string            // the ConfigMap's name
+	files map[string]string // the volume's files (its keys, or its items' paths), their content
+	path  string            // the configuration file's path in the volume (surgepay.toml)
+	dir   string            // the temporary folder standing for the pod's mountPath
+	gen   int               // the kubelet's writes so far
+}
+
+// file is the configuration file serve reads, in the temporary folder.
+func (m *configMapMount) file() string { return filepath.Join(m.dir, filepath.FromSlash(m.path)) }
+
+// mountConfigMap finds the volume that holds the configuration file the
+// container reads (configPath), requires it to be a ConfigMap's mounted as
+// a folder (a subPath mount, or a copy on another volume, never sees the
+// ConfigMap change), and writes the ConfigMap's files into a temporary
+// folder the kubelet's way.
+func mountConfigMap(t *testing.T, objs []k8sObject, d *deployment, c *container) *configMapMount {
 	t.Helper()
+	file := configPath(c)
+	if file == "" {
+		t.Fatal("container surgepay: neither --config nor SURGEPAY_CONFIG names its configuration file")
+	}
+	var mount *volumeMount
+	for i := range c.VolumeMounts {
+		m := &c.VolumeMounts[i]
+		if (file == m.MountPath || strings.HasPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")) &&
+			(mount == nil || len(m.MountPath) > len(mount.MountPath)) {
+			mount = m
+		}
+	}
+	if mount == nil {
+		t.Fatalf("container surgepay: its configuration file %s is on no volume it mounts", file)
+	}
+	i := slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v volume) bool { return v.Name == mount.Name })
+	if i < 0 || d.Spec.Template.Spec.Volumes[i].ConfigMap == nil {
+		t.Fatalf("container surgepay: its configuration file %s is on volume %q, which is not a ConfigMap's: a changed ConfigMap would never reach serve (mount the ConfigMap's folder)",
+			file, mount.Name)
+	}
+	if mount.SubPath != "" || mount.SubPathExpr != "" {
+		t.Fatalf("container surgepay: ConfigMap volume %s is mounted at %s with subPath %q, which the kubelet never updates: mount the folder",
+			mount.Name, mount.MountPath, mount.SubPath+mount.SubPathExpr)
+	}
+	if !mount.ReadOnly {
+		t.Errorf("container surgepay: ConfigMap volume %s is not mounted readOnly", mount.Name)
+	}
+	v := d.Spec.Template.Spec.Volumes[i].ConfigMap
 	var cm struct {
 		Data map[string]string `yaml:"data"`
 	}
-	templateMount := ""
-	ic := containerNamed(t, d.Spec.Template.Spec.InitContainers, "config")
-	var cmName string
-	for _, v := range d.Spec.Template.Spec.Volumes {
-		if v.ConfigMap != nil {
-			cmName = v.ConfigMap.Name
-			for _, m := range ic.VolumeMounts {
-				if m.Name == v.Name {
-					templateMount = m.MountPath
-				}
+	findObject(t, objs, "ConfigMap", v.Name, &cm)
+	m := &configMapMount{name: v.Name, files: map[string]string{}, path: strings.TrimPrefix(file, strings.TrimSuffix(mount.MountPath, "/")+"/"), dir: t.TempDir()}
+	if len(v.Items) == 0 {
+		maps.Copy(m.files, cm.Data)
+	}
+	for _, it := range v.Items {
+		content, ok := cm.Data[it.Key]
+		if !ok {
+			t.Fatalf("volume %s: ConfigMap %s has no key %s", mount.Name, v.Name, it.Key)
+		}
+		m.files[it.Path] = content
+	}
+	if _, ok := m.files[m.path]; !ok {
+		t.Fatalf("container surgepay reads %s, but volume %s (ConfigMap %s) has no file %s", file, mount.Name, v.Name, m.path)
+	}
+	kubeletWrite(t, m)
+	return m
+}
+
+// kubeletWrite writes m.files into m.dir as the kubelet's atomic writer
+// lays out a ConfigMap volume and updates it: the files in a new
+// timestamped folder, the symbolic link ..data switched to it by a
+// rename, and each top-level name a link through ..data. So a file's
+// path stays and its modification time changes with every update (serve
+// watches that); a subPath mount binds the first folder's file and never
+// sees the switch. The first write's files are dated an hour back, so
+// that an update's time differs from theirs whatever the clock's
+// resolution.
+func kubeletWrite(t *testing.T, m *configMapMount) {
+	t.Helper()
+	m.gen++
+	stamp := fmt.Sprintf("..2026_01_01_00_00_%02d.000000001", m.gen)
+	back := time.Now().Add(-time.Hour)
+	for p, content := range m.files {
+		f := filepath.Join(m.dir, stamp, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if m.gen == 1 {
+			if err := os.Chtimes(f, back, back); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}
-	findObject(t, objs, "ConfigMap", cmName, &cm)
-	toml, ok := cm.Data["surgepay.toml"]
-	if !ok {
-		t.Fatalf("ConfigMap %s has no surgepay.toml", cmName)
-	}
-	src, _ := envValue(ic, "SRC")
-	dst, _ := envValue(ic, "DST")
-	if src != path.Join(templateMount, "surgepay.toml") {
-		t.Errorf("init container config: SRC %q is not the ConfigMap's surgepay.toml at %s", src, templateMount)
-	}
-	mounted := false
-	for _, m := range c.VolumeMounts {
-		mounted = mounted || (path.Dir(dst) == m.MountPath && slices.ContainsFunc(ic.VolumeMounts, func(im volumeMount) bool {
-			return im.Name == m.Name && im.MountPath == m.MountPath && !im.ReadOnly
-		}))
-	}
-	if !mounted {
-		t.Errorf("init container config writes %s, which is not on a volume the surgepay container mounts at the same place", dst)
-	}
-	if len(ic.Command) != 3 || ic.Command[1] != "-c" {
-		t.Fatalf("init container config: command %q is not [sh -c SCRIPT]", ic.Command)
-	}
-	script := ic.Command[2]
-	dir := t.TempDir()
-	srcFile, dstFile := filepath.Join(dir, "template.toml"), filepath.Join(dir, "surgepay.toml")
-	if err := os.WriteFile(srcFile, []byte(toml), 0o600); err != nil {
+	old, _ := os.Readlink(filepath.Join(m.dir, "..data"))
+	tmp := filepath.Join(m.dir, "..data_tmp")
+	if err := os.Symlink(stamp, tmp); err != nil {
 		t.Fatal(err)
 	}
-	sh := shell(t)
-	run := func(password string) ([]byte, error) {
-		cmd := exec.Command(sh, "-c", script)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SRC=" + srcFile, "DST=" + dstFile, "REDIS_PASSWORD=" + password}
-		return cmd.CombinedOutput()
-	}
-	// A password TOML would need escaped is refused, not written.
-	if out, err := run(`ab"cd`); err == nil {
-		t.Errorf("init container config accepted a Redis password with a quote (output %q)", out)
-	}
-	if out, err := run(stubRedisPassword); err != nil {
-		t.Fatalf("init container config: %v\n%s", err, out)
-	}
-	if st, err := os.Stat(dstFile); err != nil {
+	if err := os.Rename(tmp, filepath.Join(m.dir, "..data")); err != nil {
 		t.Fatal(err)
-	} else if st.Mode().Perm()&0o077 != 0 {
-		t.Errorf("init container config writes %s with mode %v: others can read Redis's password", dst, st.Mode().Perm())
 	}
+	for p := range m.files {
+		top, _, _ := strings.Cut(p, "/")
+		link := filepath.Join(m.dir, top)
+		if _, err := os.Lstat(link); errors.Is(err, os.ErrNotExist) {
+			if err := os.Symlink(filepath.Join("..data", top), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(m.dir, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// kubernetesEnv returns the serve container's environment: the image's
+// defaults, the literal values, and the Secret's keys stubbed.
+func kubernetesEnv(t *testing.T, c *container) map[string]string {
+	t.Helper()
 	env := dockerfileEnv(t)
 	for _, e := range c.Env {
 		switch {
@@ -768,24 +871,113 @@ func kubernetesConfig(t *testing.T, objs []k8sObject, d *deployment, c *containe
 			t.Fatalf("container surgepay: %s: only values and secretKeyRef are stubbed here", e.Name)
 		}
 	}
-	cfg, err := config.Load(dstFile, mapEnv(env))
+	return env
+}
+
+// kubernetesConfig loads the configuration file the serve container reads,
+// from its ConfigMap laid out the kubelet's way (mountConfigMap), with the
+// container's environment (kubernetesEnv), through surgepay's own loader.
+func kubernetesConfig(t *testing.T, objs []k8sObject, d *deployment, c *container) (config.Config, *configMapMount) {
+	t.Helper()
+	m := mountConfigMap(t, objs, d, c)
+	checkNoSecrets(t, "ConfigMap "+m.name+" "+m.path, m.files[m.path])
+	cfg, err := config.Load(m.file(), mapEnv(kubernetesEnv(t, c)))
 	if err != nil {
 		t.Fatalf("deploy/kubernetes surgepay.toml does not load: %v", err)
 	}
-	return cfg, dst
+	return cfg, m
 }
 
-// shell finds sh for the init container's script; every Unix CI has it.
-func shell(t *testing.T) string {
+// secretKeyTOML matches the settings that hold secrets: they come from the
+// environment, never from a file in a ConfigMap or in git.
+var secretKeyTOML = regexp.MustCompile(`(?i)(password|token|dsn|secret|private_key)$`)
+
+// checkNoSecrets fails for a TOML file that sets a secret setting
+// (postgres.dsn, cache.redis.password, stage.nats_password, ...).
+func checkNoSecrets(t *testing.T, where, content string) {
 	t.Helper()
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but sh is not on the PATH")
-		}
-		t.Skip("sh not on the PATH")
+	var doc map[string]any
+	if _, err := toml.Decode(content, &doc); err != nil {
+		t.Fatalf("%s: %v", where, err)
 	}
-	return sh
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				walk(prefix+k+".", e)
+			}
+		case []map[string]any:
+			for _, e := range v {
+				walk(prefix, e)
+			}
+		default:
+			if k := strings.TrimSuffix(prefix, "."); secretKeyTOML.MatchString(k) {
+				t.Errorf("%s sets %s: give it by the environment (docs/configuration.md names its variable)", where, k)
+			}
+		}
+	}
+	walk("", doc)
+}
+
+// reloadWait bounds the wait for serve's watch to see a changed file: it
+// polls every config.PollInterval (500 ms); the rest is room for a loaded
+// CI machine under -race.
+const reloadWait = 20 * config.PollInterval
+
+// TestKubernetesConfigMapReload changes the ConfigMap the serve container
+// reads its configuration from, the kubelet's way (kubeletWrite), and
+// checks that serve's watch of the file (config.Watch, as serve calls it)
+// reports the change and that the file then loads with the new settings:
+// an updated ConfigMap reaches running pods, with no rollout.
+func TestKubernetesConfigMapReload(t *testing.T) {
+	objs := k8sObjects(t)
+	var d deployment
+	findObject(t, objs, "Deployment", "surgepay", &d)
+	c := containerNamed(t, d.Spec.Template.Spec.Containers, "surgepay")
+	m := mountConfigMap(t, objs, &d, c)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	hup, reloads, done := make(chan os.Signal, 1), make(chan string, 8), make(chan struct{})
+	go func() {
+		defer close(done)
+		config.Watch(ctx, m.file(), hup, func(why string) {
+			select {
+			case reloads <- why:
+			default:
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	wait := func(want string) {
+		t.Helper()
+		select {
+		case why := <-reloads:
+			if why != want {
+				t.Fatalf("config.Watch reloaded for %q, want %q", why, want)
+			}
+		case <-time.After(reloadWait):
+			t.Fatalf("config.Watch: no reload for %q within %s", want, reloadWait)
+		}
+	}
+	// A signal first: its reload shows that Watch has read the file's
+	// modification time, so the update below is a change to it.
+	hup <- os.Interrupt
+	wait("SIGHUP")
+
+	const merchant, rate = "mer_deploytest", 7.5
+	m.files[m.path] += fmt.Sprintf("\n[merchants.%q]\nrate_limit = %v\n", merchant, rate)
+	start := time.Now()
+	kubeletWrite(t, m)
+	wait("file changed")
+	t.Logf("the ConfigMap's update seen by config.Watch after %s", time.Since(start).Round(time.Millisecond))
+	cfg, err := config.Load(m.file(), mapEnv(kubernetesEnv(t, c)))
+	if err != nil {
+		t.Fatalf("the updated ConfigMap's %s does not load: %v", m.path, err)
+	}
+	if got := cfg.Merchants[merchant].RateLimit; got != rate {
+		t.Errorf("after the update, merchants.%s.rate_limit = %v, want %v", merchant, got, rate)
+	}
 }
 
 // mapEnv is an environment for config.Load: only the variables given.
@@ -1355,8 +1547,17 @@ func TestCompose(t *testing.T) {
 			}
 		}
 		for _, c := range s.Configs {
-			if _, ok := cf.Configs[c.Source]; !ok {
+			def, ok := cf.Configs[c.Source]
+			if !ok {
 				t.Errorf("service %s: config %s is not defined", name, c.Source)
+			}
+			// Compose copies a config without a file into the container
+			// when it creates it, which a read-only root filesystem
+			// refuses (compose 2.33.1 and later refuse the service: "`file`
+			// is the sole supported option"; earlier, the daemon:
+			// "container rootfs is marked read-only").
+			if ok && s.ReadOnly && def.File == "" {
+				t.Errorf("service %s: config %s has no file, which compose refuses in a read_only service", name, c.Source)
 			}
 		}
 	}
@@ -1427,6 +1628,14 @@ func TestCompose(t *testing.T) {
 		}
 		cfg = composeConfig(t, cf, name, vars)
 		checkServeConfig(t, "compose "+name, cfg)
+		// Redis's password: .env's, by the environment (the file holds
+		// no secret: composeConfig checks).
+		if v := s.Environment["SURGEPAY_REDIS_PASSWORD"]; !strings.HasPrefix(v, "${REDIS_PASSWORD:") {
+			t.Errorf("service %s: SURGEPAY_REDIS_PASSWORD is %q, want .env's REDIS_PASSWORD (${REDIS_PASSWORD:?...})", name, v)
+		}
+		if cfg.Cache.Redis.Password.Reveal() != vars["REDIS_PASSWORD"] {
+			t.Errorf("service %s: cache.redis.password as loaded is not .env's REDIS_PASSWORD", name)
+		}
 		if want := inter*time.Duration(fall) + time.Second; cfg.ShutdownDelay.Duration != want {
 			t.Errorf("compose surgepay.toml: shutdown_delay %s, want HAProxy's inter %s x fall %d + 1s = %s",
 				cfg.ShutdownDelay.Duration, inter, fall, want)
@@ -1437,9 +1646,8 @@ func TestCompose(t *testing.T) {
 				name, s.StopGracePeriod, drainTimeout, need)
 		}
 	}
-	if cfg.Cache.Redis.Password.Reveal() != vars["REDIS_PASSWORD"] {
-		t.Error("compose surgepay.toml: cache.redis.password is not REDIS_PASSWORD")
-	}
+	// settle reads the same file, in the same way (it watches it too).
+	composeConfig(t, cf, "settle", vars)
 	// NATS refuses a stream larger than its file store: the stage's
 	// max_bytes must fit in nats.conf's max_file_store.
 	if store := natsFileStore(t, cf.Configs["nats.conf"].Content); cfg.Stage.MaxBytes == 0 || cfg.Stage.MaxBytes > store {
@@ -1451,21 +1659,16 @@ func TestCompose(t *testing.T) {
 	checkHAProxy(t, nodes, cfg)
 }
 
-// composeConfig writes compose.yaml's surgepay.toml for service name
-// (interpolated from vars) and loads it with that service's environment
-// over the image's.
+// composeConfig loads the surgepay.toml that service name reads (its
+// SURGEPAY_CONFIG) from the folder compose bind-mounts there, with the
+// service's environment (interpolated from vars) over the image's. The
+// file must reach the container by a bind-mounted folder: a `content`
+// config is copied in when compose creates the container, and a
+// bind-mounted file keeps showing the old file once a save replaces it
+// (sed -i, most editors), so neither shows a running node a change.
 func composeConfig(t *testing.T, cf composeFile, name string, vars map[string]string) config.Config {
 	t.Helper()
 	s := cf.Services[name]
-	var target, source string
-	for _, c := range s.Configs {
-		if strings.HasSuffix(c.Target, ".toml") {
-			target, source = c.Target, c.Source
-		}
-	}
-	if target == "" {
-		t.Fatalf("service %s: no surgepay.toml among its configs", name)
-	}
 	env := dockerfileEnv(t)
 	for k, v := range s.Environment {
 		iv, err := interpolate(v, vars)
@@ -1474,24 +1677,51 @@ func composeConfig(t *testing.T, cf composeFile, name string, vars map[string]st
 		}
 		env[k] = iv
 	}
-	if env["SURGEPAY_CONFIG"] != target {
-		t.Errorf("service %s: SURGEPAY_CONFIG %q, but surgepay.toml is mounted at %q", name, env["SURGEPAY_CONFIG"], target)
+	file := env["SURGEPAY_CONFIG"]
+	if file == "" {
+		t.Fatalf("service %s: no SURGEPAY_CONFIG", name)
 	}
-	c := cf.Configs[source]
-	if c.Content == "" {
-		t.Fatalf("config %s: no content", source)
+	for _, c := range s.Configs {
+		if c.Target == file {
+			t.Fatalf("service %s: %s is config %s, which compose copies into the container when it creates it: a change never reaches a running node (bind-mount its folder)",
+				name, file, c.Source)
+		}
 	}
-	content, err := interpolate(c.Content, vars)
+	var src, dst, mode string
+	for _, v := range s.Volumes {
+		f := strings.Split(v, ":")
+		if len(f) < 2 || (!strings.HasPrefix(f[0], ".") && !strings.HasPrefix(f[0], "/")) {
+			continue // a named volume
+		}
+		if f[1] == file {
+			t.Fatalf("service %s: %s is a bind-mounted file, which keeps showing the old file once a save replaces it: bind-mount its folder", name, file)
+		}
+		if strings.HasPrefix(file, strings.TrimSuffix(f[1], "/")+"/") && len(f[1]) > len(dst) {
+			src, dst, mode = f[0], strings.TrimSuffix(f[1], "/"), strings.Join(f[2:], ":")
+		}
+	}
+	if dst == "" {
+		t.Fatalf("service %s: SURGEPAY_CONFIG %s is in no folder bind-mounted from deploy/compose", name, file)
+	}
+	if !slices.Contains(strings.Split(mode, ","), "ro") {
+		t.Errorf("service %s: %s:%s is not mounted read-only (:ro)", name, src, dst)
+	}
+	host := filepath.Join("compose", filepath.FromSlash(src))
+	if st, err := os.Stat(host); err != nil || !st.IsDir() {
+		t.Fatalf("service %s: %s, bind-mounted at %s, is not a folder of deploy/compose (%v)", name, src, dst, err)
+	}
+	hostFile := filepath.Join(host, filepath.FromSlash(strings.TrimPrefix(file, dst+"/")))
+	b, err := os.ReadFile(hostFile)
 	if err != nil {
-		t.Fatalf("config %s: %v", source, err)
+		t.Fatalf("service %s: %v", name, err)
 	}
-	file := filepath.Join(t.TempDir(), "surgepay.toml")
-	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
+	if strings.Contains(string(b), "${") {
+		t.Errorf("%s holds ${...}, which compose does not replace in a bind-mounted file: serve would read it as written", hostFile)
 	}
-	cfg, err := config.Load(file, mapEnv(env))
+	checkNoSecrets(t, hostFile, string(b))
+	cfg, err := config.Load(hostFile, mapEnv(env))
 	if err != nil {
-		t.Fatalf("compose surgepay.toml does not load for %s: %v", name, err)
+		t.Fatalf("%s does not load for %s: %v", hostFile, name, err)
 	}
 	return cfg
 }
