@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// AuditEvent is one change to a merchant or an API key, in the audit
-// trail: append-only (the stores refuse UPDATE and DELETE of its rows),
-// written in the same Write as the change it records. It never holds a
+// AuditEvent is one change to a merchant or an API key, or one action of
+// an operator on a payment (the console), in the audit trail:
+// append-only (the stores refuse UPDATE and DELETE of its rows), written
+// in the same Write as the change it records. It never holds a
 // secret: an API key is named by its ID and prefix.
 type AuditEvent struct {
 	ID         string // "aud_…", sorts by creation time
@@ -15,7 +16,7 @@ type AuditEvent struct {
 	Actor      string // who: "cli:USER", "admin_api:CREDENTIAL", "serve"
 	Action     string // one of the Audit* actions
 	MerchantID string // the merchant concerned
-	ObjectID   string // "mer_…" or "key_…"
+	ObjectID   string // "mer_…", "key_…" or "pay_…"
 	Detail     string // what changed, for people: "scopes=… expires=…"; no secret
 }
 
@@ -32,6 +33,13 @@ const (
 	// AuditAPIKeyExpirySet is an expiry set on (or brought forward for) an
 	// existing key; a roll records the old key's grace in its own row.
 	AuditAPIKeyExpirySet = "api_key.expiry_set"
+	// An operator's capture, void or refund of a payment, or resend of a
+	// webhook delivery, through the console: ObjectID is the payment,
+	// Detail the amount and outcome. Written in the Write of the change.
+	AuditPaymentCaptured = "payment.captured"
+	AuditPaymentVoided   = "payment.voided"
+	AuditPaymentRefunded = "payment.refunded"
+	AuditWebhookResent   = "webhook_delivery.resent"
 )
 
 // Bounds of the audit trail.

@@ -17,7 +17,9 @@ var ErrWriteInvalid = errors.New("apply: invalid Write")
 //   - a webhook endpoint change (WebhookEndpointInsert,
 //     WebhookEndpointDelete, WebhookEndpointRoll, WebhookResend) goes
 //     alone in its Write, one of them, with at most an Idempotency record
-//     besides (and ProviderActed, which is no change);
+//     besides (and ProviderActed, which is no change), and a
+//     WebhookResend with the audit rows of the operator who asked for it
+//     (the console);
 //   - a Staged record has an ID and sealed bytes;
 //   - audit rows and last-used times are within their bounds and complete
 //     (CheckLifecycle).
@@ -55,6 +57,11 @@ func (w *Write) validateWebhook() error {
 	}
 	rest := *w
 	rest.ProviderActed, rest.Idempotency = false, nil
+	if w.WebhookResend != nil {
+		// Audit rows are inserts that guard nothing: an operator's resend
+		// (the console) is recorded in the resend's transaction.
+		rest.Audit = nil
+	}
 	rest.WebhookEndpointInsert, rest.WebhookEndpointDelete, rest.WebhookEndpointRoll, rest.WebhookResend = nil, nil, nil, nil
 	v := reflect.ValueOf(rest)
 	for i := range v.NumField() {

@@ -21,6 +21,7 @@ func TestWriteValidate(t *testing.T) {
 		{"OKEndpointWithEmptySlices", &Write{WebhookEndpointDelete: ep, Events: []*Event{}, Audit: []*AuditEvent{}}, true},
 		{"ErrEndpointWithAPIKeyRevoke", &Write{WebhookEndpointInsert: ep, APIKeyRevoke: "key_1"}, false},
 		{"ErrEndpointWithAudit", &Write{WebhookEndpointRoll: &WebhookEndpointRoll{}, Audit: []*AuditEvent{audit}}, false},
+		{"OKResendWithAudit", &Write{WebhookResend: &WebhookResend{}, Audit: []*AuditEvent{audit}}, true},
 		{"ErrEndpointWithAnalytics", &Write{WebhookResend: &WebhookResend{}, Analytics: []AnalyticsDelta{{}}}, false},
 		{"ErrTwoEndpointChanges", &Write{WebhookEndpointInsert: ep, WebhookResend: &WebhookResend{}}, false},
 		{"ErrStagedWithoutSealed", &Write{Staged: &StagedRecord{ID: "stg_1"}}, false},

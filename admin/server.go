@@ -38,6 +38,9 @@ type Config struct {
 	// AdminAPI serves /admin/v1/ (merchants, API keys, audit trail;
 	// docs/admin-api.md); nil: none.
 	AdminAPI http.Handler
+	// Console serves the operators' console under /console/ (package
+	// console, docs/console.md); nil: none.
+	Console http.Handler
 }
 
 // Handler serves the admin listener: liveness, readiness, the Go
@@ -86,6 +89,9 @@ func newMux(c Config) *http.ServeMux {
 	}
 	if c.AdminAPI != nil {
 		mux.Handle(api.AdminPrefix, c.AdminAPI)
+	}
+	if c.Console != nil {
+		mux.Handle("/console/", c.Console)
 	}
 	if c.Config != nil {
 		mux.HandleFunc("GET /config", func(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,13 @@ type Call struct {
 	KeyID      string
 	RequestID  string
 
+	// Operator, if set, names the operator who acts through the console
+	// ("console:token", "console:cert:NAME"): each capture, void, refund
+	// or webhook resend the call makes records an audit row naming them
+	// in the Write of the change (operatorAudit). "" for API calls, whose
+	// key is named in the payment's events.
+	Operator string
+
 	// IdempotencyKey, if set, makes the call idempotent: see Engine.idempotent.
 	IdempotencyKey string
 	RequestHash    [32]byte

@@ -112,7 +112,8 @@ func (e *Engine) recordOperation(ctx context.Context, call *Call, p *surgepay.Pa
 			return p, nil // another node recorded this very operation
 		}
 		next, result := e.applyOutcome(p, op, res, perr)
-		w := &surgepay.Write{ProviderActed: true, PaymentUpdate: next, Events: e.events(call, next, p.Status, next.Transactions[len(p.Transactions):])}
+		w := &surgepay.Write{ProviderActed: true, PaymentUpdate: next, Events: e.events(call, next, p.Status, next.Transactions[len(p.Transactions):]),
+			Audit: e.operatorAudit(call, next)}
 		e.countAnalytics(w, p, next)
 		e.attach(call, w, next, result)
 		err := e.apply(ctx, call, w)

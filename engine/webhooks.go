@@ -268,7 +268,7 @@ func (e *Engine) ResendWebhookDelivery(ctx context.Context, call *Call, id strin
 		next.Status, next.Attempts, next.InFlight, next.NextAttempt = surgepay.WebhookStatusPending, 0, false, now
 		next.Resends++
 		w := &surgepay.Write{WebhookResend: &surgepay.WebhookResend{MerchantID: call.MerchantID, EventID: evID,
-			EndpointID: epID, At: now, Copy: copied}}
+			EndpointID: epID, At: now, Copy: copied}, Audit: e.operatorResendAudit(call, d, id)}
 		e.attach(call, w, &next, nil)
 		if err := e.apply(ctx, call, w); err != nil {
 			return err

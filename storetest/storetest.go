@@ -129,6 +129,7 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 	}
 	tests = append(tests, webhookTests...)
 	tests = append(tests, analyticsTests...)
+	tests = append(tests, searchTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -26,6 +26,7 @@ import (
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/cache"
 	"github.com/surgepay/surgepay/config"
+	"github.com/surgepay/surgepay/console"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/groupcommit"
 	"github.com/surgepay/surgepay/internal/cli"
@@ -613,7 +614,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 			if err := admin.Serve(bg, aln, admin.Config{Ready: isReady, Telemetry: a.tel,
 				Config: func() any { return current.Load().View() }, Auth: a.adminGuard(), TLS: tlsAdmin,
 				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: admin.Actor,
-					OnMerchantsChanged: merchants.Changed})}, log); err != nil {
+					OnMerchantsChanged: merchants.Changed}), Console: console.New(console.Config{Engine: a.eng, Logger: log,
+					Actor: admin.Actor, SecureCookie: cfg.TLS.ProxyTerminated, ReconcileInterval: cfg.ReconcileInterval.Duration})}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()

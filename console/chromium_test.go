@@ -1,0 +1,118 @@
+package console_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/console"
+)
+
+// chromiumTimeout bounds the browser's whole visit.
+const chromiumTimeout = 90 * time.Second
+
+// chromium returns the browser's path; without one the test is skipped,
+// unless CI is set (CI installs Chromium).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("SURGEPAY_CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("CI is set but Chromium is not installed: the console's browser test must run in CI")
+	}
+	t.Skip("chromium not installed")
+	return ""
+}
+
+// TestSearchPaymentRefundInChromium: in a real headless Chromium, as an
+// operator would: log in, search by the customer's email, open the
+// payment, refund part of it through the confirmation, and see the
+// refund on the payment's page, in its timeline and in the operators'
+// actions. Screenshots of the pages go to $SURGEPAY_TEST_ARTIFACTS (or
+// the test's folder).
+func TestSearchPaymentRefundInChromium(t *testing.T) {
+	bin := chromium(t)
+	e := newEnv(t)
+	f := newFixture(t, e)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, chromiumTimeout)
+	defer cancelTimeout()
+	dir := os.Getenv("SURGEPAY_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "console-"+name+".png"), png, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.location.href + "\n" + document.body.innerText.slice(0, 3000)`))
+			t.Fatalf("%s: %v\n%s", what, err, page)
+		}
+	}
+
+	step("log in", chromedp.Navigate(e.base+"/console/"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), testToken), chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.ID("search")))
+	step("search by email", chromedp.SendKeys(chromedp.CSS(`input[name=email]`), "zoe@example.com"),
+		chromedp.Click(chromedp.ID("search")), chromedp.WaitVisible(chromedp.ID("results")))
+	shot("search")
+	step("open the payment", chromedp.Click(chromedp.CSS(`#results a[href$="`+f.sale.ID+`"]`)),
+		chromedp.WaitVisible(chromedp.ID("payment-id")))
+	step("ask to refund 3.00", chromedp.SendKeys(chromedp.ID("refund-amount"), "300"),
+		chromedp.Click(chromedp.ID("refund")), chromedp.WaitVisible(chromedp.ID("confirm")))
+	what, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("what")))
+	if err != nil || !strings.Contains(what, "3.00 EUR") {
+		t.Fatalf("the confirmation says %q (%v), want the refund of 3.00 EUR", what, err)
+	}
+	shot("confirm")
+	step("confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("notice")))
+	shot("payment")
+	for id, want := range map[string]string{"refunded": "3.00 EUR", "status": "partially_refunded"} {
+		got, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID(id)))
+		if err != nil || strings.TrimSpace(got) != want {
+			t.Errorf("#%s = %q (%v), want %q", id, got, err, want)
+		}
+	}
+	for id, want := range map[string]string{"timeline": "succeeded → partially_refunded", "audit": "console:token"} {
+		got, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID(id)))
+		if err != nil || !strings.Contains(got, want) {
+			t.Errorf("#%s does not show %q: %q (%v)", id, want, got, err)
+		}
+	}
+	cookie, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
+	if err != nil || strings.Contains(cookie, console.CSRFCookie) {
+		t.Errorf("document.cookie = %q (%v): the CSRF cookie is readable by scripts, want HttpOnly", cookie, err)
+	}
+	if p := e.payment(f.sale.ID); p.AmountRefunded != 300 || p.Status != surgepay.StatusPartiallyRefunded {
+		t.Fatalf("after the refund in the browser: refunded %d, %s; want 300, partially_refunded", p.AmountRefunded, p.Status)
+	}
+}
