@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"log/slog"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +24,39 @@ type migration struct {
 	version int64
 	name    string
 	sql     string
+	// contractBefore is its "-- contract: binaries before NNNN" (0: an
+	// expand migration): once it is applied, a surgepay whose newest
+	// migration is below NNNN refuses the schema.
+	contractBefore int64
+}
+
+// contractsVersion is the migration that added schema_migrations'
+// contract_before column: a contract migration is numbered above it.
+const contractsVersion = 12
+
+// contractLine is a contract migration's directive, at the start of a line.
+var contractLine = regexp.MustCompile(`(?m)^-- contract: binaries before (\d+)\b`)
+
+// parseContract returns the version a migration's contract directive
+// names, or 0 when it has none. A contract names a migration at or below
+// its own (at its own: no earlier release may run on the schema once it
+// is applied, so the upgrade cannot be rolling) and above 0.
+func parseContract(version int64, sql string) (int64, error) {
+	found := contractLine.FindAllStringSubmatch(sql, -1)
+	if len(found) == 0 {
+		return 0, nil
+	}
+	if len(found) > 1 {
+		return 0, fmt.Errorf("%d contract lines, want one", len(found))
+	}
+	before, err := strconv.ParseInt(found[0][1], 10, 64)
+	switch {
+	case err != nil || before <= 0 || before > version:
+		return 0, fmt.Errorf("contract: binaries before %s: want a migration from 0001 to this one (%04d)", found[0][1], version)
+	case version <= contractsVersion:
+		return 0, fmt.Errorf("a contract needs migration %04d (schema_migrations.contract_before), numbered below it", contractsVersion)
+	}
+	return before, nil
 }
 
 func migrations() ([]migration, error) {
@@ -41,7 +76,11 @@ func migrations() ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, migration{version: v, name: name, sql: string(b)})
+		contractBefore, err := parseContract(v, string(b))
+		if err != nil {
+			return nil, fmt.Errorf("postgres: migration %s: %w", name, err)
+		}
+		out = append(out, migration{version: v, name: name, sql: string(b), contractBefore: contractBefore})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	for i := 1; i < len(out); i++ {
@@ -56,7 +95,12 @@ func migrations() ([]migration, error) {
 // transaction-scoped advisory lock keyed by the schema, so nodes starting at
 // once apply each migration exactly once and tests in separate schemas do
 // not wait for each other.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+//
+// A schema with migrations newer than every embedded one (the next
+// release's, in a rolling upgrade) is used as it is, logged to log if set,
+// unless one of them is a contract naming a migration above this
+// release's newest: then migrate refuses it (docs/upgrade.md).
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, log *slog.Logger) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
@@ -101,14 +145,50 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return fmt.Errorf("apply %s: %w", m.name, err)
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", m.version); err != nil {
+			if err := record(ctx, tx, m); err != nil {
 				return fmt.Errorf("record %s: %w", m.name, err)
 			}
+		}
+		if newest := ms[len(ms)-1].version; latest > newest {
+			return checkContracts(ctx, tx, latest, newest, log)
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return nil
+}
+
+// record notes m as applied, with its contract if it has one: a migration
+// without one is recorded as migrations were before contractsVersion.
+func record(ctx context.Context, tx pgx.Tx, m migration) error {
+	if m.contractBefore == 0 {
+		_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", m.version)
+		return err
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, contract_before) VALUES ($1, $2)",
+		m.version, m.contractBefore)
+	return err
+}
+
+// checkContracts refuses a schema at migration latest, above this
+// release's newest, if a contract among its migrations needs a later
+// release. Every embedded migration is applied by then, contractsVersion's
+// among them, so contract_before exists.
+func checkContracts(ctx context.Context, tx pgx.Tx, latest, newest int64, log *slog.Logger) error {
+	var before int64
+	if err := tx.QueryRow(ctx, "SELECT coalesce(max(contract_before), 0) FROM schema_migrations").Scan(&before); err != nil {
+		return fmt.Errorf("read contracts: %w", err)
+	}
+	if before > newest {
+		return fmt.Errorf("the schema is at migration %04d, and a contract among its migrations removed what "+
+			"surgepay before migration %04d uses; this surgepay's newest is %04d: run a release with migration %04d "+
+			"or later (docs/upgrade.md)", latest, before, newest, before)
+	}
+	if log != nil {
+		log.Info("postgres: the schema is newer than this surgepay: migrations after this one's newest are "+
+			"expand-only, so it runs on them (docs/upgrade.md)", "schema_migration", latest, "newest_known", newest)
 	}
 	return nil
 }

@@ -195,7 +195,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	if err := migrate(ctx, pool, cfg.Schema); err != nil {
+	if err := migrate(ctx, pool, cfg.Schema, cfg.Log); err != nil {
 		pool.Close()
 		return nil, err
 	}

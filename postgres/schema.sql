@@ -138,7 +138,8 @@ CREATE TABLE provider_attempts (
 );
 CREATE TABLE schema_migrations (
     version bigint NOT NULL,
-    applied timestamp with time zone DEFAULT now() NOT NULL
+    applied timestamp with time zone DEFAULT now() NOT NULL,
+    contract_before bigint DEFAULT 0 NOT NULL
 );
 CREATE TABLE staged_captures (
     id text NOT NULL,

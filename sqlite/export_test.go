@@ -49,5 +49,5 @@ func MigrateTo(ctx context.Context, path string, version int) error {
 		return err
 	}
 	defer db.Close()
-	return migrate(ctx, db, ms)
+	return migrate(ctx, db, ms, nil)
 }

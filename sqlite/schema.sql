@@ -166,7 +166,7 @@ CREATE TABLE provider_attempts (
 	processor TEXT NOT NULL,
 	created   INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
-CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied INTEGER NOT NULL) STRICT;
+CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied INTEGER NOT NULL, contract_before INTEGER NOT NULL DEFAULT 0) STRICT;
 CREATE TABLE "staged_captures" (
 	id          TEXT NOT NULL UNIQUE,
 	merchant_id TEXT NOT NULL,

@@ -44,6 +44,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -425,7 +426,7 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := migrate(ctx, db.write, ms); err != nil {
+	if err := migrate(ctx, db.write, ms, cfg.Logger); err != nil {
 		return err
 	}
 	if db.wconn, err = db.write.Conn(ctx); err != nil {
@@ -557,6 +558,39 @@ var migrations embed.FS
 type migration struct {
 	version int
 	name    string
+	// contractBefore is its "-- contract: binaries before NNNN" (0: an
+	// expand migration): once it is applied, a surgepay whose newest
+	// migration is below NNNN refuses the file.
+	contractBefore int
+}
+
+// contractsVersion is the migration that added schema_migrations'
+// contract_before column: a contract migration is numbered above it.
+const contractsVersion = 17
+
+// contractLine is a contract migration's directive, at the start of a line.
+var contractLine = regexp.MustCompile(`(?m)^-- contract: binaries before (\d+)\b`)
+
+// parseContract returns the version a migration's contract directive
+// names, or 0 when it has none. A contract names a migration at or below
+// its own (at its own: no earlier release may open the file once it is
+// applied) and above 0.
+func parseContract(version int, sql string) (int, error) {
+	found := contractLine.FindAllStringSubmatch(sql, -1)
+	if len(found) == 0 {
+		return 0, nil
+	}
+	if len(found) > 1 {
+		return 0, fmt.Errorf("%d contract lines, want one", len(found))
+	}
+	before, err := strconv.Atoi(found[0][1])
+	switch {
+	case err != nil || before <= 0 || before > version:
+		return 0, fmt.Errorf("contract: binaries before %s: want a migration from 0001 to this one (%04d)", found[0][1], version)
+	case version <= contractsVersion:
+		return 0, fmt.Errorf("a contract needs migration %04d (schema_migrations.contract_before), numbered below it", contractsVersion)
+	}
+	return before, nil
 }
 
 // listMigrations returns the embedded migrations in version order. A file
@@ -574,7 +608,15 @@ func listMigrations() ([]migration, error) {
 		if !ok || err != nil || v <= 0 {
 			return nil, fmt.Errorf("migration %s: name must start with a positive version and '_'", base)
 		}
-		ms = append(ms, migration{version: v, name: name})
+		text, err := migrations.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		contractBefore, err := parseContract(v, string(text))
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: %w", base, err)
+		}
+		ms = append(ms, migration{version: v, name: name, contractBefore: contractBefore})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	for i := 1; i < len(ms); i++ {
@@ -587,8 +629,11 @@ func listMigrations() ([]migration, error) {
 
 // migrate applies the migrations of ms not yet recorded in
 // schema_migrations, in order, in one transaction: a failed migration
-// leaves the schema as it was.
-func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
+// leaves the schema as it was. A file with migrations newer than every one
+// of ms is used as it is, logged to log if set, unless one of them is a
+// contract naming a migration above the newest of ms: then migrate refuses
+// it (docs/upgrade.md).
+func migrate(ctx context.Context, db *sql.DB, ms []migration, log *slog.Logger) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -599,7 +644,7 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("migrate: begin: %w", err)
 	}
-	if err := migrateTx(ctx, conn, ms); err != nil {
+	if err := migrateTx(ctx, conn, ms, log); err != nil {
 		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
 		return err
 	}
@@ -610,7 +655,7 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 	return nil
 }
 
-func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
+func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration, log *slog.Logger) error {
 	if _, err := conn.ExecContext(ctx,
 		"CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL PRIMARY KEY, applied INTEGER NOT NULL) STRICT"); err != nil {
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
@@ -636,12 +681,6 @@ func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
 	if err := rows.Close(); err != nil {
 		return fmt.Errorf("migrate: read versions: %w", err)
 	}
-	if len(ms) > 0 && latest > ms[len(ms)-1].version {
-		// A newer surgepay changed the schema in ways this one does not
-		// know: writing to it could break what the newer one relies on.
-		return fmt.Errorf("migrate: the database has migration %d, newer than this surgepay's last (%d): "+
-			"run the surgepay that wrote it, or a later one", latest, ms[len(ms)-1].version)
-	}
 	for _, m := range ms {
 		if applied[m.version] {
 			continue
@@ -659,10 +698,46 @@ func migrateTx(ctx context.Context, conn *sql.Conn, ms []migration) error {
 		if _, err := conn.ExecContext(ctx, string(text)); err != nil {
 			return fmt.Errorf("migrate: %s: %w", path.Base(m.name), err)
 		}
-		if _, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied) VALUES (?, ?)",
-			m.version, time.Now().UnixNano()); err != nil {
+		if err := record(ctx, conn, m); err != nil {
 			return fmt.Errorf("migrate: record %d: %w", m.version, err)
 		}
+	}
+	if len(ms) > 0 && latest > ms[len(ms)-1].version {
+		return checkContracts(ctx, conn, latest, ms[len(ms)-1].version, log)
+	}
+	return nil
+}
+
+// record notes m as applied, with its contract if it has one: a migration
+// without one is recorded as migrations were before contractsVersion.
+func record(ctx context.Context, conn *sql.Conn, m migration) error {
+	if m.contractBefore == 0 {
+		_, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied) VALUES (?, ?)",
+			m.version, time.Now().UnixNano())
+		return err
+	}
+	_, err := conn.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied, contract_before) VALUES (?, ?, ?)",
+		m.version, time.Now().UnixNano(), m.contractBefore)
+	return err
+}
+
+// checkContracts refuses a file at migration latest, above this release's
+// newest, if a contract among its migrations needs a later release. Every
+// embedded migration is applied by then, contractsVersion's among them, so
+// contract_before exists.
+func checkContracts(ctx context.Context, conn *sql.Conn, latest, newest int, log *slog.Logger) error {
+	var before int
+	if err := conn.QueryRowContext(ctx, "SELECT coalesce(max(contract_before), 0) FROM schema_migrations").Scan(&before); err != nil {
+		return fmt.Errorf("migrate: read contracts: %w", err)
+	}
+	if before > newest {
+		return fmt.Errorf("migrate: the file is at migration %04d, and a contract among its migrations removed what "+
+			"surgepay before migration %04d uses; this surgepay's newest is %04d: run a release with migration %04d "+
+			"or later (docs/upgrade.md)", latest, before, newest, before)
+	}
+	if log != nil {
+		log.Info("sqlite: the file is newer than this surgepay: migrations after this one's newest are "+
+			"expand-only, so it runs on them (docs/upgrade.md)", "schema_migration", latest, "newest_known", newest)
 	}
 	return nil
 }

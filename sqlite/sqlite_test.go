@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -652,21 +653,55 @@ func TestMigrationOutOfOrderRefused(t *testing.T) {
 	}
 }
 
-// TestMigrationNewerRefused: a file a newer surgepay migrated (a version
-// above every embedded one) is refused at open, naming both versions.
-func TestMigrationNewerRefused(t *testing.T) {
-	path, raw := migratedFile(t)
-	if _, err := raw.Exec("INSERT INTO schema_migrations (version, applied) VALUES (9999, 0)"); err != nil {
-		t.Fatal(err)
-	}
-	raw.Close()
-	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
-	if err == nil {
-		db.Close()
-		t.Fatal("Open of a file with migration 9999: nil error, want a refusal")
-	}
-	if !strings.Contains(err.Error(), "9999") || !strings.Contains(err.Error(), "newer") {
-		t.Fatalf("Open: %v; want it to name migration 9999 as newer", err)
+// TestMigrationNewer: a file a newer surgepay migrated (a version above
+// every embedded one) opens, as the previous release must when an
+// upgrade is rolled back (docs/upgrade.md), unless one of its migrations
+// is a contract that this release is too old for: then Open refuses it,
+// naming the versions.
+func TestMigrationNewer(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		contractAbove int // the newer migration's contract_before, less the newest embedded; -1: none
+		wantErr       bool
+	}{
+		{"OK", -1, false},
+		{"ContractMet", 0, false},
+		{"ErrContract", 1, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path, raw := migratedFile(t)
+			var latest int
+			if err := raw.QueryRow("SELECT max(version) FROM schema_migrations").Scan(&latest); err != nil {
+				t.Fatal(err)
+			}
+			before := 0
+			if tt.contractAbove >= 0 {
+				before = latest + tt.contractAbove
+			}
+			if _, err := raw.Exec("INSERT INTO schema_migrations (version, applied, contract_before) VALUES (?, 0, ?)",
+				latest+1, before); err != nil {
+				t.Fatal(err)
+			}
+			raw.Close()
+			db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path})
+			if !tt.wantErr {
+				if err != nil {
+					t.Fatalf("Open of a file at migration %d (contract_before %d): %v, want it to open", latest+1, before, err)
+				}
+				db.Close()
+				return
+			}
+			if err == nil {
+				db.Close()
+				t.Fatalf("Open of a file whose migration %d contracts binaries before %d: nil error, want a refusal",
+					latest+1, before)
+			}
+			for _, want := range []string{strconv.Itoa(before), strconv.Itoa(latest), "upgrade.md"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Open: %v; want it to name %s", err, want)
+				}
+			}
+		})
 	}
 }
 

@@ -10,6 +10,11 @@
 #   deploy/local/cluster.sh kill-primary  crash the PostgreSQL primary (immediate stop)
 #   deploy/local/cluster.sh promote       promote the standby (once the primary is gone)
 #   deploy/local/cluster.sh start-node N  start serve node N (1-3) again after a kill
+#   deploy/local/cluster.sh restart-node N [BINARY]
+#                                         restart node N as a rolling restart does (SIGTERM,
+#                                         drained, started, ready); with BINARY, that node
+#                                         runs BINARY from then on (a rolling upgrade;
+#                                         deploy/local/upgrade.sh)
 #   deploy/local/cluster.sh sql SQL       one statement on the primary's surgepay database
 #                                         (as its superuser; prints rows unaligned)
 #   deploy/local/cluster.sh detach-standby  stop the standby's streaming (it falls behind;
@@ -56,6 +61,9 @@
 #   CLUSTER_WAIT       seconds each wait may take before `up` fails (default 60).
 #   SURGEPAY_BIN       a surgepay binary to use instead of building one
 #                      (as bench/event.sh); it is copied into the state folder.
+#                      A node given its own by restart-node runs that one
+#                      ($CLUSTER_DIR/nodeN/surgepay); the CLI, the simulator
+#                      and the other nodes keep this one.
 #   CLUSTER_PG_BIN     PostgreSQL's binaries (default /usr/lib/postgresql/15/bin,
 #                      else the newest /usr/lib/postgresql/*/bin).
 #
@@ -606,9 +614,17 @@ node_start() {
 	log "surgepay node $1: API $(p_api "$1"), admin $(p_admin "$1")"
 	SURGEPAY_LISTEN="127.0.0.1:$(p_api "$1")" SURGEPAY_ADMIN_LISTEN="127.0.0.1:$(p_admin "$1")" \
 		SURGEPAY_DATA_DIR="$DIR/node$1/data" \
-		start_bg "$DIR/node$1/pid" "$DIR/node$1/serve.log" "$DIR/surgepay" serve --config "$DIR/surgepay.toml" ||
+		start_bg "$DIR/node$1/pid" "$DIR/node$1/serve.log" "$(node_bin "$1")" serve --config "$DIR/surgepay.toml" ||
 		fail "node$1" "$DIR/node$1/serve.log" "did not start"
 }
+# node_bin N: node N's own binary if restart-node gave it one, else the
+# cluster's.
+node_bin() {
+	if [[ -x $DIR/node$1/surgepay ]]; then echo "$DIR/node$1/surgepay"; else echo "$DIR/surgepay"; fi
+}
+# bin_commit BINARY: the commit `surgepay version` names ("unknown" for a
+# build without version flags or VCS information).
+bin_commit() { "$1" version 2>/dev/null | awk '$1 == "commit" {print $2}'; }
 node_wait() {
 	wait_until "node$1" "$DIR/node$1/serve.log" "$DIR/node$1/pid" "/readyz on $(p_admin "$1") to answer 200" \
 		node_ready "$1"
@@ -806,8 +822,10 @@ cmd_status() {
 	for i in "${NODES[@]}"; do
 		local lb
 		lb=$(awk -v n="node$i" '$1 == n {print $2}' <<<"$stats")
+		local own=""
+		[[ ! -x $DIR/node$i/surgepay ]] || own=", own binary (commit $(bin_commit "$DIR/node$i/surgepay"))"
 		if pid=$(pid_of "$DIR/node$i/pid"); then
-			row "node$i" "$pid" "$(p_api "$i")" "admin $(p_admin "$i"), /readyz $(http_code "http://127.0.0.1:$(p_admin "$i")/readyz"), HAProxy ${lb:-?}"
+			row "node$i" "$pid" "$(p_api "$i")" "admin $(p_admin "$i"), /readyz $(http_code "http://127.0.0.1:$(p_admin "$i")/readyz"), HAProxy ${lb:-?}$own"
 		else
 			row "node$i" - "$(p_api "$i")" "not running; HAProxy ${lb:-?}"
 		fi
@@ -921,6 +939,38 @@ cmd_start_node() {
 	log "node$n ready; HAProxy takes it back after two successful checks"
 }
 
+# restart-node N [BINARY]: what a rolling restart does to one node:
+# SIGTERM (its /readyz answers 503 at once, HAProxy stops sending to it
+# within two checks, it serves on for shutdown_delay, then drains), wait
+# for its exit (SIGKILL after 40 s, as down), start it again and wait for
+# /readyz. With BINARY the node runs BINARY from then on: it is copied to
+# $DIR/nodeN/surgepay before the node is signalled (a rename, so that a
+# binary in use is never overwritten), as a rolling upgrade replaces one
+# node's release at a time.
+cmd_restart_node() {
+	[[ -f $MARKER ]] || die "no cluster in $DIR (CLUSTER_DIR)"
+	local n=${1:-} bin=${2:-} pid
+	[[ $n =~ ^[1-3]$ ]] || die "usage: $0 restart-node 1|2|3 [BINARY]"
+	[[ -f $DIR/surgepay.toml && -d $DIR/node$n/data ]] || die "node$n was never configured (up did not get that far)"
+	if [[ -n $bin ]]; then
+		[[ -x $bin ]] || die "$bin is not an executable"
+		cp "$bin" "$DIR/node$n/surgepay.new"
+	fi
+	if pid=$(pid_of "$DIR/node$n/pid"); then
+		log "node$n (pid $pid): SIGTERM; it drains after shutdown_delay"
+		kill -TERM "$pid" 2>/dev/null || true
+		wait_exit "node$n" "$pid" 40
+	fi
+	rm -f "$DIR/node$n/pid"
+	if [[ -n $bin ]]; then
+		mv -f "$DIR/node$n/surgepay.new" "$DIR/node$n/surgepay"
+		log "node$n now runs $bin (commit $(bin_commit "$DIR/node$n/surgepay"))"
+	fi
+	node_start "$n"
+	node_wait "$n"
+	log "node$n ready; HAProxy takes it back after two successful checks"
+}
+
 # sql SQL: one statement on whichever instance is the primary now, in
 # the surgepay database (smoke.sh checks the promoted database with it).
 cmd_sql() {
@@ -965,6 +1015,7 @@ purge) cmd_purge ;;
 kill-primary) cmd_kill_primary ;;
 promote) cmd_promote ;;
 start-node) cmd_start_node "${2:-}" ;;
+restart-node) cmd_restart_node "${2:-}" "${3:-}" ;;
 sql) cmd_sql "${2:-}" ;;
 detach-standby) cmd_detach_standby ;;
 -h | --help | help) usage ;;

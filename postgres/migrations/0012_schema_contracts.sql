@@ -1,0 +1,12 @@
+-- 0012_schema_contracts: the oldest surgepay that may run on this schema.
+--
+-- During a rolling upgrade the previous release runs on the schema the
+-- next one migrated, so a migration only adds (expand) until the release
+-- after the one that stopped using what it would drop or rename
+-- (contract; docs/upgrade.md). A contract migration says so in a line
+--   -- contract: binaries before NNNN
+-- naming the first migration of the release that no longer uses it;
+-- migrate records NNNN here, and a surgepay whose newest migration is below
+-- the largest recorded refuses to start on the schema, instead of failing
+-- on a dropped column in the middle of a payment.
+ALTER TABLE schema_migrations ADD COLUMN contract_before bigint NOT NULL DEFAULT 0;

@@ -1,0 +1,13 @@
+-- 0017_schema_contracts: the oldest surgepay that may run on this file.
+--
+-- The previous release may run on a file the next one migrated (an
+-- upgrade rolled back; several processes of different releases on one
+-- file), so a migration only adds (expand) until the release after the
+-- one that stopped using what it would drop or rename (contract;
+-- docs/upgrade.md). A contract migration says so in a line
+--   -- contract: binaries before NNNN
+-- naming the first migration of the release that no longer uses it;
+-- migrate records NNNN here, and a surgepay whose newest migration is below
+-- the largest recorded refuses to open the file. Before, a surgepay
+-- refused every file with a migration newer than its own.
+ALTER TABLE schema_migrations ADD COLUMN contract_before INTEGER NOT NULL DEFAULT 0;
