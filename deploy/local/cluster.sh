@@ -532,13 +532,15 @@ fallback = "capture"
 global_addrs = ["127.0.0.1:$P_REDIS"]
 password = "$(<"$DIR/secrets/redis-password")"
 
+# Shared through Redis; not the idempotency records, which each node
+# keeps (a retry on another node reads its answer from PostgreSQL, the
+# SELECT every new key costs anyway): through Redis they cost a round
+# trip and a write a sale (docs/cache.md).
 [cache.entities.api_keys]
 scope = "global"
 [cache.entities.customers]
 scope = "global"
 [cache.entities.payment_methods]
-scope = "global"
-[cache.entities.idempotency]
 scope = "global"
 EOF
 }
