@@ -108,6 +108,22 @@ func TestSearchPaymentRefundInChromium(t *testing.T) {
 			t.Errorf("#%s does not show %q: %q (%v)", id, want, got, err)
 		}
 	}
+	// The operations views: from the navigation to the audit trail,
+	// filtered by the action, and back to the payment.
+	step("open the audit trail", chromedp.Click(chromedp.CSS(`#nav a[href="/console/audit"]`)),
+		chromedp.WaitVisible(chromedp.ID("filter")))
+	step("filter by refunds", chromedp.SetValue(chromedp.CSS(`select[name=action]`), surgepay.AuditPaymentRefunded),
+		chromedp.Click(chromedp.ID("filter")), // the filtered page is the one whose option is selected by the server
+		chromedp.WaitReady(chromedp.CSS(`option[value="`+surgepay.AuditPaymentRefunded+`"][selected]`)),
+		chromedp.WaitVisible(chromedp.ID("audit")))
+	rows, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("audit")))
+	if err != nil || !strings.Contains(rows, "console:token") || !strings.Contains(rows, "amount=300") ||
+		strings.Contains(rows, surgepay.AuditMerchantCreated) {
+		t.Errorf("the audit trail filtered by refunds shows %q (%v), want the refund of 300 alone", rows, err)
+	}
+	shot("audit")
+	step("back to the payment", chromedp.Click(chromedp.CSS(`#audit a[href$="`+f.sale.ID+`"]`)),
+		chromedp.WaitVisible(chromedp.ID("payment-id")))
 	cookie, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
 	if err != nil || strings.Contains(cookie, console.CSRFCookie) {
 		t.Errorf("document.cookie = %q (%v): the CSRF cookie is readable by scripts, want HttpOnly", cookie, err)

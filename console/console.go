@@ -4,7 +4,10 @@
 // amount and dates, for one merchant or all), read all there is of it,
 // and capture, void or refund it or resend one of its webhooks, each
 // after a confirmation, through the engine as the API does, idempotent,
-// and recorded in the audit trail with the operator's identity
+// and recorded in the audit trail with the operator's identity; and the
+// operations views, read-only: staged captures waiting for settlement,
+// unknown outcomes waiting for the reconciler, the processors' states,
+// webhook endpoints whose deliveries fail, and the audit trail
 // (docs/console.md).
 //
 // Pages are rendered on the server (html/template), the style sheet is
@@ -31,6 +34,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/telemetry"
 )
 
 // Prefix is the path of the console on the admin listener.
@@ -74,6 +78,11 @@ type Config struct {
 	// whose outcome is unknown (reconcile_interval), shown on their pages;
 	// 0: not shown.
 	ReconcileInterval time.Duration
+	// ProcessorStates returns each processor's state as telemetry keeps
+	// it for /metrics and the dashboard (telemetry.Telemetry's
+	// ProcessorStates); nil: the processors' page lists their names and
+	// says their states are not available here.
+	ProcessorStates func() []telemetry.ProcessorState
 }
 
 // Console serves the console. Create it with New.
@@ -105,6 +114,11 @@ func New(cfg Config) *Console {
 	c.mux.HandleFunc("POST /console/merchants/{merchant}/payments/{id}/{action}", c.act)
 	c.mux.HandleFunc("GET /console/merchants/{merchant}/payments/{id}/webhooks/{delivery}/resend", c.confirmResend)
 	c.mux.HandleFunc("POST /console/merchants/{merchant}/payments/{id}/webhooks/{delivery}/resend", c.resend)
+	c.mux.HandleFunc("GET /console/staged", c.staged)
+	c.mux.HandleFunc("GET /console/unknown", c.unknown)
+	c.mux.HandleFunc("GET /console/processors", c.processors)
+	c.mux.HandleFunc("GET /console/webhooks", c.webhooks)
+	c.mux.HandleFunc("GET /console/audit", c.audit)
 	c.mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "No such page", "There is no console page at this address.")
 	})

@@ -35,9 +35,15 @@ type env struct {
 	hc       *http.Client // with the session and CSRF cookies
 	merchant *surgepay.Merchant
 	call     *engine.Call
+	store    surgepay.Store
+	vault    surgepay.Vault
 }
 
-func newEnv(t *testing.T) *env {
+// envOption changes the engine's or the console's configuration of an
+// env before they are made.
+type envOption func(*engine.Config, *console.Config)
+
+func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	store := testenv.OpenSQLite(t)
 	ws := store.(surgepay.WebhookStore)
@@ -46,12 +52,18 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.New(engine.Config{Store: store, Provider: sim.New(sim.DefaultConfig()), Vault: keys, Outbox: outbox})
+	ecfg := engine.Config{Store: store, Provider: sim.New(sim.DefaultConfig()), Vault: keys, Outbox: outbox}
+	ccfg := console.Config{Actor: admin.Actor, ReconcileInterval: time.Second}
+	for _, o := range opts {
+		o(&ecfg, &ccfg)
+	}
+	eng, err := engine.New(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ccfg.Engine = eng
 	h := admin.Handler(admin.Config{Auth: admin.Guard{Token: func() string { return testToken }},
-		Console: console.New(console.Config{Engine: eng, Actor: admin.Actor, ReconcileInterval: time.Second})})
+		Console: console.New(ccfg)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +72,7 @@ func newEnv(t *testing.T) *env {
 	go srv.Serve(ln) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { srv.Close() })
 	jar, _ := cookiejar.New(nil)
-	e := &env{t: t, eng: eng, base: "http://" + ln.Addr().String(),
+	e := &env{t: t, eng: eng, store: store, vault: keys, base: "http://" + ln.Addr().String(),
 		hc: &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		}}}

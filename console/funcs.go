@@ -8,6 +8,7 @@ import (
 // funcs are the templates' functions.
 var funcs = template.FuncMap{
 	"money": money,
+	"span":  span,
 	"when":  when,
 }
 

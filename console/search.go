@@ -83,19 +83,30 @@ func parseSearch(raw string) (*query, *fieldError) {
 		if len(vs) == 0 {
 			continue
 		}
-		v := strings.TrimSpace(vs[0])
-		switch {
-		case surgepay.TextHasCardNumber(v):
-			// Never echoed: the page shows brand and last 4 only.
-			return q, badField(name, "looks like a card number; search by the card's last 4 digits (last4) instead")
-		case len(v) > FieldBytesMax:
-			return q, badField(name, "is longer than %d bytes", FieldBytesMax)
-		case !utf8.ValidString(v) || surgepay.TextHasControl(v) || surgepay.TextHasHidden(v):
-			return q, badField(name, "holds invalid, control or invisible characters")
+		v, ferr := cleanField(name, vs[0])
+		if ferr != nil {
+			return q, ferr
 		}
 		*p = v
 	}
 	return q, q.check()
+}
+
+// cleanField returns a query field's value trimmed, or the field's
+// error: a card number (never echoed: pages show brand and last 4 only),
+// more than FieldBytesMax bytes, or invalid, control or invisible
+// characters.
+func cleanField(name, v string) (string, *fieldError) {
+	v = strings.TrimSpace(v)
+	switch {
+	case surgepay.TextHasCardNumber(v):
+		return "", badField(name, "looks like a card number; search by the card's last 4 digits (last4) instead")
+	case len(v) > FieldBytesMax:
+		return "", badField(name, "is longer than %d bytes", FieldBytesMax)
+	case !utf8.ValidString(v) || surgepay.TextHasControl(v) || surgepay.TextHasHidden(v):
+		return "", badField(name, "holds invalid, control or invisible characters")
+	}
+	return v, nil
 }
 
 // check validates the fields whose form is known and parses the rest.

@@ -615,7 +615,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 				Config: func() any { return current.Load().View() }, Auth: a.adminGuard(), TLS: tlsAdmin,
 				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: admin.Actor,
 					OnMerchantsChanged: merchants.Changed}), Console: console.New(console.Config{Engine: a.eng, Logger: log,
-					Actor: admin.Actor, SecureCookie: cfg.TLS.ProxyTerminated, ReconcileInterval: cfg.ReconcileInterval.Duration})}, log); err != nil {
+					Actor: admin.Actor, SecureCookie: cfg.TLS.ProxyTerminated, ReconcileInterval: cfg.ReconcileInterval.Duration, ProcessorStates: a.tel.ProcessorStates})}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()
