@@ -18,7 +18,8 @@
 #   2. a rolling restart: SIGTERM of each node in turn, then its restart
 #      once it has drained (every answer in this phase must be a 200);
 #   3. SIGSTOP of node3 for SMOKE_PHASE seconds (a frozen host);
-#   4. SIGSTOP of Redis for SMOKE_PHASE seconds (the nodes fall back);
+#   4. SIGSTOP of Redis for twice SMOKE_PHASE seconds (the nodes fall
+#      back);
 #   5. SIGSTOP of one NATS server, kill -9 of another, then both back;
 #   6. SIGSTOP of the PostgreSQL primary for SMOKE_PHASE seconds (the
 #      nodes find it hung within a second and answer 503);
@@ -52,7 +53,8 @@
 # Environment: CLUSTER_DIR (default: a fresh mktemp -d
 # /tmp/surgepay-smoke.XXXXXX), CLUSTER_PORT_BASE (default 15500), and the
 # rest of cluster.sh's; SMOKE_PHASE (seconds of load each phase, default
-# 4); SMOKE_RATE (sales a second, default 40).
+# 4; SMOKE_PHASE=10 is issue 37's full length: a node and the primary
+# frozen 10 s, Redis 20 s); SMOKE_RATE (sales a second, default 40).
 # Needs what cluster.sh needs (PostgreSQL, Redis, NATS, HAProxy, jq, curl)
 # and Go (to build the client).
 
@@ -241,7 +243,7 @@ else
 	phase stop-redis
 	pid=$(cat "$CLUSTER_DIR/redis/pid")
 	kill -STOP "$pid"
-	sleep "$phase_s"
+	sleep $((2 * phase_s))
 	kill -CONT "$pid"
 
 	phase nats
