@@ -97,6 +97,17 @@ func TestDashboardInChromium(t *testing.T) {
 	if n := strings.Count(dom1, "<canvas"); n < 8 {
 		t.Errorf("got %d canvas elements, want 8 charts", n)
 	}
+	// The time axis: each label the clock time alone on one line (uPlot's
+	// default put the date under the first, overlapping the next label).
+	labels := strings.Fields(bodyAttr(t, dom1, "data-x-labels"))
+	if len(labels) == 0 {
+		t.Errorf("data-x-labels: no time-axis labels drawn")
+	}
+	for _, l := range labels {
+		if !regexp.MustCompile(`^\d\d:\d\d:\d\d$`).MatchString(l) {
+			t.Errorf("time-axis label %q: want HH:MM:SS alone (labels %q)", l, labels)
+		}
+	}
 	if u, _ := strconv.Atoi(bodyAttr(t, dom1, "data-updates")); u < 2 {
 		t.Errorf("data-updates: got %d, want the page to poll at least twice in 3 s of virtual time", u)
 	}
