@@ -7,8 +7,10 @@
 // and recorded in the audit trail with the operator's identity; and the
 // operations views, read-only: staged captures waiting for settlement,
 // unknown outcomes waiting for the reconciler, the processors' states,
-// webhook endpoints whose deliveries fail, and the audit trail
-// (docs/console.md).
+// webhook endpoints whose deliveries fail, and the audit trail; and the
+// merchants, with their API keys created, rolled and revoked as the
+// admin API does, each confirmed, at most once per confirmation, a new
+// secret shown once (docs/console.md).
 //
 // Pages are rendered on the server (html/template), the style sheet is
 // embedded, and no page runs a script: the Content-Security-Policy
@@ -114,6 +116,12 @@ func New(cfg Config) *Console {
 	c.mux.HandleFunc("POST /console/merchants/{merchant}/payments/{id}/{action}", c.act)
 	c.mux.HandleFunc("GET /console/merchants/{merchant}/payments/{id}/webhooks/{delivery}/resend", c.confirmResend)
 	c.mux.HandleFunc("POST /console/merchants/{merchant}/payments/{id}/webhooks/{delivery}/resend", c.resend)
+	c.mux.HandleFunc("GET /console/merchants", c.merchantsList)
+	c.mux.HandleFunc("GET /console/merchants/{merchant}", c.merchant)
+	c.mux.HandleFunc("GET /console/merchants/{merchant}/keys/new", c.confirmKey)
+	c.mux.HandleFunc("POST /console/merchants/{merchant}/keys/new", c.actKey)
+	c.mux.HandleFunc("GET /console/merchants/{merchant}/keys/{key}/{action}", c.confirmKey)
+	c.mux.HandleFunc("POST /console/merchants/{merchant}/keys/{key}/{action}", c.actKey)
 	c.mux.HandleFunc("GET /console/staged", c.staged)
 	c.mux.HandleFunc("GET /console/unknown", c.unknown)
 	c.mux.HandleFunc("GET /console/processors", c.processors)

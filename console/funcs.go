@@ -7,9 +7,10 @@ import (
 
 // funcs are the templates' functions.
 var funcs = template.FuncMap{
-	"money": money,
-	"span":  span,
-	"when":  when,
+	"money":  money,
+	"scopes": scopeText,
+	"span":   span,
+	"when":   when,
 }
 
 // when formats a time for a page, in UTC to the second; "" for the zero
