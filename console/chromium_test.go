@@ -3,7 +3,6 @@ package console_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,29 +12,11 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/console"
+	"github.com/surgepay/surgepay/internal/testenv"
 )
 
 // chromiumTimeout bounds the browser's whole visit.
 const chromiumTimeout = 90 * time.Second
-
-// chromium returns the browser's path; without one the test is skipped,
-// unless CI is set (CI installs Chromium).
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("SURGEPAY_CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("CI is set but Chromium is not installed: the console's browser test must run in CI")
-	}
-	t.Skip("chromium not installed")
-	return ""
-}
 
 // TestSearchPaymentRefundInChromium: in a real headless Chromium, as an
 // operator would: log in, search by the customer's email, open the
@@ -44,7 +25,7 @@ func chromium(t *testing.T) string {
 // actions. Screenshots of the pages go to $SURGEPAY_TEST_ARTIFACTS (or
 // the test's folder).
 func TestSearchPaymentRefundInChromium(t *testing.T) {
-	bin := chromium(t)
+	bin := testenv.Chromium(t, "the console's browser test")
 	e := newEnv(t)
 	f := newFixture(t, e)
 

@@ -7,13 +7,14 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"log/slog"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/surgepay/surgepay/internal/contract"
 )
 
 //go:embed migrations/*.sql
@@ -34,29 +35,10 @@ type migration struct {
 // contract_before column: a contract migration is numbered above it.
 const contractsVersion = 12
 
-// contractLine is a contract migration's directive, at the start of a line.
-var contractLine = regexp.MustCompile(`(?m)^-- contract: binaries before (\d+)\b`)
-
 // parseContract returns the version a migration's contract directive
-// names, or 0 when it has none. A contract names a migration at or below
-// its own (at its own: no earlier release may run on the schema once it
-// is applied, so the upgrade cannot be rolling) and above 0.
+// names, or 0 when it has none (contract.Parse).
 func parseContract(version int64, sql string) (int64, error) {
-	found := contractLine.FindAllStringSubmatch(sql, -1)
-	if len(found) == 0 {
-		return 0, nil
-	}
-	if len(found) > 1 {
-		return 0, fmt.Errorf("%d contract lines, want one", len(found))
-	}
-	before, err := strconv.ParseInt(found[0][1], 10, 64)
-	switch {
-	case err != nil || before <= 0 || before > version:
-		return 0, fmt.Errorf("contract: binaries before %s: want a migration from 0001 to this one (%04d)", found[0][1], version)
-	case version <= contractsVersion:
-		return 0, fmt.Errorf("a contract needs migration %04d (schema_migrations.contract_before), numbered below it", contractsVersion)
-	}
-	return before, nil
+	return contract.Parse(version, contractsVersion, sql)
 }
 
 func migrations() ([]migration, error) {

@@ -44,7 +44,6 @@ import (
 	"net/url"
 	"os"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +55,7 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/groupcommit"
+	"github.com/surgepay/surgepay/internal/contract"
 )
 
 // Config configures a DB. Zero values take the defaults.
@@ -568,29 +568,11 @@ type migration struct {
 // contract_before column: a contract migration is numbered above it.
 const contractsVersion = 17
 
-// contractLine is a contract migration's directive, at the start of a line.
-var contractLine = regexp.MustCompile(`(?m)^-- contract: binaries before (\d+)\b`)
-
 // parseContract returns the version a migration's contract directive
-// names, or 0 when it has none. A contract names a migration at or below
-// its own (at its own: no earlier release may open the file once it is
-// applied) and above 0.
+// names, or 0 when it has none (contract.Parse).
 func parseContract(version int, sql string) (int, error) {
-	found := contractLine.FindAllStringSubmatch(sql, -1)
-	if len(found) == 0 {
-		return 0, nil
-	}
-	if len(found) > 1 {
-		return 0, fmt.Errorf("%d contract lines, want one", len(found))
-	}
-	before, err := strconv.Atoi(found[0][1])
-	switch {
-	case err != nil || before <= 0 || before > version:
-		return 0, fmt.Errorf("contract: binaries before %s: want a migration from 0001 to this one (%04d)", found[0][1], version)
-	case version <= contractsVersion:
-		return 0, fmt.Errorf("a contract needs migration %04d (schema_migrations.contract_before), numbered below it", contractsVersion)
-	}
-	return before, nil
+	before, err := contract.Parse(int64(version), contractsVersion, sql)
+	return int(before), err
 }
 
 // listMigrations returns the embedded migrations in version order. A file

@@ -12,30 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/telemetry"
 	"github.com/surgepay/surgepay/telemetry/telemetrytest"
 )
 
 // chromiumTimeout bounds one run of the browser.
 const chromiumTimeout = 90 * time.Second
-
-// chromium returns the browser's path; without one the test is skipped,
-// unless CI is set: CI installs Chromium, so its absence is a failure.
-func chromium(t *testing.T) string {
-	for _, p := range []string{os.Getenv("SURGEPAY_CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("CI is set but Chromium is not installed: the dashboard test must run in CI")
-	}
-	t.Skip("chromium not installed")
-	return ""
-}
 
 // browse runs headless Chromium on url with extra flags and returns stdout.
 func browse(t *testing.T, bin, url string, flags ...string) string {
@@ -67,7 +50,7 @@ func bodyAttr(t *testing.T, dom, name string) string {
 }
 
 func TestDashboardInChromium(t *testing.T) {
-	bin := chromium(t)
+	bin := testenv.Chromium(t, "the dashboard test")
 	e := telemetrytest.Start(t, telemetrytest.Options{Telemetry: telemetry.DefaultConfig()})
 	cus := jsonField(e.Do(t, "POST", "/v1/customers", `{"name":"Dash"}`).Body, "id")
 	pm := jsonField(e.Do(t, "POST", "/v1/payment_methods", `{"customer":"`+cus+

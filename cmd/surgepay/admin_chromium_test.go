@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -11,29 +9,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/surgepay/surgepay/admin"
+	"github.com/surgepay/surgepay/internal/testenv"
 )
 
 // chromiumLoginTimeout bounds the browser's whole visit.
 const chromiumLoginTimeout = 90 * time.Second
-
-// chromiumPath returns the browser's path; without one the test is
-// skipped, unless CI is set (CI installs Chromium).
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{os.Getenv("SURGEPAY_CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("CI is set but Chromium is not installed: the dashboard login test must run in CI")
-	}
-	t.Skip("chromium not installed")
-	return ""
-}
 
 // TestDashboardLoginInChromium: in a real headless Chromium, the
 // dashboard of a running serve sends a visitor without a credential to
@@ -41,7 +21,7 @@ func chromiumPath(t *testing.T) string {
 // charts render and poll their data with the session cookie, which the
 // page's scripts cannot read (HttpOnly).
 func TestDashboardLoginInChromium(t *testing.T) {
-	bin := chromiumPath(t)
+	bin := testenv.Chromium(t, "the dashboard login test")
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, nil)
 	startServe(t, cfg)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -176,4 +177,25 @@ func OpenPostgresProxiedWith(t testing.TB, cfg postgres.Config) (surgepay.Store,
 		conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 	})
 	return db, p
+}
+
+// Chromium returns the path of a headless-capable Chromium
+// ($SURGEPAY_CHROMIUM, /usr/bin/chromium, chromium or chromium-browser on
+// the PATH). Without one the test is skipped, unless CI is set: CI
+// installs Chromium, so its absence fails the test named by what.
+func Chromium(t testing.TB, what string) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("SURGEPAY_CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("CI is set but Chromium is not installed: %s must run in CI", what)
+	}
+	t.Skip("chromium not installed")
+	return ""
 }
