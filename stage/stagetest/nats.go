@@ -1,6 +1,7 @@
 package stagetest
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -85,7 +86,26 @@ func (s *NATSServer) Pause() {
 	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		s.t.Fatal(err)
 	}
+	// A signal is delivered when the kernel next schedules the process: on
+	// a busy machine its threads may still answer for a moment. Wait
+	// until /proc says it is stopped (state T), so that what the test
+	// sends next meets a stopped server.
+	stat := fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid)
+	for deadline := time.Now().Add(pauseWaitMax); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(stat) //nolint:gosec // G304: this process's own child
+		if err != nil {
+			return // no /proc (not Linux): the signal alone
+		}
+		// The state follows the command name's closing parenthesis.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return
+		}
+	}
+	s.t.Fatalf("nats-server (pid %d) not stopped %s after SIGSTOP", s.cmd.Process.Pid, pauseWaitMax)
 }
+
+// pauseWaitMax bounds Pause's wait for the server to be stopped.
+const pauseWaitMax = 5 * time.Second
 
 // Resume continues a paused server (SIGCONT).
 func (s *NATSServer) Resume() {
