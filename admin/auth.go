@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	//DELETEME
 	"io/fs"
 	"net"
 	"net/http"

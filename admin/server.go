@@ -2,23 +2,19 @@ package admin
 
 import (
 	"bytes"
-	//DELETEME
+	"context"
 	"crypto/tls"
-	//DELETEME
-	//DELETEME
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
-	//DELETEME
+	"time"
 
 	"github.com/BurntSushi/toml"
 
-	"context"
 	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/telemetry"
 	"github.com/surgepay/surgepay/tlsconfig"
-	"log/slog"
-	"net"
-	"time"
 )
 
 // Config is what the admin listener serves.
