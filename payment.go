@@ -97,6 +97,10 @@ type Transaction struct {
 	DeclineCode    string
 	Message        string
 	Created        time.Time
+	// DueBy, on a dispute transaction (TxDispute), is the deadline of the
+	// merchant's response (Stripe's evidence_details.due_by); the zero
+	// time when the processor gave none. Other transactions leave it zero.
+	DueBy time.Time
 }
 
 // Pending records an operation whose provider outcome is unknown, so that

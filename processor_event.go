@@ -24,6 +24,11 @@ type ProcessorEvent struct {
 	DisputeID string
 	Amount    int64
 	Reason    string
+	// DueBy, for disputes, is the deadline of the merchant's response
+	// (Stripe: evidence_details.due_by); the zero time when the processor
+	// gives none (a dispute the card's bank allows no response to, or one
+	// closed).
+	DueBy time.Time
 	// MerchantID and PaymentID, when the processor knows surgepay's own
 	// payment (the simulator): the payment is found by them, and its
 	// reference must still be PaymentRef.
@@ -83,17 +88,25 @@ type OutsideRefunder interface {
 // TxDispute is the type of a payment's dispute (chargeback) transaction:
 // one for each change of a dispute, so that a payment keeps every dispute
 // its processor opens on it and each one's history. Its Status is the
-// dispute's at the processor (needs_response, under_review, won, lost,
-// warning_*), ProviderRef the dispute's id, Message its reason.
+// dispute's at the processor (one of DisputeStatuses), ProviderRef the
+// dispute's id, Message its reason, DueBy the deadline of the response.
 const TxDispute = "dispute"
 
 // Dispute is one of a payment's disputes, as its dispute transactions
-// tell it (Payment.Disputes).
+// tell it (Payment.Disputes), and as the stores' disputes table keeps it
+// for the operators (DisputeLister).
 type Dispute struct {
-	ID      string // the processor's dispute id, qualified as the payment's reference is ("stripe_eu:dp_…")
-	Status  string // the latest the processor told
-	Reason  string // the latest non-empty reason the processor gave
-	Amount  int64
+	MerchantID string
+	ID         string // the processor's dispute id, qualified as the payment's reference is ("stripe_eu:dp_…")
+	PaymentID  string
+	Status     string // the latest the processor told
+	Reason     string // the latest non-empty reason the processor gave
+	Amount     int64
+	Currency   string // the payment's
+	// DueBy is the deadline of the merchant's response, the latest the
+	// processor gave; the zero time when it gave none (disputes recorded
+	// before surgepay kept deadlines have none).
+	DueBy   time.Time
 	Created time.Time // when surgepay learned of it
 	Updated time.Time // when surgepay learned of its latest change
 }
@@ -112,12 +125,16 @@ func (p *Payment) Disputes() []Dispute {
 		}
 		d := findDispute(out, t.ProviderRef)
 		if d == nil {
-			out = append(out, Dispute{ID: t.ProviderRef, Created: t.Created})
+			out = append(out, Dispute{MerchantID: p.MerchantID, ID: t.ProviderRef, PaymentID: p.ID,
+				Currency: p.Currency, Created: t.Created})
 			d = &out[len(out)-1]
 		}
 		d.Status, d.Amount, d.Updated = t.Status, t.Amount, t.Created
 		if t.Message != "" {
 			d.Reason = t.Message
+		}
+		if !t.DueBy.IsZero() {
+			d.DueBy = t.DueBy
 		}
 	}
 	return out

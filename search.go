@@ -19,10 +19,12 @@ const (
 	// (docs/architecture.md), and the write tables get no index whose
 	// bytes every sale would pay for.
 	PaymentSearchExamineMax = 10_000
-	// CustomerSearchExamineMax bounds the customers one
-	// FindCustomersByEmail call reads, newest first (there is no index of
-	// emails, for the same reason).
-	CustomerSearchExamineMax = 50_000
+	// PaymentSearchCardsMax bounds the cards a search by a card's last 4
+	// follows through the index of cards by last 4 to their customers'
+	// payments (and those payments by PaymentSearchExamineMax); beyond
+	// either, the search is the bounded scan. A merchant with 10 million
+	// saved cards has about 1,000 of each last 4.
+	PaymentSearchCardsMax = 2_000
 	// CustomersByEmailMax bounds the customers FindCustomersByEmail
 	// returns.
 	CustomersByEmailMax = 10
@@ -33,6 +35,17 @@ const (
 	// the retry's delay. Created itself is then compared exactly.
 	PaymentSearchIDMargin = 10 * time.Minute
 )
+
+// OperatorConnsMax is the size of the stores' pool of connections for
+// the operators' searches (OperatorSearcher), apart from the API's: a
+// search never waits for the API's connections, nor the API for a
+// search's. One: the searches run one at a time, so they take at most
+// one core (SQLite runs in the server's process, PostgreSQL in one
+// backend) whatever the operators do; with 4 operators searching in a
+// loop on a pool of 2, the API's p99 was 4.2 times its own on 2 cores
+// (bench/RESULTS.md). The console's own bound (ConsoleInflightMax)
+// bounds the requests waiting for it.
+const OperatorConnsMax = 1
 
 // PaymentSearch selects one merchant's payments for an operator. Zero
 // fields do not filter. Status and the dates narrow the range of the
@@ -117,21 +130,20 @@ type PaymentSearchPage struct {
 }
 
 // OperatorSearcher is the optional capability of a store that serves the
-// operators' console its searches. Both are bounded reads of tables
-// without an index for what they look for; each is one or two
-// statements.
+// operators' console its searches, each a few bounded statements.
 type OperatorSearcher interface {
 	// SearchPayments returns a page of the payments q selects (q is
-	// valid), newest first. It reads at most q.Examine() payments in the
-	// range of q's merchant, status and dates: when these run out before
-	// the page is full, Bounded is set and Next is the last one read.
+	// valid), newest first. With Last4, through the index of cards by
+	// last 4 when at most PaymentSearchCardsMax cards, and at most
+	// q.Examine() payments of their customers in the range, lead there.
+	// Else it reads at most q.Examine() payments in the range of q's
+	// merchant, status and dates: when these run out before the page is
+	// full, Bounded is set and Next is the last one read.
 	SearchPayments(ctx context.Context, q PaymentSearch) (*PaymentSearchPage, error)
 	// FindCustomersByEmail returns up to CustomersByEmailMax of a
 	// merchant's customers whose email is email (ASCII case ignored),
-	// newest first, reading at most CustomerSearchExamineMax customers;
-	// bounded is true when it stopped there (older customers were not
-	// read).
-	FindCustomersByEmail(ctx context.Context, merchantID, email string) (cs []*Customer, bounded bool, err error)
+	// newest first, through the index of emails.
+	FindCustomersByEmail(ctx context.Context, merchantID, email string) ([]*Customer, error)
 }
 
 // IDAt returns the smallest ID of prefix that NewID could make at t: IDs

@@ -132,6 +132,14 @@ type Write struct {
 
 	Events []*Event // audit rows, inserted; never updated or deleted
 
+	// Disputes are the disputes of PaymentUpdate that it changes (a
+	// processor's dispute event), each as PaymentUpdate.Disputes() tells
+	// it: stored (inserted, or replacing the row of its merchant and ID)
+	// in the table of disputes of a store with the DisputeLister
+	// capability, in the same transaction, after the payment's guard
+	// held. At most DisputesPerWriteMax; one statement each. Not a guard.
+	Disputes []*Dispute
+
 	// Staged is stored in the same transaction as the rest of the Write: the
 	// embedded stage of a streamlined sale. Stores with the StagedStore
 	// capability support it.

@@ -21,6 +21,8 @@ var ErrWriteInvalid = errors.New("apply: invalid Write")
 //     WebhookResend with the audit rows of the operator who asked for it
 //     (the console);
 //   - a Staged record has an ID and sealed bytes;
+//   - Disputes are disputes of the Write's PaymentUpdate, at most
+//     DisputesPerWriteMax;
 //   - audit rows and last-used times are within their bounds and complete
 //     (CheckLifecycle).
 //
@@ -32,6 +34,9 @@ func (w *Write) Validate() error {
 	}
 	if r := w.Staged; r != nil && (r.ID == "" || len(r.Sealed) == 0) {
 		return fmt.Errorf("%w: a staged record without an ID or sealed bytes", ErrWriteInvalid)
+	}
+	if err := w.validateDisputes(); err != nil {
+		return err
 	}
 	return CheckLifecycle(w)
 }

@@ -3,23 +3,20 @@
 // and the admin API, all but the probes behind the admin credential (the
 // admin token as a bearer token or basic-auth password, the dashboard's
 // session cookie from its login page, or a verified client certificate).
-// Wrong credentials are budgeted per client address.
+// A read-only credential (the read-only token, its session, or a
+// certificate named read-only) reads all of it and changes nothing
+// (readonly.go). Wrong credentials are budgeted per client address.
 package admin
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"errors"
-	"fmt"
 	"html/template"
-	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,64 +73,7 @@ const (
 // true). A file that the group or others can read or write is refused,
 // as ssh refuses a private key: the token would no longer be secret.
 func LoadToken(envToken, path string) (token string, created bool, err error) {
-	if envToken != "" {
-		return envToken, false, nil
-	}
-	token, err = readTokenFile(path)
-	if !errors.Is(err, fs.ErrNotExist) {
-		return token, false, err
-	}
-	b := make([]byte, tokenBytes)
-	rand.Read(b) // never fails (crypto/rand)
-	token = TokenPrefix + base64.RawURLEncoding.EncodeToString(b)
-	// O_EXCL: when serve and settle start at once, one creates the file
-	// and the other reads it.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) //nolint:gosec // G304: the operator names the file (admin_token_file)
-	if errors.Is(err, fs.ErrExist) {
-		token, err = readTokenFile(path)
-		return token, false, err
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("admin_token_file %s: %w", path, err)
-	}
-	_, err = f.WriteString(token + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(path) // best effort: the write's error is the one to report
-		return "", false, fmt.Errorf("admin_token_file %s: %w", path, err)
-	}
-	return token, true, nil
-}
-
-// readTokenFile reads a token file, checking its mode and length;
-// an error wraps fs.ErrNotExist when there is no file.
-func readTokenFile(path string) (string, error) {
-	f, err := os.Open(path) //nolint:gosec // G304: the operator names the file (admin_token_file)
-	if err != nil {
-		return "", fmt.Errorf("admin_token_file %s: %w", path, err)
-	}
-	defer f.Close() //nolint:errcheck // read-only: closing loses nothing
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("admin_token_file %s: %w", path, err)
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("admin_token_file %s: mode %v lets others read it; chmod 600 it (or set SURGEPAY_ADMIN_TOKEN)",
-			path, st.Mode().Perm())
-	}
-	b := make([]byte, TokenLenMax+2)
-	n, _ := f.Read(b)
-	token := strings.TrimSpace(string(b[:n]))
-	if len(token) < TokenLenMin || len(token) > TokenLenMax {
-		return "", fmt.Errorf("admin_token_file %s: the token is %d characters; it must be %d to %d (delete the file to have a new one made)",
-			path, len(token), TokenLenMin, TokenLenMax)
-	}
-	return token, nil
+	return AdminTokenSource(envToken, path).Load()
 }
 
 // Guard guards the admin listener. The zero value refuses every
@@ -142,6 +82,15 @@ type Guard struct {
 	// Token returns the admin token (it may change on a reload); nil or
 	// "" refuses every credential but a client certificate.
 	Token func() string
+	// ReadToken returns the read-only token (it may change on a
+	// reload): it reads everything the listener serves and changes
+	// nothing (ReadOnly). Nil or "": no read-only token.
+	ReadToken func() string
+	// ReadOnlyClients names the client certificates that are read-only,
+	// by the name Actor records for them (the subject's common name, its
+	// printable ASCII, at most 64 characters): tls.admin_read_only_clients.
+	// Any other verified certificate may act.
+	ReadOnlyClients []string
 	// MetricsOpen serves GET /metrics without a credential.
 	MetricsOpen bool
 	// SecureCookie marks the login cookie Secure even when the request
@@ -156,6 +105,8 @@ type Guard struct {
 	// failures is the budget of wrong credentials; nil: Wrap makes one
 	// of failuresPerSecond and failuresBurst.
 	failures *failureBudget
+	// readOnlyNames is ReadOnlyClients as a set, made by Wrap.
+	readOnlyNames map[string]bool
 }
 
 // openPaths need no credential: probes of load balancers and
@@ -168,10 +119,16 @@ var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/login": tru
 // site (Sec-Fetch-Site, Origin) is refused, so a page the operator
 // visits cannot use their login cookie, basic-auth or client
 // certificate. Clients that are not browsers send neither header and
-// pass.
+// pass. A read-only credential reaches next with ReadOnly(r) true, and
+// only with GET or HEAD: any other method is refused 403 here (/login
+// and /logout excepted), whatever next would do with it.
 func (a Guard) Wrap(next http.Handler) http.Handler {
 	if a.failures == nil {
 		a.failures = newFailureBudget(failuresPerSecond, failuresBurst)
+	}
+	a.readOnlyNames = make(map[string]bool, len(a.ReadOnlyClients))
+	for _, n := range a.ReadOnlyClients {
+		a.readOnlyNames[n] = true
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login", a.loginPage)
@@ -179,13 +136,17 @@ func (a Guard) Wrap(next http.Handler) http.Handler {
 	mux.HandleFunc("POST /logout", a.logout)
 	mux.Handle("/", next)
 	guarded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if openPaths[r.URL.Path] || (a.MetricsOpen && r.URL.Path == "/metrics") || r.URL.Path == "/logout" || a.clientCert(r) {
+		if openPaths[r.URL.Path] || r.URL.Path == "/logout" {
 			mux.ServeHTTP(w, r)
 			return
 		}
 		// The credential is checked before the budget of wrong ones: a
 		// right one passes whatever a guesser at the same address spent.
-		if a.allowed(r) {
+		if ro, ok := a.credential(r); ok {
+			a.serveAs(mux, ro, w, r)
+			return
+		}
+		if a.MetricsOpen && r.URL.Path == "/metrics" {
 			mux.ServeHTTP(w, r)
 			return
 		}
@@ -199,26 +160,36 @@ func (a Guard) Wrap(next http.Handler) http.Handler {
 	return http.NewCrossOriginProtection().Handler(guarded)
 }
 
-// allowed reports whether r carries a valid credential: the token as a
-// bearer token or basic-auth password, a valid session cookie, or a
-// verified client certificate.
-func (a Guard) allowed(r *http.Request) bool {
+// credential reports whether r carries a valid credential, and whether
+// it is read-only: a verified client certificate (read-only when its
+// name is in ReadOnlyClients; a certificate is the credential whatever
+// else the request carries, as it names the operator), else the admin
+// or read-only token as a bearer token or basic-auth password, else a
+// valid session cookie.
+func (a Guard) credential(r *http.Request) (readOnly, ok bool) {
 	if a.clientCert(r) {
-		return true
+		return a.readOnlyNames[certName(r)], true
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			return a.tokenMatches(strings.TrimSpace(tok))
+			return a.tokenRole(strings.TrimSpace(tok))
 		}
 		if _, pw, ok := r.BasicAuth(); ok {
-			return a.tokenMatches(pw)
+			return a.tokenRole(pw)
 		}
-		return false
+		return false, false
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		return a.sessionValid(c.Value)
 	}
-	return false
+	return false, false
+}
+
+// tokenRole reports whether got is the admin token or the read-only
+// token, and which. Both are compared, in constant time.
+func (a Guard) tokenRole(got string) (readOnly, ok bool) {
+	full, read := tokenMatches(got, a.token()), tokenMatches(got, a.readToken())
+	return read && !full, full || read
 }
 
 // clientCert reports whether r came with a client certificate that the
@@ -305,11 +276,10 @@ func hasCookie(r *http.Request, name string) bool {
 	return err == nil
 }
 
-// tokenMatches compares got with the token in constant time: both are
+// tokenMatches compares got with token in constant time: both are
 // hashed first, so neither the content nor the length leaks through
-// timing.
-func (a Guard) tokenMatches(got string) bool {
-	token := a.token()
+// timing. An empty token matches nothing.
+func tokenMatches(got, token string) bool {
 	if token == "" {
 		return false
 	}
@@ -317,34 +287,47 @@ func (a Guard) tokenMatches(got string) bool {
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
-// session returns a session cookie value that expires at exp: the expiry
-// and its HMAC under a key derived from the token, so a new token ends
-// every session, and the cookie never holds the token itself.
-func (a Guard) session(token string, exp time.Time) string {
+// Session roles: the first field of a session cookie.
+const (
+	sessionAdmin = "admin"
+	sessionRead  = "read"
+)
+
+// session returns a session cookie value of role that expires at exp:
+// "ROLE.EXPIRY.MAC", the MAC an HMAC of the role and the expiry under a
+// key derived from the role's token. So a new token ends every session
+// of its role, the cookie never holds a token, and a read-only cookie
+// cannot be made a full one: its MAC binds its role, and a full one's
+// key is the admin token's.
+func session(role, token string, exp time.Time) string {
 	e := strconv.FormatInt(exp.Unix(), 10)
-	return e + "." + base64.RawURLEncoding.EncodeToString(sessionMAC(token, e))
+	return role + "." + e + "." + base64.RawURLEncoding.EncodeToString(sessionMAC(role, token, e))
 }
 
-func sessionMAC(token, exp string) []byte {
-	key := sha256.Sum256([]byte("surgepay admin session\x00" + token))
+func sessionMAC(role, token, exp string) []byte {
+	key := sha256.Sum256([]byte("surgepay admin session\x00" + role + "\x00" + token))
 	m := hmac.New(sha256.New, key[:])
-	m.Write([]byte(exp))
+	m.Write([]byte(role + "." + exp))
 	return m.Sum(nil)
 }
 
-// sessionValid checks a session cookie's MAC and expiry.
-func (a Guard) sessionValid(v string) bool {
-	token := a.token()
-	if token == "" {
-		return false
+// sessionValid checks a session cookie's role, MAC and expiry.
+func (a Guard) sessionValid(v string) (readOnly, ok bool) {
+	role, rest, _ := strings.Cut(v, ".")
+	var token string
+	switch role {
+	case sessionAdmin:
+		token = a.token()
+	case sessionRead:
+		token = a.readToken()
 	}
-	e, mac, ok := strings.Cut(v, ".")
+	e, mac, found := strings.Cut(rest, ".")
 	got, err := base64.RawURLEncoding.DecodeString(mac)
-	if !ok || err != nil || !hmac.Equal(got, sessionMAC(token, e)) {
-		return false
+	if token == "" || !found || err != nil || !hmac.Equal(got, sessionMAC(role, token, e)) {
+		return false, false
 	}
 	exp, err := strconv.ParseInt(e, 10, 64)
-	return err == nil && a.clock().Unix() < exp
+	return role == sessionRead, err == nil && a.clock().Unix() < exp
 }
 
 func (a Guard) token() string {
@@ -352,6 +335,13 @@ func (a Guard) token() string {
 		return ""
 	}
 	return a.Token()
+}
+
+func (a Guard) readToken() string {
+	if a.ReadToken == nil {
+		return ""
+	}
+	return a.ReadToken()
 }
 
 func (a Guard) clock() time.Time {
@@ -383,15 +373,16 @@ var loginTemplate = template.Must(template.New("login").Parse(`<!doctype html>
 input{font:inherit;width:100%;box-sizing:border-box;margin:.5rem 0;padding:.4rem}
 button{font:inherit;padding:.4rem 1.2rem}.err{color:#b00020}code{font-size:90%}</style></head>
 <body><h1>surgepay admin</h1>
-{{if .Failed}}<p class="err" role="alert">That is not the admin token.</p>{{end}}
+{{if .Failed}}<p class="err" role="alert">That is neither the admin token nor the read-only token.</p>{{end}}
 <form method="post" action="/login">
-<label for="token">Admin token</label>
+<label for="token">Admin token, or the read-only token</label>
 <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
 <input type="hidden" name="next" value="{{.Next}}">
 <button type="submit">Log in</button>
 </form>
 <p>The token is in the file <code>admin_token_file</code> (default <code>DATA_DIR/admin-token</code>),
-created by the first <code>surgepay serve</code>, or in <code>SURGEPAY_ADMIN_TOKEN</code>.</p>
+created by the first <code>surgepay serve</code>, or in <code>SURGEPAY_ADMIN_TOKEN</code>.
+The read-only token (<code>DATA_DIR/admin-read-token</code>) searches and reads, and acts on nothing.</p>
 </body></html>
 `))
 
@@ -423,8 +414,8 @@ func (a Guard) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
-	token := a.token()
-	if !a.tokenMatches(r.PostForm.Get("token")) {
+	readOnly, ok := a.tokenRole(r.PostForm.Get("token"))
+	if !ok {
 		if !a.failures.spend(r) {
 			a.failures.tooMany(w, r)
 			return
@@ -432,7 +423,11 @@ func (a Guard) login(w http.ResponseWriter, r *http.Request) {
 		writeLogin(w, http.StatusUnauthorized, loginData{Next: next, Failed: true})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: a.session(token, a.clock().Add(SessionLifetime)), //nolint:gosec // G124: HttpOnly, SameSite=Strict, and Secure over TLS (a.secure)
+	role, token := sessionAdmin, a.token()
+	if readOnly {
+		role, token = sessionRead, a.readToken()
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: session(role, token, a.clock().Add(SessionLifetime)), //nolint:gosec // G124: HttpOnly, SameSite=Strict, and Secure over TLS (a.secure)
 		Path: "/", MaxAge: int(SessionLifetime / time.Second), HttpOnly: true, Secure: a.secure(r),
 		SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, next, http.StatusSeeOther) //nolint:gosec // G710: localPath keeps next to a path starting with "/", not "//", with no backslash or control character
@@ -467,16 +462,31 @@ func localPath(p string) string {
 }
 
 // Actor names the caller of the admin API in the audit trail: the
-// client certificate's subject when one was verified, else the admin
-// token (one token: it names no person).
+// client certificate's subject when one was verified ("admin_api:cert:NAME";
+// tls.admin_read_only_clients says which names are read-only), else the
+// token: "admin_api:token", or "admin_api:read_token" for the read-only
+// one (one token each: it names no person).
 func Actor(r *http.Request) string {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-		if cn := r.TLS.VerifiedChains[0][0].Subject.CommonName; cn != "" {
-			return "admin_api:cert:" + truncateActor(cn)
+		if cn := certName(r); cn != "" {
+			return "admin_api:cert:" + cn
 		}
 		return "admin_api:cert"
 	}
+	if ReadOnly(r) {
+		return "admin_api:read_token"
+	}
 	return "admin_api:token"
+}
+
+// certName is the name of r's verified client certificate as Actor
+// records it: its subject's common name, truncated (truncateActor); ""
+// for none.
+func certName(r *http.Request) string {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return truncateActor(r.TLS.VerifiedChains[0][0].Subject.CommonName)
 }
 
 // truncateActor keeps up to 64 printable ASCII characters of a

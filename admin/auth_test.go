@@ -316,9 +316,12 @@ func TestAdminDashboardLogin(t *testing.T) {
 		t.Errorf("GET /dashboard/data with the session cookie: status %d, want 200", code)
 	}
 	tampered := *cookie
-	exp, mac, _ := strings.Cut(cookie.Value, ".")
-	n, _ := strconv.ParseInt(exp, 10, 64)
-	tampered.Value = strconv.FormatInt(n+86400, 10) + "." + mac
+	parts := strings.Split(cookie.Value, ".")
+	if len(parts) != 3 || parts[0] != "admin" {
+		t.Fatalf("the session cookie is %d fields, role %q; want ROLE.EXPIRY.MAC of role admin", len(parts), parts[0])
+	}
+	n, _ := strconv.ParseInt(parts[1], 10, 64)
+	tampered.Value = parts[0] + "." + strconv.FormatInt(n+86400, 10) + "." + parts[2]
 	if code := withCookie(&tampered); code != http.StatusUnauthorized {
 		t.Errorf("GET /dashboard/data with a cookie whose expiry was changed: status %d, want 401", code)
 	}

@@ -127,6 +127,17 @@ func (a *Admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
+// WriteAdminError answers err as the admin API does: its status and the
+// error envelope {"error":{"type","code","message","param"}}, no-store.
+// The admin listener's guard answers with it what it refuses under
+// AdminPrefix before the admin API sees it (a read-only credential's
+// POST), so that a client reads one format.
+func WriteAdminError(w http.ResponseWriter, err error) {
+	status, body := render(nil, err)
+	setRetryAfter(w, err)
+	writeJSON(w, status, body)
+}
+
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

@@ -40,6 +40,10 @@ func TestSimulatorDispute(t *testing.T) {
 			p.str("status") != "succeeded" || len(ds) != 1 {
 			t.Fatalf("after the simulator's dispute: %s", p.Raw)
 		}
+		// Its deadline: the simulator's response window after it was filed.
+		if due, _ := d["due_by"].(float64); int64(due) < int64(p.JSON["created"].(float64))+int64(sim.DisputeResponseWindow/time.Second)-1 {
+			t.Fatalf("the dispute's due_by = %v, want the simulator's window after the sale: %s", d["due_by"], p.Raw)
+		}
 		ev := e.must(200, e.keyA, "GET", "/v1/payments/"+id+"/events", "")
 		if !strings.Contains(string(ev.Raw), `"dispute.created"`) {
 			t.Fatalf("events: %s", ev.Raw)
@@ -112,6 +116,10 @@ func TestProcessorDisputeSecondKeepsFirst(t *testing.T) {
 	// The same state again under a new event id: nothing changes.
 	post(surgepay.ProcessorEvent{ID: "evt_5", Kind: surgepay.ProcessorEventDisputeUpdated, DisputeID: "dp_1",
 		Status: "lost", Amount: 1000}, engine.EventUnchanged)
+	// A new deadline alone is a change (the processor extended it).
+	due := time.Date(2026, 3, 9, 23, 59, 59, 0, time.UTC)
+	post(surgepay.ProcessorEvent{ID: "evt_6", Kind: surgepay.ProcessorEventDisputeUpdated, DisputeID: "dp_2",
+		Status: "under_review", Amount: 400, DueBy: due}, engine.EventApplied)
 
 	var p struct {
 		Status  string `json:"status"`
@@ -150,7 +158,22 @@ func TestProcessorDisputeSecondKeepsFirst(t *testing.T) {
 	for _, ev := range events.Data {
 		trail = append(trail, ev.Type)
 	}
-	if want := "authorization,capture,dispute.created,dispute.closed,dispute.created,dispute.updated"; strings.Join(trail, ",") != want {
+	if want := "authorization,capture,dispute.created,dispute.closed,dispute.created,dispute.updated,dispute.updated"; strings.Join(trail, ",") != want {
 		t.Fatalf("events: got %s, want %s", strings.Join(trail, ","), want)
+	}
+	// The store's table of disputes: a row each, in its latest state,
+	// written with the payment's change.
+	page, err := e.store.(surgepay.DisputeLister).ListDisputes(context.Background(),
+		surgepay.DisputeQuery{MerchantID: e.merchants[0], Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, d := range page.Disputes {
+		rows = append(rows, d.ID+" "+d.Status+" "+d.PaymentID+" "+strconv.FormatBool(d.DueBy.Equal(due)))
+	}
+	// By deadline: dp_2's first, dp_1 (none) last.
+	if want := "dp_2 under_review " + id + " true,dp_1 lost " + id + " false"; strings.Join(rows, ",") != want {
+		t.Fatalf("the disputes table: got %s, want %s", strings.Join(rows, ","), want)
 	}
 }

@@ -99,6 +99,9 @@ func appendDisputeJSON(b []byte, d *disputeJSON) []byte {
 	b = jsonappend.String(b, d.Status)
 	b = jsonappend.Int(b, `,"amount":`, d.Amount)
 	b = jsonappend.Optional(b, `,"reason":`, d.Reason)
+	if d.DueBy != 0 {
+		b = jsonappend.Int(b, `,"due_by":`, d.DueBy)
+	}
 	b = jsonappend.Int(b, `,"created":`, d.Created)
 	b = jsonappend.Int(b, `,"updated":`, d.Updated)
 	return append(b, '}')

@@ -104,12 +104,15 @@ type paymentJSON struct {
 }
 
 type disputeJSON struct {
-	ID      string `json:"id"`
-	Status  string `json:"status"`
-	Amount  int64  `json:"amount"`
-	Reason  string `json:"reason,omitempty"`
-	Created int64  `json:"created"`
-	Updated int64  `json:"updated"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Amount int64  `json:"amount"`
+	Reason string `json:"reason,omitempty"`
+	// DueBy is the deadline of the merchant's response, Unix seconds;
+	// absent when the processor gave none.
+	DueBy   int64 `json:"due_by,omitempty"`
+	Created int64 `json:"created"`
+	Updated int64 `json:"updated"`
 }
 
 func paymentOf(p *surgepay.Payment) paymentJSON {
@@ -134,6 +137,9 @@ func paymentOf(p *surgepay.Payment) paymentJSON {
 		for i, d := range ds {
 			out.Disputes[i] = disputeJSON{ID: d.ID, Status: d.Status, Amount: d.Amount, Reason: d.Reason,
 				Created: d.Created.Unix(), Updated: d.Updated.Unix()}
+			if !d.DueBy.IsZero() {
+				out.Disputes[i].DueBy = d.DueBy.Unix()
+			}
 		}
 		out.Dispute = &out.Disputes[len(ds)-1]
 	}

@@ -33,7 +33,7 @@
 # Environment: SEARCH_FILL_DIR (default /tmp/surgepay-searchbench/STORE-N:
 # kept for reuse; SEARCH_FRESH=1 fills it again), SEARCH_KEYS (idempotency
 # keys in the sample, default 100000, at most N/10), SEARCH_REQUESTS (200
-# a kind), SEARCH_WARMUP (10 a kind, not counted), SEARCH_OPERATORS (4),
+# a kind), SEARCH_WARMUP (10 a kind, not counted), SEARCH_OPERATORS (1),
 # SEARCH_RATE (1000 sales/s), SEARCH_DURATION (30s a load phase),
 # SEARCH_FILL_ONLY=1 (fill, no run), SEARCH_FILL_TIMEOUT (default 6h) and
 # SEARCH_RUN_TIMEOUT (default 3h) bound each step, SURGEPAY_BIN (a binary
@@ -124,5 +124,5 @@ step() {
 step fill "${SEARCH_FILL_TIMEOUT:-6h}" "${flags[@]}"
 [[ -n ${SEARCH_FILL_ONLY:-} ]] && exit 0
 step run "${SEARCH_RUN_TIMEOUT:-3h}" "${flags[@]}" -requests "${SEARCH_REQUESTS:-200}" \
-	-warmup "${SEARCH_WARMUP:-10}" -operators "${SEARCH_OPERATORS:-4}" -rate "${SEARCH_RATE:-1000}" \
+	-warmup "${SEARCH_WARMUP:-10}" -operators "${SEARCH_OPERATORS:-1}" -rate "${SEARCH_RATE:-1000}" \
 	-duration "${SEARCH_DURATION:-30s}"

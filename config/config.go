@@ -51,6 +51,18 @@ type Config struct {
 	// adminToken is SURGEPAY_ADMIN_TOKEN: a secret kept out of the file
 	// and of /config.
 	adminToken cache.Secret
+	// AdminReadTokenFile holds the admin listener's read-only
+	// credential: a token (prefix spadmr_) that reads everything the
+	// admin token reads (GET and HEAD) and changes nothing: the admin
+	// API answers any other method 403 read_only_operator, the console
+	// shows no action (docs/console.md). Created, loaded, checked and
+	// reloaded on SIGHUP as AdminTokenFile is; it must differ from the
+	// admin token. The environment variable SURGEPAY_ADMIN_READ_TOKEN
+	// gives the token instead, never printed. Env
+	// SURGEPAY_ADMIN_READ_TOKEN_FILE. Default DataDir/admin-read-token.
+	AdminReadTokenFile string `toml:"admin_read_token_file"`
+	// adminReadToken is SURGEPAY_ADMIN_READ_TOKEN.
+	adminReadToken cache.Secret
 	// AdminMetricsOpen serves /metrics of the admin listener (and of
 	// settle's --metrics-listen) without the token, for a scraper that
 	// cannot send one. Env SURGEPAY_ADMIN_METRICS_OPEN. Default false.
@@ -625,7 +637,7 @@ func (c *Config) applyEnv(env func(string) string) error {
 		"SURGEPAY_STAGE": &c.Stage.Kind, "SURGEPAY_NATS_URL": &c.Stage.NATSURL,
 		"SURGEPAY_SETTLEMENT_PUBLIC_KEY_FILE": &c.Stage.PublicKeyFile, "SURGEPAY_NATS_CREDS_FILE": &c.Stage.NATSCredsFile,
 		"SURGEPAY_NATS_USER": &c.Stage.NATSUser, "SURGEPAY_NATS_TLS_CA_FILE": &c.Stage.NATSTLSCAFile,
-		"SURGEPAY_ADMIN_TOKEN_FILE": &c.AdminTokenFile, "SURGEPAY_TLS_CERT_FILE": &c.TLS.CertFile, "SURGEPAY_TLS_KEY_FILE": &c.TLS.KeyFile,
+		"SURGEPAY_ADMIN_TOKEN_FILE": &c.AdminTokenFile, "SURGEPAY_ADMIN_READ_TOKEN_FILE": &c.AdminReadTokenFile, "SURGEPAY_TLS_CERT_FILE": &c.TLS.CertFile, "SURGEPAY_TLS_KEY_FILE": &c.TLS.KeyFile,
 	}
 	for k, p := range str {
 		if v := env(k); v != "" {
@@ -633,7 +645,7 @@ func (c *Config) applyEnv(env func(string) string) error {
 		}
 	}
 	for k, p := range map[string]*cache.Secret{"SURGEPAY_NATS_PASSWORD": &c.Stage.NATSPassword,
-		"SURGEPAY_NATS_TOKEN": &c.Stage.NATSToken, "SURGEPAY_ADMIN_TOKEN": &c.adminToken,
+		"SURGEPAY_NATS_TOKEN": &c.Stage.NATSToken, "SURGEPAY_ADMIN_TOKEN": &c.adminToken, "SURGEPAY_ADMIN_READ_TOKEN": &c.adminReadToken,
 		"SURGEPAY_REDIS_PASSWORD": &c.Cache.Redis.Password} {
 		if v := env(k); v != "" {
 			*p = cache.Secret(v)
@@ -698,6 +710,9 @@ func (c *Config) fillPaths() {
 	}
 	if c.AdminTokenFile == "" {
 		c.AdminTokenFile = filepath.Join(c.DataDir, admin.TokenFileName)
+	}
+	if c.AdminReadTokenFile == "" {
+		c.AdminReadTokenFile = filepath.Join(c.DataDir, admin.ReadTokenFileName)
 	}
 	if c.FlightRecorder.Dir == "" {
 		c.FlightRecorder.Dir = filepath.Join(c.DataDir, "flight")
@@ -1033,3 +1048,8 @@ func (c *Config) PendingRestart() []string { return c.pendingRestart }
 // AdminToken is SURGEPAY_ADMIN_TOKEN, "" when not set: the admin token
 // given by the environment instead of admin_token_file.
 func (c *Config) AdminToken() cache.Secret { return c.adminToken }
+
+// AdminReadToken is SURGEPAY_ADMIN_READ_TOKEN, "" when not set: the
+// read-only token given by the environment instead of
+// admin_read_token_file.
+func (c *Config) AdminReadToken() cache.Secret { return c.adminReadToken }

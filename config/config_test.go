@@ -413,7 +413,7 @@ var notSecretSettings = []string{"listen", "admin_listen", "data_dir", "storage"
 	"stage.public_key_file", "stage.kind", "stage.stream", "stage.subject", "stage.fallback",
 	"stage.nats_creds_file", "stage.nats_user", "stage.nats_tls_ca_file", "stage.nats_tls_cert_file",
 	"stage.nats_tls_key_file", "cache.namespace", "cache.redis.sentinel_master", "cache.redis.username",
-	"admin_token_file", "tls.cert_file", "tls.key_file", "tls.admin_client_ca_file",
+	"admin_token_file", "admin_read_token_file", "tls.cert_file", "tls.key_file", "tls.admin_client_ca_file", "tls.admin_read_only_clients",
 	"cache.redis.tls_ca_file", "cache.redis.tls_cert_file", "cache.redis.tls_key_file",
 	"rate_limits.shared", "flight_recorder.dir"}
 
@@ -740,6 +740,45 @@ func TestValidateAdminToken(t *testing.T) {
 		!strings.Contains(err.Error(), "SURGEPAY_ADMIN_TOKEN") || strings.Contains(err.Error(), "short") {
 		t.Errorf("a 5-character SURGEPAY_ADMIN_TOKEN: %v; want refused by name, without the value", err)
 	}
+}
+
+// TestValidateAdminReadToken: SURGEPAY_ADMIN_READ_TOKEN of the wrong
+// length, or the admin token again, is refused by name without its
+// value; tls.admin_read_only_clients needs the client CA and names that
+// a certificate's recorded name can be.
+func TestValidateAdminReadToken(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"ErrShort", map[string]string{"SURGEPAY_ADMIN_READ_TOKEN": "short"}},
+		{"ErrSameAsAdmin", map[string]string{"SURGEPAY_ADMIN_TOKEN": "same-token-0123456789", "SURGEPAY_ADMIN_READ_TOKEN": "same-token-0123456789"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load("", envOf(tc.env))
+			if err == nil || !strings.Contains(err.Error(), "SURGEPAY_ADMIN_READ_TOKEN") ||
+				strings.Contains(err.Error(), "short") || strings.Contains(err.Error(), "same-token") {
+				t.Errorf("Load = %v; want refused naming SURGEPAY_ADMIN_READ_TOKEN, without the value", err)
+			}
+		})
+	}
+	cfg, err := Load("", envOf(map[string]string{"SURGEPAY_ADMIN_READ_TOKEN": "read-token-0123456789", "SURGEPAY_DATA_DIR": "d"}))
+	if err != nil || cfg.AdminReadToken().Reveal() != "read-token-0123456789" || cfg.AdminReadTokenFile != filepath.Join("d", "admin-read-token") {
+		t.Errorf("Load: %v, read token set %t, file %q; want the variable's token and d/admin-read-token", err,
+			cfg.AdminReadToken() != "", cfg.AdminReadTokenFile)
+	}
+	tlsOK := "[tls]\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\nadmin_client_ca_file = \"ca.pem\"\n"
+	cfg, err = Load(writeFile(t, "ok.toml", tlsOK+"admin_read_only_clients = [\"support-alice\", \"CN with spaces\"]\n"), noEnv)
+	if err != nil || len(cfg.TLS.AdminReadOnlyClients) != 2 || len(cfg.AdminGuard(nil).ReadOnlyClients) != 2 {
+		t.Errorf("two read-only client names: %v, %v", err, cfg.TLS.AdminReadOnlyClients)
+	}
+	loadConfigRefused(t, []badConfig{
+		{"ErrReadOnlyClientsWithoutCA", "[tls]\nadmin_read_only_clients = [\"support-alice\"]\n", "tls.admin_read_only_clients"},
+		{"ErrReadOnlyClientEmpty", tlsOK + "admin_read_only_clients = [\"\"]\n", "tls.admin_read_only_clients"},
+		{"ErrReadOnlyClientTooLong", tlsOK + "admin_read_only_clients = [\"" + strings.Repeat("a", 65) + "\"]\n", "tls.admin_read_only_clients"},
+		{"ErrReadOnlyClientControl", tlsOK + "admin_read_only_clients = [\"alice\\u0007\"]\n", "tls.admin_read_only_clients"},
+		{"ErrReadOnlyClientTwice", tlsOK + "admin_read_only_clients = [\"a\", \"a\"]\n", "tls.admin_read_only_clients"},
+	})
 }
 
 // TestRedisPasswordFromEnv: SURGEPAY_REDIS_PASSWORD sets the Redis

@@ -59,11 +59,12 @@ merchant sections, ` + "`merchant_inflight_max`" + ` and, once serve started wit
 the processors take effect at once; every other setting is read at start: a
 change to one keeps its running value, and the reload logs a warning naming
 it (never its value), as ` + "`GET /config`" + ` does in ` + "`pending_restart`" + ` until a
-restart. ` + "`SIGHUP`" + ` also reads the TLS certificate and the admin token again.
+restart. ` + "`SIGHUP`" + ` also reads the TLS certificate and the admin tokens again.
 
 Types: a duration is written as ` + "`\"250ms\"`, `\"5s\"`, `\"24h\"`" + `; a secret is a string
 never printed. Environment variables outside the table: ` + "`SURGEPAY_ADMIN_TOKEN`" + `
 (the admin token itself, 16 to 512 characters, instead of ` + "`admin_token_file`" + `),
+` + "`SURGEPAY_ADMIN_READ_TOKEN`" + ` (the read-only token itself, likewise, instead of ` + "`admin_read_token_file`" + `),
 ` + "`SURGEPAY_KEYRING`" + ` (the card vault's keyring itself, its JSON in base64, instead
 of ` + "`keyring_file`" + `), ` + "`SURGEPAY_SETTLEMENT_PUBLIC_KEY`" + ` (the settlement public key
 inline), ` + "`SURGEPAY_PROCESSING`" + ` (` + "`merchants.default.processing`" + `), and
@@ -81,11 +82,18 @@ var settingDocs = map[string]settingDoc{
 		"`/readyz` needs the token (bearer, basic-auth password, or the dashboard's login page); created (mode 0600, random) " +
 		"when missing; a file others can read is refused; `SURGEPAY_ADMIN_TOKEN` gives the token instead; see " +
 		"[observability.md](observability.md)"},
+	"admin_read_token_file": {Env: "SURGEPAY_ADMIN_READ_TOKEN_FILE", Doc: "the admin listener's read-only credential: its token " +
+		"(`spadmr_…`) reads all the admin token reads (GET, HEAD) and changes nothing (the admin API answers 403 " +
+		"`read_only_operator`, the console shows no action); created, checked and reloaded as `admin_token_file`; must " +
+		"differ from the admin token; `SURGEPAY_ADMIN_READ_TOKEN` gives the token instead; see [console.md](console.md#read-only-operators)"},
 	"admin_metrics_open": {Env: "SURGEPAY_ADMIN_METRICS_OPEN", Doc: "serve `/metrics` (and settle's `--metrics-listen`) without the token, for a scraper that cannot send one"},
 	"tls.cert_file": {Env: "SURGEPAY_TLS_CERT_FILE", Doc: "PEM certificate chain, the server's first: with `key_file`, both " +
 		"listeners speak only TLS (1.2 or newer); read again on SIGHUP; without: plain HTTP, on loopback addresses only"},
 	"tls.key_file":             {Env: "SURGEPAY_TLS_KEY_FILE", Doc: "the certificate's private key (PEM); set both or neither"},
 	"tls.admin_client_ca_file": {Doc: "PEM certificate authorities whose client certificates the admin listener accepts as a credential (mutual TLS), beside the token; needs `cert_file`"},
+	"tls.admin_read_only_clients": {Doc: "names of client certificates (of `admin_client_ca_file`) that are read-only, as the " +
+		"audit trail records them (the subject's common name: `admin_api:cert:NAME`), matched exactly; any other certificate " +
+		"may act; needs `admin_client_ca_file`; read at start; see [console.md](console.md#read-only-operators)"},
 	"tls.proxy_terminated": {Env: "SURGEPAY_TLS_PROXY_TERMINATED", Doc: "a proxy in front terminates TLS: plain HTTP is then " +
 		"allowed on any address, and the login cookie is marked Secure"},
 	"data_dir": {Env: "SURGEPAY_DATA_DIR", Doc: "the embedded database, the keyring, the dev API key, the admin token and the imported tax table"},
@@ -218,7 +226,7 @@ var settingDocs = map[string]settingDoc{
 		"write had waited longer, a growing share of new writes (10 %, then doubling; 5 % less after each window with a " +
 		"shorter wait) gets 503 `overloaded` before any processor call; `0s` off; at most 10s; see " +
 		"[architecture.md](architecture.md#overload)"},
-	"sqlite.read_conns_max":      {Doc: "read connections; 1 to 10000000"},
+	"sqlite.read_conns_max":      {Doc: "read connections (the console's searches have one more of their own); 1 to 10000000"},
 	"sqlite.checkpoint_interval": {Doc: "how often a background connection copies the WAL into the database file, so that no commit pays for it"},
 	"sqlite.wal_pages_max":       {Doc: "WAL size, in pages, at which the writer checkpoints itself should the background checkpoints fall behind; 100 to 1000000"},
 	"sqlite.mmap_mib": {Doc: "MiB of the database file read through a memory map (counted in the process's resident " +
@@ -230,7 +238,7 @@ var settingDocs = map[string]settingDoc{
 
 	"postgres.dsn":                {Env: "SURGEPAY_POSTGRES_DSN", Doc: "the connection string; required for `storage = \"postgres\"`; never printed"},
 	"postgres.schema":             {Env: "SURGEPAY_POSTGRES_SCHEMA", Default: "none (the DSN's search_path)", Doc: "the schema, created if missing"},
-	"postgres.pool_conns_max":     {Doc: "the connection pool, readers and committers together; 0 to 10000"},
+	"postgres.pool_conns_max":     {Doc: "the connection pool, readers and committers together (the console's searches have one more of their own); 0 to 10000"},
 	"postgres.writers":            {Doc: "concurrent group committers; 1 to 10000000"},
 	"postgres.batch_size_max":     {Doc: "writes per group commit; 1 to 10000000"},
 	"postgres.queue_depth_max":    {Doc: "writes waiting; beyond it 503 with Retry-After; 1 to 10000000"},

@@ -73,6 +73,11 @@ type Config struct {
 	// rows do (admin.Actor: "admin_api:token", "admin_api:cert:NAME");
 	// the console records "console:" and the rest. Nil: "console".
 	Actor func(r *http.Request) string
+	// ReadOnly reports whether the operator of a request may only read
+	// (admin.ReadOnly: the read-only token or certificate): the pages
+	// show no action, and the actions' confirmations and POSTs answer
+	// 403 (readonly.go). Nil: every operator may act.
+	ReadOnly func(r *http.Request) bool
 	// SecureCookie marks the CSRF cookie Secure even in plain HTTP (a
 	// proxy in front terminates TLS: tls.proxy_terminated).
 	SecureCookie bool
@@ -112,21 +117,22 @@ func New(cfg Config) *Console {
 	c.mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
 	c.mux.HandleFunc("GET /console/{$}", c.search)
 	c.mux.HandleFunc("GET /console/merchants/{merchant}/payments/{id}", c.payment)
-	c.mux.HandleFunc("GET /console/merchants/{merchant}/payments/{id}/{action}", c.confirm)
-	c.mux.HandleFunc("POST /console/merchants/{merchant}/payments/{id}/{action}", c.act)
-	c.mux.HandleFunc("GET /console/merchants/{merchant}/payments/{id}/webhooks/{delivery}/resend", c.confirmResend)
-	c.mux.HandleFunc("POST /console/merchants/{merchant}/payments/{id}/webhooks/{delivery}/resend", c.resend)
+	c.mux.HandleFunc("GET /console/merchants/{merchant}/payments/{id}/{action}", c.acting(c.confirm))
+	c.mux.HandleFunc("POST /console/merchants/{merchant}/payments/{id}/{action}", c.acting(c.act))
+	c.mux.HandleFunc("GET /console/merchants/{merchant}/payments/{id}/webhooks/{delivery}/resend", c.acting(c.confirmResend))
+	c.mux.HandleFunc("POST /console/merchants/{merchant}/payments/{id}/webhooks/{delivery}/resend", c.acting(c.resend))
 	c.mux.HandleFunc("GET /console/merchants", c.merchantsList)
 	c.mux.HandleFunc("GET /console/merchants/{merchant}", c.merchant)
-	c.mux.HandleFunc("GET /console/merchants/{merchant}/keys/new", c.confirmKey)
-	c.mux.HandleFunc("POST /console/merchants/{merchant}/keys/new", c.actKey)
-	c.mux.HandleFunc("GET /console/merchants/{merchant}/keys/{key}/{action}", c.confirmKey)
-	c.mux.HandleFunc("POST /console/merchants/{merchant}/keys/{key}/{action}", c.actKey)
+	c.mux.HandleFunc("GET /console/merchants/{merchant}/keys/new", c.acting(c.confirmKey))
+	c.mux.HandleFunc("POST /console/merchants/{merchant}/keys/new", c.acting(c.actKey))
+	c.mux.HandleFunc("GET /console/merchants/{merchant}/keys/{key}/{action}", c.acting(c.confirmKey))
+	c.mux.HandleFunc("POST /console/merchants/{merchant}/keys/{key}/{action}", c.acting(c.actKey))
 	c.mux.HandleFunc("GET /console/staged", c.staged)
 	c.mux.HandleFunc("GET /console/unknown", c.unknown)
 	c.mux.HandleFunc("GET /console/processors", c.processors)
 	c.mux.HandleFunc("GET /console/webhooks", c.webhooks)
 	c.mux.HandleFunc("GET /console/audit", c.audit)
+	c.mux.HandleFunc("GET /console/disputes", c.disputes)
 	c.mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "No such page", "There is no console page at this address.")
 	})

@@ -25,6 +25,9 @@ import (
 
 const testToken = "spadm_console-test-token-0123456789"
 
+// testReadToken is the admin listener's read-only token in the tests.
+const testReadToken = "spadmr_console-read-token-0123456789"
+
 // env is an admin listener with the console on 127.0.0.1, over an engine
 // on a fresh SQLite store with the in-process simulator and a webhook
 // outbox, and a browser-like client logged in with the admin token.
@@ -53,7 +56,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	ecfg := engine.Config{Store: store, Provider: sim.New(sim.DefaultConfig()), Vault: keys, Outbox: outbox}
-	ccfg := console.Config{Actor: admin.Actor, ReconcileInterval: time.Second}
+	ccfg := console.Config{Actor: admin.Actor, ReadOnly: admin.ReadOnly, ReconcileInterval: time.Second}
 	for _, o := range opts {
 		o(&ecfg, &ccfg)
 	}
@@ -62,8 +65,8 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	ccfg.Engine = eng
-	h := admin.Handler(admin.Config{Auth: admin.Guard{Token: func() string { return testToken }},
-		Console: console.New(ccfg)})
+	h := admin.Handler(admin.Config{Auth: admin.Guard{Token: func() string { return testToken },
+		ReadToken: func() string { return testReadToken }}, Console: console.New(ccfg)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -81,17 +84,29 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		t.Fatal(err)
 	}
 	e.call = &engine.Call{MerchantID: e.merchant.ID, KeyID: "key_test"}
-	e.login()
+	e.login(testToken)
 	return e
 }
 
-// login posts the admin token to the login form, as a browser would.
-func (e *env) login() {
+// login posts token to the login form, as a browser would.
+func (e *env) login(token string) {
 	e.t.Helper()
-	code, _, h := e.do("POST", "/login", url.Values{"token": {testToken}, "next": {"/console/"}}, nil)
+	code, _, h := e.do("POST", "/login", url.Values{"token": {token}, "next": {"/console/"}}, nil)
 	if code != http.StatusSeeOther || h.Get("Location") != "/console/" {
 		e.t.Fatalf("log in: %d to %q, want 303 to /console/", code, h.Get("Location"))
 	}
+}
+
+// as returns e with another browser, logged in with token.
+func (e *env) as(token string) *env {
+	e.t.Helper()
+	o := *e
+	jar, _ := cookiejar.New(nil)
+	hc := *e.hc
+	hc.Jar = jar
+	o.hc = &hc
+	o.login(token)
+	return &o
 }
 
 // do sends a request with the client's cookies (a form as the body when

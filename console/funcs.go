@@ -7,10 +7,11 @@ import (
 
 // funcs are the templates' functions.
 var funcs = template.FuncMap{
-	"money":  money,
-	"scopes": scopeText,
-	"span":   span,
-	"when":   when,
+	"money":          money,
+	"readOnlyNotice": func() string { return ReadOnlyNotice },
+	"scopes":         scopeText,
+	"span":           span,
+	"when":           when,
 }
 
 // when formats a time for a page, in UTC to the second; "" for the zero

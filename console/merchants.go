@@ -90,6 +90,9 @@ type merchantPage struct {
 	Scopes []string // the scopes and presets a key may be made with
 	Notice string
 	Grace  string
+	// ReadOnly leaves the key actions out: a read-only operator
+	// (readonly.go).
+	ReadOnly bool
 }
 
 // scopeChoices are the values of a new key's scopes field: the presets,
@@ -114,7 +117,8 @@ func (c *Console) merchant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := c.eng.Now()
-	d := merchantPage{M: m, Scopes: scopeChoices, Notice: keyNotices[r.URL.Query().Get("done")], Grace: RollGraceDefault.String()}
+	d := merchantPage{M: m, Scopes: scopeChoices, Notice: keyNotices[r.URL.Query().Get("done")], Grace: RollGraceDefault.String(),
+		ReadOnly: c.readOnly(r)}
 	for _, k := range keys {
 		d.Keys = append(d.Keys, keyRow{APIKey: k, Expired: k.Expired(now)})
 	}

@@ -37,6 +37,8 @@ type paymentPage struct {
 	CanVoid           bool
 	CanRefund         bool
 	Self              string
+	// ReadOnly leaves the actions out: a read-only operator (readonly.go).
+	ReadOnly bool
 }
 
 // card is what a page shows of a payment method.
@@ -80,6 +82,7 @@ func (c *Console) payment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Notice = notices[r.URL.Query().Get("done")]
+	d.ReadOnly = c.readOnly(r)
 	c.render(w, http.StatusOK, "payment.html", d)
 }
 

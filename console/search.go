@@ -338,13 +338,9 @@ func (c *Console) customerSearch(ctx context.Context, q *query, ms []*surgepay.M
 			owners = append(owners, owner{m.ID, q.form.Customer})
 			continue
 		}
-		cs, bounded, err := c.eng.FindCustomersByEmail(ctx, m.ID, q.form.Email)
+		cs, err := c.eng.FindCustomersByEmail(ctx, m.ID, q.form.Email)
 		if err != nil {
 			return result{}, err
-		}
-		if bounded {
-			notes = append(notes, fmt.Sprintf("Merchant %s: only its newest %d customers were searched for the email.",
-				m.ID, surgepay.CustomerSearchExamineMax))
 		}
 		for _, cu := range cs {
 			owners = append(owners, owner{m.ID, cu.ID})

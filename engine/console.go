@@ -46,12 +46,12 @@ func (e *Engine) SearchPayments(ctx context.Context, q surgepay.PaymentSearch) (
 	return s.SearchPayments(ctx, q)
 }
 
-// FindCustomersByEmail returns a merchant's customers of that email, a
-// bounded scan (see surgepay.OperatorSearcher).
-func (e *Engine) FindCustomersByEmail(ctx context.Context, merchantID, email string) ([]*surgepay.Customer, bool, error) {
+// FindCustomersByEmail returns a merchant's newest customers of that
+// email (see surgepay.OperatorSearcher).
+func (e *Engine) FindCustomersByEmail(ctx context.Context, merchantID, email string) ([]*surgepay.Customer, error) {
 	s, err := e.operatorSearcher()
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	return s.FindCustomersByEmail(ctx, merchantID, email)
 }

@@ -33,7 +33,9 @@ const processorEventAttemptsMax = 5
 //     difference to surgepay's payment;
 //   - a dispute (chargeback) adds a dispute transaction: a new dispute
 //     is added beside the payment's others, a change to one is found by
-//     the dispute's id; the payment's status stays as it is.
+//     the dispute's id; the payment's status stays as it is. Its row of
+//     the store's disputes table (the console's list, with its deadline)
+//     is written in the same Write (surgepay.Write.Disputes).
 //
 // Each change writes audit events, so the merchant's own signed webhook
 // follows (payment.disputed, payment.dispute_updated, payment.refunded,
@@ -108,6 +110,7 @@ func (e *Engine) ApplyProcessorEvent(ctx context.Context, processor string, payl
 		w := &surgepay.Write{PaymentUpdate: next, Events: events,
 			Idempotency: &surgepay.IdempotencyRecord{MerchantID: p.MerchantID, Key: key, RequestHash: sha256.Sum256(payload),
 				StatusCode: http.StatusOK, Body: []byte(`{"received":true}`), Created: e.now()}}
+		w.Disputes = changedDisputes(p, next)
 		e.countAnalytics(w, p, next)
 		err := e.commit(ctx, w)
 		if err == nil {
@@ -173,7 +176,7 @@ func (e *Engine) eventChange(call *Call, p *surgepay.Payment, ev *surgepay.Proce
 		ref := p.AuthorizationRef[:len(p.AuthorizationRef)-len(refTail(p.AuthorizationRef))] + ev.DisputeID
 		typ, amount = surgepay.ProcessorEventDisputeCreated, ev.Amount
 		if d := p.Dispute(ref); d != nil {
-			if d.Status == ev.Status && d.Amount == ev.Amount {
+			if d.Status == ev.Status && d.Amount == ev.Amount && (ev.DueBy.IsZero() || ev.DueBy.Equal(d.DueBy)) {
 				return nil, nil
 			}
 			typ = ev.Kind
@@ -183,11 +186,24 @@ func (e *Engine) eventChange(call *Call, p *surgepay.Payment, ev *surgepay.Proce
 		}
 		next.Transactions = append(next.Transactions, surgepay.Transaction{ID: surgepay.NewID("txn"), Type: surgepay.TxDispute,
 			Status: ev.Status, Amount: ev.Amount, ProviderRef: ref, IdempotencyKey: key, Message: ev.Reason,
-			Created: next.Updated})
+			Created: next.Updated, DueBy: ev.DueBy.UTC()})
 	}
 	return next, []*surgepay.Event{{ID: surgepay.NewID("evt"), PaymentID: p.ID, MerchantID: p.MerchantID, Type: typ,
 		FromStatus: p.Status, ToStatus: next.Status, Amount: amount, ActorKeyID: call.KeyID, RequestID: call.RequestID,
 		Created: next.Updated}}
+}
+
+// changedDisputes returns the disputes of next that p does not have in
+// the same state: what the store's table of disputes is to be told, in
+// the transaction of the payment's change (surgepay.Write.Disputes).
+func changedDisputes(p, next *surgepay.Payment) []*surgepay.Dispute {
+	var out []*surgepay.Dispute
+	for _, d := range next.Disputes() {
+		if was := p.Dispute(d.ID); was == nil || *was != d {
+			out = append(out, &d)
+		}
+	}
+	return out
 }
 
 // refTail is the processor's own part of a qualified reference: "pi_1" of

@@ -23,6 +23,7 @@ type txJSON struct {
 	DeclineCode    string    `json:"decline_code,omitempty"`
 	Message        string    `json:"message,omitempty"`
 	Created        time.Time `json:"created"`
+	DueBy          time.Time `json:"due_by,omitzero"` // a dispute's deadline; absent when unknown
 }
 
 type pendingJSON struct {
@@ -57,7 +58,7 @@ func encodeTransactions(txs []surgepay.Transaction) ([]byte, error) {
 	for i, t := range txs {
 		out[i] = txJSON{ID: t.ID, Type: t.Type, Status: t.Status, Amount: t.Amount,
 			ProviderRef: t.ProviderRef, IdempotencyKey: t.IdempotencyKey,
-			DeclineCode: t.DeclineCode, Message: t.Message, Created: t.Created.UTC()}
+			DeclineCode: t.DeclineCode, Message: t.Message, Created: t.Created.UTC(), DueBy: t.DueBy.UTC()}
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
@@ -76,6 +77,9 @@ func decodeTransactions(b []byte) ([]surgepay.Transaction, error) {
 		out[i] = surgepay.Transaction{ID: t.ID, Type: t.Type, Status: t.Status, Amount: t.Amount,
 			ProviderRef: t.ProviderRef, IdempotencyKey: t.IdempotencyKey,
 			DeclineCode: t.DeclineCode, Message: t.Message, Created: t.Created.UTC()}
+		if !t.DueBy.IsZero() {
+			out[i].DueBy = t.DueBy.UTC()
+		}
 	}
 	return out, nil
 }

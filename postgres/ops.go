@@ -145,6 +145,7 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	}
 	o.addWebhook(w)
 	o.addAttempt(w)
+	o.addDisputes(w) // disputes.go
 	return o, nil
 }
 

@@ -160,6 +160,7 @@ func (c Config) Validate() error {
 // DB is a surgepay.Store on PostgreSQL. Safe for concurrent use.
 type DB struct {
 	pool      *livePool
+	opPool    *livePool // the operators' searches (OperatorConnsMax)
 	live      *liveness
 	committer *groupcommit.Committer[*surgepay.Write]
 	stopWatch context.CancelFunc // nil without a watch
@@ -202,8 +203,17 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// Connections made before an outage may lead to a server that is no
 	// longer the primary, or be broken: the pool starts afresh when the
 	// database answers again.
-	live := newLiveness(cfg.Log, pool.Reset)
-	db := &DB{pool: &livePool{pool: pool, live: live}, live: live}
+	// The operators' searches have a pool of their own, so that they
+	// never take the API's connections (issue 38).
+	scfg := pcfg.Copy()
+	scfg.MaxConns = surgepay.OperatorConnsMax
+	search, err := pgxpool.NewWithConfig(ctx, scfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	live := newLiveness(cfg.Log, func() { pool.Reset(); search.Reset() })
+	db := &DB{pool: &livePool{pool: pool, live: live}, opPool: &livePool{pool: search, live: live}, live: live}
 	if cfg.HungAfter > 0 {
 		probe := pcfg.ConnConfig.Copy()
 		probe.Tracer = nil // the probe's pings are not the requests' statements
@@ -232,6 +242,7 @@ func (db *DB) Close() error {
 		<-db.watchDone
 	}
 	db.pool.Close()
+	db.opPool.Close()
 	return nil
 }
 

@@ -58,6 +58,19 @@ CREATE TABLE customers (
     created timestamp with time zone NOT NULL,
     updated timestamp with time zone NOT NULL
 );
+CREATE TABLE disputes (
+    merchant_id text NOT NULL,
+    id text NOT NULL,
+    payment_id text NOT NULL,
+    status text NOT NULL,
+    amount bigint NOT NULL,
+    currency text NOT NULL,
+    reason text NOT NULL,
+    due_by timestamp with time zone,
+    created timestamp with time zone NOT NULL,
+    updated timestamp with time zone NOT NULL,
+    due_key timestamp with time zone GENERATED ALWAYS AS (COALESCE(due_by, 'infinity'::timestamp with time zone)) STORED NOT NULL
+);
 CREATE TABLE idempotency (
     merchant_id text NOT NULL,
     key text NOT NULL,
@@ -189,6 +202,7 @@ ALTER TABLE audit_events ADD CONSTRAINT audit_events_pkey PRIMARY KEY (id);
 ALTER TABLE credentials_generation ADD CONSTRAINT credentials_generation_id_check CHECK ((id = 1));
 ALTER TABLE credentials_generation ADD CONSTRAINT credentials_generation_pkey PRIMARY KEY (id);
 ALTER TABLE customers ADD CONSTRAINT customers_pkey PRIMARY KEY (merchant_id, id);
+ALTER TABLE disputes ADD CONSTRAINT disputes_pkey PRIMARY KEY (merchant_id, id);
 ALTER TABLE idempotency ADD CONSTRAINT idempotency_pkey PRIMARY KEY (merchant_id, key);
 ALTER TABLE leases ADD CONSTRAINT leases_pkey PRIMARY KEY (name);
 ALTER TABLE merchants ADD CONSTRAINT merchants_pkey PRIMARY KEY (id);
@@ -205,9 +219,15 @@ ALTER TABLE webhook_endpoints ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY 
 CREATE INDEX api_keys_merchant ON api_keys USING btree (merchant_id, id);
 CREATE INDEX audit_events_merchant ON audit_events USING btree (merchant_id, id);
 CREATE INDEX audit_events_object ON audit_events USING btree (object_id, id);
+CREATE INDEX customers_email ON customers USING btree (merchant_id, lower(email), id) WHERE (email <> ''::text);
+CREATE INDEX disputes_due ON disputes USING btree (due_key, id, merchant_id);
+CREATE INDEX disputes_merchant_due ON disputes USING btree (merchant_id, due_key, id);
+CREATE INDEX disputes_merchant_status_due ON disputes USING btree (merchant_id, status, due_key, id);
+CREATE INDEX disputes_status_due ON disputes USING btree (status, due_key, id, merchant_id);
 CREATE INDEX idempotency_created ON idempotency USING btree (created);
 CREATE INDEX payment_events_payment ON payment_events USING btree (merchant_id, payment_id, seq);
 CREATE INDEX payment_methods_customer ON payment_methods USING btree (merchant_id, customer_id, id);
+CREATE INDEX payment_methods_last4 ON payment_methods USING btree (merchant_id, last4, id);
 CREATE INDEX payments_customer ON payments USING btree (merchant_id, customer_id, id);
 CREATE INDEX payments_processing ON payments USING btree (id) WHERE (status = 'processing'::text);
 CREATE INDEX payments_processor_ref ON payments USING btree (authorization_ref) WHERE (authorization_ref ~~ '%:%'::text);

@@ -299,10 +299,14 @@ func (db *DB) listPaymentsOfCustomer(ctx context.Context, merchantID string, f s
 		" WHERE c.merchant_id = ? AND c.customer_id = ?" + cursor("c.") + " AND p.customer_id = c.customer_id" + filter("p.") +
 		" ORDER BY c.id DESC LIMIT ?)")
 	args = append(append(append(append(args, merchantID, f.CustomerID), after...), condArgs...), limit+1)
-	// UNION, not UNION ALL: a chunk being merged is in both arms.
+	// UNION, not UNION ALL: a chunk being merged is in both arms. The
+	// tail is the rowid range: "+merchant_id" keeps SQLite from reading
+	// the merchant's range of the primary key instead, every payment of
+	// the merchant (bench/search.sh: 453 ms for 200,000 payments, 5 ms
+	// as a rowid range).
 	q.WriteString(" UNION SELECT * FROM (SELECT " + paymentCols + " FROM payments" +
 		" WHERE rowid > (SELECT indexed_upto FROM deferred_indexes WHERE name = 'payments_by_customer')" +
-		" AND merchant_id = ? AND customer_id = ?" + cursor("") + filter("") + " ORDER BY id DESC LIMIT ?)")
+		" AND +merchant_id = ? AND customer_id = ?" + cursor("") + filter("") + " ORDER BY id DESC LIMIT ?)")
 	args = append(append(append(append(args, merchantID, f.CustomerID), after...), condArgs...), limit+1)
 	q.WriteString(" ORDER BY id DESC LIMIT ?")
 	args = append(args, limit+1)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/sqlite"
@@ -30,11 +31,46 @@ func TestPaymentsByCustomerAcrossMerges(t *testing.T) {
 	db := open(t, cfg)
 	m := newMerchant(t, db)
 	customers := []string{surgepay.NewID("cus"), surgepay.NewID("cus"), surgepay.NewID("cus")}
+	// Each customer's card; the first two end in 1881, and the console's
+	// search by last 4 goes through payments_by_customer to them.
+	cards := map[string]string{}
+	for i, c := range customers {
+		pm := &surgepay.PaymentMethod{ID: surgepay.NewID("pm"), MerchantID: m.ID, CustomerID: c, Brand: "visa",
+			Last4: []string{"1881", "1881", "7777"}[i], ExpMonth: 12, ExpYear: 2040, Created: time.Now().UTC()}
+		if err := db.Apply(t.Context(), &surgepay.Write{PaymentMethodInsert: pm}); err != nil {
+			t.Fatal(err)
+		}
+		cards[c] = pm.ID
+	}
 	want := map[string][]string{}   // customer -> payment IDs
 	failed := map[string][]string{} // customer -> IDs of failed payments
 	midChunk := false
 	check := func(db *sqlite.DB) {
 		t.Helper()
+		var found []string
+		q := surgepay.PaymentSearch{MerchantID: m.ID, Last4: "1881", Limit: 97}
+		for {
+			page, err := db.SearchPayments(t.Context(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if page.Bounded {
+				t.Fatalf("search by last 4 bounded after %d payments", len(found))
+			}
+			for _, p := range page.Payments {
+				found = append(found, p.ID)
+			}
+			if page.Next == "" {
+				break
+			}
+			q.StartingAfter = page.Next
+		}
+		w := slices.Concat(want[customers[0]], want[customers[1]])
+		slices.Sort(w)
+		slices.Reverse(w)
+		if !slices.Equal(found, w) {
+			t.Fatalf("search by last 4 found %d payments, want %d, newest first", len(found), len(w))
+		}
 		for _, c := range customers {
 			for _, tc := range []struct {
 				status surgepay.Status
@@ -72,6 +108,7 @@ func TestPaymentsByCustomerAcrossMerges(t *testing.T) {
 		for j := range batch {
 			w, p := purchase(m.ID)
 			p.CustomerID = customers[(i+j)%len(customers)]
+			p.PaymentMethodID = cards[p.CustomerID]
 			if (i+j)%7 == 0 {
 				p.Status = surgepay.StatusFailed
 				failed[p.CustomerID] = append(failed[p.CustomerID], p.ID)

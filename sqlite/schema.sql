@@ -11,8 +11,14 @@ CREATE UNIQUE INDEX api_keys_hash ON api_keys (hash);
 CREATE INDEX api_keys_merchant ON api_keys (merchant_id, id);
 CREATE INDEX audit_events_merchant ON audit_events (merchant_id, id);
 CREATE INDEX audit_events_object ON audit_events (object_id, id);
+CREATE INDEX customers_email ON customers (merchant_id, email COLLATE NOCASE, id) WHERE email <> '';
+CREATE INDEX disputes_due ON disputes (due_key, id, merchant_id);
+CREATE INDEX disputes_merchant_due ON disputes (merchant_id, due_key, id);
+CREATE INDEX disputes_merchant_status_due ON disputes (merchant_id, status, due_key, id);
+CREATE INDEX disputes_status_due ON disputes (status, due_key, id, merchant_id);
 CREATE INDEX payment_events_payment ON payment_events (merchant_id, payment_id, seq);
 CREATE INDEX payment_methods_customer ON payment_methods (merchant_id, customer_id, id);
+CREATE INDEX payment_methods_last4 ON payment_methods (merchant_id, last4, id);
 CREATE INDEX payments_processing ON payments (id) WHERE status = 'processing';
 CREATE INDEX payments_processor_ref ON payments (processor_ref) WHERE processor_ref IS NOT NULL;
 CREATE INDEX payments_status ON payments (merchant_id, status, id);
@@ -77,6 +83,20 @@ CREATE TABLE customers (
 CREATE TABLE deferred_indexes (
 	name         TEXT NOT NULL PRIMARY KEY,
 	indexed_upto INTEGER NOT NULL
+) STRICT;
+CREATE TABLE disputes (
+	merchant_id TEXT NOT NULL,
+	id          TEXT NOT NULL,
+	payment_id  TEXT NOT NULL,
+	status      TEXT NOT NULL,
+	amount      INTEGER NOT NULL,
+	currency    TEXT NOT NULL,
+	reason      TEXT NOT NULL,
+	due_by      INTEGER,
+	created     INTEGER NOT NULL,
+	updated     INTEGER NOT NULL,
+	due_key     INTEGER NOT NULL GENERATED ALWAYS AS (coalesce(due_by, 9223372036854775807)) VIRTUAL,
+	PRIMARY KEY (merchant_id, id)
 ) STRICT;
 CREATE TABLE "idempotency" (
 	merchant_id  TEXT NOT NULL,

@@ -311,6 +311,7 @@ func ValidPageSize(n int) bool {
 // DB is a surgepay.Store on one SQLite database. Safe for concurrent use.
 type DB struct {
 	read   *sql.DB // query_only pool
+	opRead *sql.DB // query_only pool of the operators' searches (surgepay.OperatorConnsMax)
 	readSt readStmts
 
 	write  *sql.DB   // MaxOpenConns=1; used only by the committer
@@ -473,6 +474,14 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	if err := db.read.PingContext(ctx); err != nil {
 		return err
 	}
+	// The operators' searches have a pool of their own, so that they
+	// never take the API's connections (issue 38); it opens its
+	// connections when a search first needs them.
+	if db.opRead, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout, "query_only(1)", mmap)); err != nil {
+		return err
+	}
+	db.opRead.SetMaxOpenConns(surgepay.OperatorConnsMax)
+	db.opRead.SetMaxIdleConns(surgepay.OperatorConnsMax)
 	return db.readSt.prepare(ctx, db.read)
 }
 
@@ -534,7 +543,7 @@ func (db *DB) closeAll() error {
 	if db.wconn != nil {
 		errs = append(errs, db.wconn.Close())
 	}
-	for _, d := range []*sql.DB{db.read, db.write, db.ckpt} {
+	for _, d := range []*sql.DB{db.read, db.opRead, db.write, db.ckpt} {
 		if d != nil {
 			errs = append(errs, d.Close())
 		}

@@ -597,6 +597,9 @@ func (w *writer) applyWrite(ctx context.Context, wr *surgepay.Write, sale []driv
 	if err := w.applyPayment(ctx, wr); err != nil {
 		return err
 	}
+	if err := w.applyDisputes(ctx, wr); err != nil { // disputes.go
+		return err
+	}
 	if err := w.insertEvents(ctx, wr.Events); err != nil {
 		return err
 	}

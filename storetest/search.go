@@ -16,6 +16,8 @@ var searchTests = []struct {
 	{"SearchPaymentsFilters", testSearchPaymentsFilters},
 	{"SearchPaymentsPages", testSearchPaymentsPages},
 	{"SearchPaymentsBounded", testSearchPaymentsBounded},
+	{"SearchPaymentsByCardIndexed", testSearchPaymentsByCardIndexed},
+	{"SearchPaymentsByCardFewMatch", testSearchPaymentsByCardFewMatch},
 	{"FindCustomersByEmail", testFindCustomersByEmail},
 	{"WebhookResendWithAuditAtomic", testWebhookResendWithAuditAtomic},
 }
@@ -76,7 +78,7 @@ func testSearchPaymentsFilters(t *testing.T, s surgepay.Store) {
 	for i, r := range rows {
 		p := minimalPayment(m.ID, r.status)
 		p.Amount, p.AmountTax = r.amount-100, 100
-		p.PaymentMethodID, p.AuthorizationRef = r.pm, r.ref
+		p.CustomerID, p.PaymentMethodID, p.AuthorizationRef = c.ID, r.pm, r.ref
 		p.Created = base.Add(time.Duration(i) * time.Millisecond)
 		apply(t, s, &surgepay.Write{PaymentInsert: p})
 		ids[i], created[i] = p.ID, p.Created
@@ -197,7 +199,7 @@ func testFindCustomersByEmail(t *testing.T, s surgepay.Store) {
 	}
 	x := sampleCustomer(newMerchant(t, s).ID) // zoe@example.com, another merchant's
 	apply(t, s, &surgepay.Write{CustomerInsert: x})
-	cs, bounded, err := o.FindCustomersByEmail(t.Context(), m.ID, "ZOE@example.com")
+	cs, err := o.FindCustomersByEmail(t.Context(), m.ID, "ZOE@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,12 +207,108 @@ func testFindCustomersByEmail(t *testing.T, s surgepay.Store) {
 	for _, c := range cs {
 		got = append(got, c.ID)
 	}
-	if d := diff(idsDesc(want), got); d != "" || bounded {
-		t.Fatalf("FindCustomersByEmail bounded %v, want false; IDs (-want +got):\n%s", bounded, d)
+	if d := diff(idsDesc(want), got); d != "" {
+		t.Fatalf("FindCustomersByEmail IDs (-want +got):\n%s", d)
 	}
-	cs, _, err = o.FindCustomersByEmail(t.Context(), m.ID, "nobody@example.com")
+	cs, err = o.FindCustomersByEmail(t.Context(), m.ID, "nobody@example.com")
 	if err != nil || len(cs) != 0 {
 		t.Fatalf("FindCustomersByEmail(nobody) = %v, %v; want none", cs, err)
+	}
+}
+
+// testSearchPaymentsByCardIndexed: a search by a card's last 4 goes
+// through the index of cards to their customers' payments, so it finds
+// the oldest payment where the bounded scan of the newest would stop
+// first; when the cards' customers have more payments in the range than
+// the bound, it is the bounded scan again.
+func testSearchPaymentsByCardIndexed(t *testing.T, s surgepay.Store) {
+	o := operatorSearcher(t, s)
+	m := newMerchant(t, s)
+	ann, bob, carol := newCustomer(t, s, m.ID), newCustomer(t, s, m.ID), newCustomer(t, s, m.ID)
+	annCard := samplePaymentMethod(m.ID, ann.ID)
+	annCard.Last4 = "1881"
+	annOther := samplePaymentMethod(m.ID, ann.ID)
+	annOther.Last4 = "0005"
+	bobCard := samplePaymentMethod(m.ID, bob.ID)
+	bobCard.Last4 = "1881"
+	carolCard := samplePaymentMethod(m.ID, carol.ID)
+	carolCard.Last4 = "7777"
+	for _, pm := range []*surgepay.PaymentMethod{annCard, annOther, bobCard, carolCard} {
+		apply(t, s, &surgepay.Write{PaymentMethodInsert: pm})
+	}
+	pay := func(pm *surgepay.PaymentMethod, status surgepay.Status) string {
+		p := minimalPayment(m.ID, status)
+		p.CustomerID, p.PaymentMethodID = pm.CustomerID, pm.ID
+		apply(t, s, &surgepay.Write{PaymentInsert: p})
+		return p.ID
+	}
+	oldest := pay(annCard, surgepay.StatusSucceeded)
+	for range 6 {
+		pay(annOther, surgepay.StatusSucceeded)
+	}
+	bobs := pay(bobCard, surgepay.StatusRefunded)
+	var carols []string
+	for range 6 {
+		carols = append(carols, pay(carolCard, surgepay.StatusSucceeded))
+	}
+	newest := pay(annCard, surgepay.StatusSucceeded)
+
+	// 15 payments; the cards' customers have 9 of them. A scan bounded
+	// at 9 would stop before the oldest.
+	q := surgepay.PaymentSearch{MerchantID: m.ID, Last4: "1881", ExamineMax: 9}
+	got, next, bounded := searchIDs(t, o, q)
+	if d := diff([]string{newest, bobs, oldest}, got); d != "" || next != "" || bounded {
+		t.Fatalf("SearchPayments(%+v) next %q bounded %v, want all three; IDs (-want +got):\n%s", q, next, bounded, d)
+	}
+	q.Status = surgepay.StatusRefunded
+	got, _, _ = searchIDs(t, o, q)
+	if d := diff([]string{bobs}, got); d != "" {
+		t.Fatalf("SearchPayments(%+v) (-want +got):\n%s", q, d)
+	}
+	q.Status = ""
+	q.Limit = 2
+	got, next, _ = searchIDs(t, o, q)
+	if d := diff([]string{newest, bobs}, got); d != "" || next != bobs {
+		t.Fatalf("first page of 2: next %q, want %s; IDs (-want +got):\n%s", next, bobs, d)
+	}
+	q.StartingAfter = next
+	got, next, _ = searchIDs(t, o, q)
+	if d := diff([]string{oldest}, got); d != "" || next != "" {
+		t.Fatalf("second page: next %q, want done; IDs (-want +got):\n%s", next, d)
+	}
+	// A bound of 5, below the cards' customers' 9 payments: the newest 5
+	// are scanned, and the search says where it stopped.
+	q = surgepay.PaymentSearch{MerchantID: m.ID, Last4: "1881", ExamineMax: 5}
+	got, next, bounded = searchIDs(t, o, q)
+	if d := diff([]string{newest}, got); d != "" || !bounded || next != carols[2] {
+		t.Fatalf("SearchPayments(%+v) next %q bounded %v, want bounded at %s; IDs (-want +got):\n%s", q, next, bounded, carols[2], d)
+	}
+}
+
+// testSearchPaymentsByCardFewMatch: the card's one payment is the oldest
+// of its customer's 151 (a store that reads the candidates' rows in
+// batches, newest first, reads several before it finds it).
+func testSearchPaymentsByCardFewMatch(t *testing.T, s surgepay.Store) {
+	o := operatorSearcher(t, s)
+	m := newMerchant(t, s)
+	c := newCustomer(t, s, m.ID)
+	card, other := samplePaymentMethod(m.ID, c.ID), samplePaymentMethod(m.ID, c.ID)
+	card.Last4, other.Last4 = "4321", "0005"
+	apply(t, s, &surgepay.Write{PaymentMethodInsert: card})
+	apply(t, s, &surgepay.Write{PaymentMethodInsert: other})
+	var want string
+	for i := range 151 {
+		p := minimalPayment(m.ID, surgepay.StatusSucceeded)
+		p.CustomerID, p.PaymentMethodID = c.ID, other.ID
+		if i == 0 {
+			p.PaymentMethodID, want = card.ID, p.ID
+		}
+		apply(t, s, &surgepay.Write{PaymentInsert: p})
+	}
+	q := surgepay.PaymentSearch{MerchantID: m.ID, Last4: "4321", Limit: 1}
+	got, next, bounded := searchIDs(t, o, q)
+	if d := diff([]string{want}, got); d != "" || next != "" || bounded {
+		t.Fatalf("SearchPayments(%+v) next %q bounded %v; IDs (-want +got):\n%s", q, next, bounded, d)
 	}
 }
 

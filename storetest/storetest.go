@@ -130,6 +130,7 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 	tests = append(tests, webhookTests...)
 	tests = append(tests, analyticsTests...)
 	tests = append(tests, searchTests...)
+	tests = append(tests, disputeTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -279,10 +280,12 @@ func samplePayment(merchantID, customerID, paymentMethodID string) *surgepay.Pay
 		Transactions: []surgepay.Transaction{
 			{ID: surgepay.NewID("tx"), Type: surgepay.TxAuthorization, Status: surgepay.TxSucceeded,
 				Amount: 10_825, ProviderRef: "prov_1", IdempotencyKey: id + "/authorization",
-				DeclineCode: "none", Message: "approved", Created: created},
+				DeclineCode: "none", Message: "approved", Created: created,
+				DueBy: created.Add(7 * 24 * time.Hour)}, // a dispute's field; any transaction round-trips it
 			{ID: surgepay.NewID("tx"), Type: surgepay.TxCapture, Status: surgepay.TxPending,
 				Amount: 5_000, ProviderRef: "prov_2", IdempotencyKey: id + "/capture",
-				DeclineCode: "timeout", Message: "outcome unknown", Created: created.Add(time.Millisecond)},
+				DeclineCode: "timeout", Message: "outcome unknown", Created: created.Add(time.Millisecond),
+				DueBy: created.Add(21 * 24 * time.Hour)},
 		},
 		Pending: &surgepay.Pending{Type: surgepay.TxCapture, Amount: 5_000, IdempotencyKey: id + "/capture",
 			Capture: true, CaptureLater: true, From: surgepay.StatusRequiresCapture, TxID: "tx_pending", Processor: "stripe_eu"},

@@ -17,6 +17,14 @@ type Config struct {
 	// (mutual TLS), beside the admin token. Requires CertFile. Default
 	// none: the admin token only.
 	AdminClientCAFile string `toml:"admin_client_ca_file"`
+	// AdminReadOnlyClients names the client certificates (of
+	// AdminClientCAFile) that are read-only on the admin listener: they
+	// read everything (GET) and change nothing, as the read-only token
+	// (docs/console.md). A name is the certificate subject's common name
+	// as the audit trail records it ("admin_api:cert:NAME"): printable
+	// ASCII, at most 64 characters, matched exactly. Every other
+	// certificate the CA signed may act. Read at start. Default none.
+	AdminReadOnlyClients []string `toml:"admin_read_only_clients"`
 	// ProxyTerminated says that a proxy in front terminates TLS: serve
 	// then listens in plain HTTP on any address. Without it (and without
 	// CertFile) serve refuses a listen or admin_listen address that is

@@ -74,7 +74,7 @@ func main() {
 	fs.Uint64Var(&o.seed, "seed", 38, "the random seed of the fill and of the searches")
 	fs.IntVar(&o.requests, "requests", 200, "console searches per kind, one at a time")
 	fs.IntVar(&o.warmup, "warmup", 10, "searches per kind before the measured ones, not counted")
-	fs.IntVar(&o.operators, "operators", 4, "operators searching in a loop during the second load phase")
+	fs.IntVar(&o.operators, "operators", 1, "operators searching in a loop during the second load phase")
 	fs.IntVar(&o.rate, "rate", 1000, "the API load: sales per second (surgepay loadtest, open model)")
 	fs.DurationVar(&o.duration, "duration", 30*time.Second, "each load phase")
 	if err := fs.Parse(os.Args[2:]); err != nil {

@@ -339,7 +339,7 @@ func markdown(o *options, st *state, results []stats, quiet, during *loadResult,
 	fmt.Fprintf(&b, "\nAPI p99 with operators / alone: **%s** (p50: %s). Console searches during the load: %d, %d errors, %d bounded.\n",
 		ratio(during.Latency.Corrected.P99, quiet.Latency.Corrected.P99), ratio(during.Latency.Corrected.P50, quiet.Latency.Corrected.P50),
 		busy.n, busy.errs, busy.bounded)
-	b.WriteString("\n\"bounded\": the page said its scan stopped at its bound (or, for an email, that only the newest customers were read).\n")
+	b.WriteString("\n\"bounded\": the page said its scan stopped at its bound; it offers \"Older →\".\n")
 	return b.String()
 }
 

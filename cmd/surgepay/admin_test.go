@@ -115,3 +115,52 @@ func TestServeAdminTokenRotation(t *testing.T) {
 		t.Errorf("GET /config with the old token after the rotation: status %d, want 401", code)
 	}
 }
+
+// TestServeAdminReadToken: serve's first start creates the read-only
+// token beside the admin token and prints where it is, never what; the
+// read-only token reads the admin listener (the configuration, the
+// console, the admin API) and is refused any change: 403
+// read_only_operator from the admin API, and the console's pages show
+// no action.
+func TestServeAdminReadToken(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	s := startServe(t, cfg)
+	b, err := os.ReadFile(filepath.Join(dir, admin.ReadTokenFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := strings.TrimSpace(string(b))
+	if !strings.HasPrefix(read, admin.ReadTokenPrefix) || read == readAdminToken(t, dir) {
+		t.Fatalf("the read-only token starts %q, want %s and not the admin token", read[:7], admin.ReadTokenPrefix)
+	}
+	want := "log in with the read-only token in the file " + filepath.Join(dir, admin.ReadTokenFileName) + ", just created"
+	if !strings.Contains(s.out.String(), want) || strings.Contains(s.out.String(), read) || strings.Contains(s.logs.String(), read) {
+		t.Errorf("serve's stdout lacks %q, or shows the read-only token:\n%s", want, s.out)
+	}
+	base := "http://" + cfg.AdminListen
+	for _, p := range []string{"/config", "/console/", "/console/merchants", "/admin/v1/merchants"} {
+		if code, _ := getAuth(t, base+p, read); code != http.StatusOK {
+			t.Errorf("GET %s with the read-only token: status %d, want 200", p, code)
+		}
+	}
+	code, body, _ := doRequest(t, http.DefaultClient, "POST", base+"/admin/v1/merchants", strings.NewReader(`{"name":"Shop"}`),
+		map[string]string{"Authorization": "Bearer " + read})
+	if code != http.StatusForbidden || !strings.Contains(body, `"code":"`+admin.ReasonReadOnly+`"`) {
+		t.Errorf("POST /admin/v1/merchants with the read-only token: %d %s, want 403 %s", code, body, admin.ReasonReadOnly)
+	}
+	_, list := getAuth(t, base+"/admin/v1/merchants", read)
+	i := strings.Index(list, `"id":"mer_`)
+	if i < 0 {
+		t.Fatalf("no merchant listed: %s", list)
+	}
+	id := list[i+len(`"id":"`):]
+	id = id[:strings.IndexByte(id, '"')]
+	if code, page := getAuth(t, base+"/console/merchants/"+id, read); code != http.StatusOK ||
+		!strings.Contains(page, "read-only: you can search but not act") || strings.Contains(page, `id="create"`) {
+		t.Errorf("the merchant's console page with the read-only token: %d, want 200 with the read-only notice and no create form", code)
+	}
+	if code, _ := getAuth(t, base+"/console/merchants/"+id+"/keys/new", read); code != http.StatusForbidden {
+		t.Errorf("a key's confirmation with the read-only token: status %d, want 403", code)
+	}
+}

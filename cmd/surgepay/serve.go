@@ -67,10 +67,10 @@ type app struct {
 	api    *api.Server
 	closer []func()
 	// certs is the listeners' TLS certificate (nil: plain HTTP) and
-	// adminToken the admin listener's token; both are read again on
-	// SIGHUP (reloadListeners).
-	certs      *tlsconfig.CertReloader
-	adminToken atomic.Pointer[string]
+	// creds the admin listener's tokens (nil: no admin listener); both
+	// are read again on SIGHUP (reloadListeners).
+	certs *tlsconfig.CertReloader
+	creds *admin.Credentials
 }
 
 func (a *app) Close() {
@@ -528,16 +528,15 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 			_ = aln.Close() // likewise
 		}
 	}()
-	// The admin token is read (or made) before anything else: a token
+	// The admin tokens are read (or made) before anything else: a token
 	// file that others can read must stop serve before it creates and
 	// prints a development merchant and key.
-	var adminToken string
-	var adminTokenCreated bool
+	var creds *admin.Credentials
 	if aln != nil {
 		if err := datadir.Ensure(cfg.DataDir, log); err != nil {
 			return err
 		}
-		if adminToken, adminTokenCreated, err = admin.LoadToken(cfg.AdminToken().Reveal(), cfg.AdminTokenFile); err != nil {
+		if creds, err = cfg.AdminCredentials(); err != nil {
 			return err
 		}
 	}
@@ -546,7 +545,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		return err
 	}
 	defer a.Close()
-	a.certs = certs
+	a.certs, a.creds = certs, creds
 	if cfg.DevMerchant {
 		if err := (ops.Ops{Engine: a.eng, Store: a.store, Out: out}).EnsureDevMerchant(ctx, cfg.DataDir,
 			tlsconfig.Scheme(a.certs != nil)+"://"+cfg.Listen); err != nil {
@@ -554,7 +553,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		}
 	}
 	if aln != nil {
-		a.useAdminToken(out, adminToken, adminTokenCreated, aln.Addr(), tlsAdmin != nil)
+		creds.Announce(out, tlsconfig.Scheme(tlsAdmin != nil)+"://"+aln.Addr().String())
 	}
 	if err := a.eng.Preheat(ctx); err != nil {
 		return fmt.Errorf("preheat: %w", err)
@@ -612,10 +611,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		go func() {
 			defer wg.Done()
 			if err := admin.Serve(bg, aln, admin.Config{Ready: isReady, Telemetry: a.tel,
-				Config: func() any { return current.Load().View() }, Auth: a.adminGuard(), TLS: tlsAdmin,
+				Config: func() any { return current.Load().View() }, Auth: cfg.AdminGuard(a.creds), TLS: tlsAdmin,
 				AdminAPI: api.NewAdmin(api.AdminConfig{Engine: a.eng, Logger: log, Actor: admin.Actor,
 					OnMerchantsChanged: merchants.Changed}), Console: console.New(console.Config{Engine: a.eng, Logger: log,
-					Actor: admin.Actor, SecureCookie: cfg.TLS.ProxyTerminated, ReconcileInterval: cfg.ReconcileInterval.Duration, ProcessorStates: a.tel.ProcessorStates})}, log); err != nil {
+					Actor: admin.Actor, ReadOnly: admin.ReadOnly, SecureCookie: cfg.TLS.ProxyTerminated, ReconcileInterval: cfg.ReconcileInterval.Duration, ProcessorStates: a.tel.ProcessorStates})}, log); err != nil {
 				log.Error("admin listener", "err", err.Error())
 			}
 		}()

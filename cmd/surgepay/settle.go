@@ -366,15 +366,13 @@ func serveSettleMetrics(cfg config.Config, addr string, m *settle.Latest, log *s
 	if err != nil {
 		return nil, err
 	}
-	auth := admin.Guard{MetricsOpen: cfg.AdminMetricsOpen, ClientCert: cfg.TLS.AdminClientCAFile != ""}
+	var creds *admin.Credentials // the tokens, read once: settle's runs are short
 	if !cfg.AdminMetricsOpen {
-		token, _, err := admin.LoadToken(cfg.AdminToken().Reveal(), cfg.AdminTokenFile)
-		if err != nil {
+		if creds, err = cfg.AdminCredentials(); err != nil {
 			return nil, fmt.Errorf("--metrics-listen: %w", err)
 		}
-		auth.Token = func() string { return token }
 	}
-	stop, err = admin.ListenMetrics(addr, auth, tc, telemetry.SettleMetricsHandler(m.Stat), log)
+	stop, err = admin.ListenMetrics(addr, cfg.AdminGuard(creds), tc, telemetry.SettleMetricsHandler(m.Stat), log)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w (choose another port, or leave it off)", err)
 	}

@@ -230,3 +230,41 @@ func TestServeAdminClientCert(t *testing.T) {
 		t.Errorf("GET /config from a client whose certificate the server does not ask for: status %d, %v; want 401", code, err)
 	}
 }
+
+// TestServeAdminReadOnlyClientCert: over mutual TLS, a client
+// certificate named in tls.admin_read_only_clients reads the admin
+// listener and is refused 403 read_only_operator when it would change
+// something; another certificate of the same CA acts.
+func TestServeAdminReadOnlyClientCert(t *testing.T) {
+	ca := tlstest.NewCA(t, "surgepay-test")
+	clients := tlstest.NewCA(t, "admins")
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, tlsEnv(ca.Server("server")))
+	cfg.TLS.AdminClientCAFile = clients.CertFile
+	cfg.TLS.AdminReadOnlyClients = []string{"support-alice"}
+	startServe(t, cfg)
+	base := "https://" + cfg.AdminListen
+	do := func(cert *tlstest.Cert, method, path string) (int, string) {
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientTLS(cert), DisableKeepAlives: true}}
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(`{"name":"Shop"}`))
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	alice, ops := clients.Client("support-alice"), clients.Client("ops")
+	for _, p := range []string{"/config", "/admin/v1/merchants", "/console/"} {
+		if code, _ := do(alice, "GET", p); code != http.StatusOK {
+			t.Errorf("GET %s with the read-only certificate: status %d, want 200", p, code)
+		}
+	}
+	if code, body := do(alice, "POST", "/admin/v1/merchants"); code != http.StatusForbidden || !strings.Contains(body, "read_only_operator") {
+		t.Errorf("POST /admin/v1/merchants with the read-only certificate: %d %s, want 403 read_only_operator", code, body)
+	}
+	if code, body := do(ops, "POST", "/admin/v1/merchants"); code != http.StatusOK || !strings.Contains(body, `"name":"Shop"`) {
+		t.Errorf("POST /admin/v1/merchants with another certificate: %d %s, want 200", code, body)
+	}
+}

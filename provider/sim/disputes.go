@@ -16,8 +16,8 @@ import (
 )
 
 // AmountDisputed: a sale of this amount succeeds, and then the cardholder
-// disputes it: the simulator files a dispute (needs_response, fraudulent)
-// and sends its webhook to the function set by OnEvent, as a processor
+// disputes it: the simulator files a dispute (needs_response, fraudulent,
+// due DisputeResponseWindow after it is filed) and sends its webhook to the function set by OnEvent, as a processor
 // would, so that the dispute path is testable offline.
 const AmountDisputed int64 = 9105
 
@@ -32,6 +32,12 @@ const (
 // disputeReason is the cardholder's reason the simulator gives (Stripe's
 // code for an unrecognised charge).
 const disputeReason = "fraudulent"
+
+// DisputeResponseWindow is how long after filing a dispute the simulator
+// gives the merchant to respond (its event's due_by): Stripe's disputes
+// typically allow 7 to 21 days, set by the card network; the simulator
+// takes the shortest, so that a test sees the nearest deadline.
+const DisputeResponseWindow = 7 * 24 * time.Hour
 
 // SignatureHeader carries the simulator's webhook signature: the hex
 // HMAC-SHA256 of the body under its webhook secret.
@@ -53,6 +59,9 @@ type simEvent struct {
 	Amount    int64  `json:"amount"`
 	Status    string `json:"status"`
 	Reason    string `json:"reason"`
+	// DueBy is the deadline of the merchant's response, Unix seconds as
+	// Stripe's evidence_details.due_by; 0: none.
+	DueBy int64 `json:"due_by,omitempty"`
 }
 
 type events struct {
@@ -88,7 +97,8 @@ func (p *Provider) fileDispute(merchantID, paymentID, ref string, amount int64) 
 	n := p.events.seq.Add(1)
 	body, _ := json.Marshal(simEvent{ID: fmt.Sprintf("evt_sim_%s_%d", p.instance, n), Type: surgepay.ProcessorEventDisputeCreated,
 		Merchant: merchantID, Payment: paymentID, Reference: ref, Dispute: fmt.Sprintf("dp_sim_%s_%d", p.instance, n),
-		Amount: amount, Status: "needs_response", Reason: disputeReason})
+		Amount: amount, Status: "needs_response", Reason: disputeReason,
+		DueBy: time.Now().Add(DisputeResponseWindow).Unix()})
 	header := http.Header{SignatureHeader: {p.sign(body)}, "Content-Type": {"application/json"}}
 	go func() {
 		time.Sleep(DisputeDelay)
@@ -123,8 +133,12 @@ func (p *Provider) ParseEvent(_ string, payload []byte, header http.Header) (*su
 	if err := json.Unmarshal(payload, &ev); err != nil {
 		return nil, surgepay.Invalid("body", "invalid_json", "the simulator's event is not JSON: %v", err)
 	}
-	return &surgepay.ProcessorEvent{ID: ev.ID, Kind: ev.Type, PaymentRef: ev.Reference, MerchantID: ev.Merchant,
-		PaymentID: ev.Payment, DisputeID: ev.Dispute, Amount: ev.Amount, Status: ev.Status, Reason: ev.Reason}, nil
+	out := &surgepay.ProcessorEvent{ID: ev.ID, Kind: ev.Type, PaymentRef: ev.Reference, MerchantID: ev.Merchant,
+		PaymentID: ev.Payment, DisputeID: ev.Dispute, Amount: ev.Amount, Status: ev.Status, Reason: ev.Reason}
+	if ev.DueBy > 0 {
+		out.DueBy = time.Unix(ev.DueBy, 0).UTC()
+	}
+	return out, nil
 }
 
 func mustHex(s string) []byte {

@@ -30,6 +30,8 @@ var _ surgepay.EventParser = (*Provider)(nil)
 //	charge.refunded                                       ProcessorEventRefunded
 //	charge.dispute.created, .updated, .closed             ProcessorEventDispute*
 //
+// A dispute's deadline is its evidence_details.due_by (DueBy).
+//
 // Any other type verifies and is ignored (Kind ""). A bad signature, a
 // stale or future one or no secret configured is EINVALID on
 // Stripe-Signature.
@@ -78,6 +80,11 @@ func (p *Provider) ParseEvent(_ string, payload []byte, header http.Header) (*su
 				"charge.dispute.closed":  surgepay.ProcessorEventDisputeClosed}[ev.Type]
 			out.PaymentRef, out.DisputeID, out.Amount = d.PaymentIntent.ID, d.ID, d.Amount
 			out.Status, out.Reason = string(d.Status), string(d.Reason)
+			// due_by: Unix seconds; 0 (or no evidence_details) when the
+			// card's bank allows no response.
+			if ed := d.EvidenceDetails; ed != nil && ed.DueBy > 0 {
+				out.DueBy = time.Unix(ed.DueBy, 0).UTC()
+			}
 		}
 	}
 	return out, nil
