@@ -19,6 +19,7 @@ import (
 	"github.com/surgepay/surgepay/console"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/testenv"
+	"github.com/surgepay/surgepay/provider/sim"
 )
 
 // chromiumTimeout bounds the browser's whole visit.
@@ -422,5 +423,51 @@ func TestReadOnlyOperatorInChromium(t *testing.T) {
 	b.shot("readonly-refused")
 	if p := e.payment(f.auth.ID); p.Status != surgepay.StatusRequiresCapture {
 		t.Errorf("the authorization is %s after the read-only visit, want requires_capture", p.Status)
+	}
+}
+
+// TestDisputesInChromium: a sale the simulator's cardholder disputes; as
+// an operator would, choose "needs_response" in the search page's
+// dispute state, see the dispute by its deadline on the disputes page,
+// and open its payment from there.
+func TestDisputesInChromium(t *testing.T) {
+	var simulator *sim.Provider
+	e := newEnv(t, func(ec *engine.Config, _ *console.Config) { simulator = ec.Provider.(*sim.Provider) })
+	applied := make(chan string, 4)
+	simulator.OnEvent(func(ctx context.Context, payload []byte, header http.Header) bool {
+		res, err := e.eng.ApplyProcessorEvent(ctx, "default", payload, header)
+		if err != nil || res == engine.EventUnknownPayment {
+			return true // the sale is not stored yet: the simulator tries again
+		}
+		applied <- res
+		return false
+	})
+	c := e.customer("Dee", "dee@example.com")
+	sale := e.pay(c, e.card(c.ID, "4242424242424242", "123"), sim.AmountDisputed, false, "")
+	select {
+	case <-applied:
+	case <-t.Context().Done():
+		t.Fatal("the simulator's dispute never arrived")
+	}
+	ds := e.payment(sale.ID).Disputes()
+	if len(ds) != 1 {
+		t.Fatalf("the sale's disputes: %+v, want one", ds)
+	}
+	b := newBrowser(t, e)
+	b.login(testToken)
+	b.step("search by dispute state", chromedp.SetValue(chromedp.ID("dispute-state"), surgepay.DisputeNeedsResponse),
+		chromedp.Click(chromedp.ID("search-disputes")), chromedp.WaitVisible(chromedp.ID("disputes")))
+	b.shot("disputes")
+	row := b.text("disputes")
+	for _, want := range []string{sale.ID, ds[0].ID, "fraudulent", surgepay.DisputeNeedsResponse, "91.05 EUR",
+		ds[0].DueBy.UTC().Format("2006-01-02 15:04:05 UTC")} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the disputes page lacks %q:\n%s", want, row)
+		}
+	}
+	b.step("open the disputed payment", chromedp.Click(chromedp.CSS(`#disputes a[href$="`+sale.ID+`"]`)),
+		chromedp.WaitVisible(chromedp.ID("payment-id")))
+	if got := b.text("payment-id"); got != sale.ID {
+		t.Errorf("the disputes page's link opened %q, want %s", got, sale.ID)
 	}
 }
