@@ -19,7 +19,6 @@ import (
 	"github.com/surgepay/surgepay/console"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/testenv"
-	"github.com/surgepay/surgepay/provider/sim"
 )
 
 // chromiumTimeout bounds the browser's whole visit.
@@ -431,24 +430,9 @@ func TestReadOnlyOperatorInChromium(t *testing.T) {
 // dispute state, see the dispute by its deadline on the disputes page,
 // and open its payment from there.
 func TestDisputesInChromium(t *testing.T) {
-	var simulator *sim.Provider
-	e := newEnv(t, func(ec *engine.Config, _ *console.Config) { simulator = ec.Provider.(*sim.Provider) })
-	applied := make(chan string, 4)
-	simulator.OnEvent(func(ctx context.Context, payload []byte, header http.Header) bool {
-		res, err := e.eng.ApplyProcessorEvent(ctx, "default", payload, header)
-		if err != nil || res == engine.EventUnknownPayment {
-			return true // the sale is not stored yet: the simulator tries again
-		}
-		applied <- res
-		return false
-	})
+	e, applied := newSimDisputesEnv(t)
 	c := e.customer("Dee", "dee@example.com")
-	sale := e.pay(c, e.card(c.ID, "4242424242424242", "123"), sim.AmountDisputed, false, "")
-	select {
-	case <-applied:
-	case <-t.Context().Done():
-		t.Fatal("the simulator's dispute never arrived")
-	}
+	sale := disputedSale(t, e, applied, c, e.card(c.ID, "4242424242424242", "123"))
 	ds := e.payment(sale.ID).Disputes()
 	if len(ds) != 1 {
 		t.Fatalf("the sale's disputes: %+v, want one", ds)

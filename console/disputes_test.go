@@ -14,12 +14,11 @@ import (
 	"github.com/surgepay/surgepay/provider/sim"
 )
 
-// TestDisputesPageSimulatorDispute: the simulator's dispute of a sale of
-// sim.AmountDisputed, applied as its webhook is, is on the disputes page
-// (needing a response, the default) with its deadline, its reason and a
-// link to its payment, whose page shows the deadline too; a sale that is
-// not disputed is not listed.
-func TestDisputesPageSimulatorDispute(t *testing.T) {
+// newSimDisputesEnv is an env whose simulator's dispute webhooks are
+// applied as the API's receiver applies them; each applied event's
+// result comes on the channel.
+func newSimDisputesEnv(t *testing.T) (*env, <-chan string) {
+	t.Helper()
 	var simulator *sim.Provider
 	e := newEnv(t, func(ec *engine.Config, _ *console.Config) { simulator = ec.Provider.(*sim.Provider) })
 	applied := make(chan string, 4)
@@ -31,9 +30,13 @@ func TestDisputesPageSimulatorDispute(t *testing.T) {
 		applied <- res
 		return false
 	})
-	c := e.customer("Dee", "dee@example.com")
-	pm := e.card(c.ID, "4242424242424242", "123")
-	quiet := e.pay(c, pm, 1000, false, "")
+	return e, applied
+}
+
+// disputedSale makes a sale of c with pm that the simulator's
+// cardholder disputes, and waits until the dispute is applied.
+func disputedSale(t *testing.T, e *env, applied <-chan string, c *surgepay.Customer, pm *surgepay.PaymentMethod) *surgepay.Payment {
+	t.Helper()
 	sale := e.pay(c, pm, sim.AmountDisputed, false, "")
 	select {
 	case res := <-applied:
@@ -43,6 +46,20 @@ func TestDisputesPageSimulatorDispute(t *testing.T) {
 	case <-t.Context().Done():
 		t.Fatal("the simulator's dispute never arrived")
 	}
+	return sale
+}
+
+// TestDisputesPageSimulatorDispute: the simulator's dispute of a sale of
+// sim.AmountDisputed, applied as its webhook is, is on the disputes page
+// (needing a response, the default) with its deadline, its reason and a
+// link to its payment, whose page shows the deadline too; a sale that is
+// not disputed is not listed.
+func TestDisputesPageSimulatorDispute(t *testing.T) {
+	e, applied := newSimDisputesEnv(t)
+	c := e.customer("Dee", "dee@example.com")
+	pm := e.card(c.ID, "4242424242424242", "123")
+	quiet := e.pay(c, pm, 1000, false, "")
+	sale := disputedSale(t, e, applied, c, pm)
 	ds := e.payment(sale.ID).Disputes()
 	if len(ds) != 1 || ds[0].DueBy.IsZero() {
 		t.Fatalf("the sale's disputes: %+v, want one with a deadline", ds)
