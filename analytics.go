@@ -106,7 +106,10 @@ func AnalyticsOf(prev, next *Payment, at time.Time) (AnalyticsDelta, bool) {
 	if d := next.AmountRefunded - was.AmountRefunded; d > 0 {
 		c.RefundedCount, c.AmountRefunded = 1, d
 	}
-	if next.Status == StatusCanceled && was.Status != StatusCanceled {
+	if next.Status == StatusRequiresPaymentMethod && len(next.Transactions) > len(was.Transactions) {
+		c.DeclinedCount = 1 // a browser's confirm declined; the shopper may try again
+	}
+	if next.Status == StatusCanceled && was.Status != StatusCanceled && next.AmountAuthorized > 0 {
 		c.VoidedCount, c.AmountVoided = 1, next.AmountAuthorized
 	}
 	if next.Status == StatusFailed && was.Status != StatusFailed {

@@ -127,6 +127,11 @@ type MerchantSettings struct {
 	// card brand to their own processors; a payment no route matches uses
 	// Processors.
 	Routes []ProcessorRoute `toml:"routes" json:"routes,omitempty"`
+	// CheckoutOrigins are the web origins (scheme://host[:port]) of the
+	// merchant's pages that may embed the card frame and call the
+	// checkout API with a publishable key (docs/checkout.md). Empty
+	// (default): none, so browser checkout is off.
+	CheckoutOrigins []string `toml:"checkout_origins" json:"checkout_origins,omitempty"`
 }
 
 // ProcessorRoute sends one currency's and/or card brand's payments to
@@ -189,6 +194,16 @@ func (s *MerchantSettings) Validate(field string) error {
 	case s.InflightMax < 0 || s.InflightMax > MerchantInflightMax:
 		return Invalid(field+".inflight_max", "invalid_value", "%s.inflight_max %d must be 0 (the node's merchant_inflight_max) to %d",
 			field, s.InflightMax, MerchantInflightMax)
+	case len(s.CheckoutOrigins) > CheckoutOriginsMax:
+		return Invalid(field+".checkout_origins", "invalid_value", "%s.checkout_origins has %d origins, at most %d",
+			field, len(s.CheckoutOrigins), CheckoutOriginsMax)
+	}
+	for i, o := range s.CheckoutOrigins {
+		if !ValidOrigin(o) {
+			return Invalid(field+".checkout_origins", "invalid_value",
+				"%s.checkout_origins[%d] must be an origin: http or https, a host and an optional port, nothing after (like https://shop.example)",
+				field, i)
+		}
 	}
 	return nil
 }

@@ -9,6 +9,11 @@ import (
 type Status string
 
 const (
+	// StatusRequiresPaymentMethod: made by the merchant's server for a
+	// browser to pay (docs/checkout.md): no card yet, nothing authorized.
+	// A confirm with a card moves it on; a declined confirm leaves it here,
+	// so that the shopper may try again.
+	StatusRequiresPaymentMethod Status = "requires_payment_method"
 	// StatusRequiresCapture: authorized, not yet captured (capture_method=manual).
 	StatusRequiresCapture Status = "requires_capture"
 	// StatusProcessing: a provider operation's outcome is not known yet
@@ -27,7 +32,7 @@ const (
 )
 
 // Statuses lists every status, for validation and tests.
-var Statuses = []Status{StatusRequiresCapture, StatusProcessing, StatusSucceeded,
+var Statuses = []Status{StatusRequiresPaymentMethod, StatusRequiresCapture, StatusProcessing, StatusSucceeded,
 	StatusCanceled, StatusFailed, StatusPartiallyRefunded, StatusRefunded}
 
 // Valid reports whether s is a known status.
@@ -48,14 +53,18 @@ func (s Status) Terminal() bool {
 // transitions is the state machine: the statuses each status may move to.
 // "" is a payment not yet stored.
 var transitions = map[Status][]Status{
-	"":                    {StatusRequiresCapture, StatusSucceeded, StatusFailed, StatusProcessing},
+	"": {StatusRequiresPaymentMethod, StatusRequiresCapture, StatusSucceeded, StatusFailed, StatusProcessing},
+	// requires_payment_method → requires_payment_method: a declined
+	// confirm, recorded, the shopper may try another card.
+	StatusRequiresPaymentMethod: {StatusRequiresPaymentMethod, StatusRequiresCapture, StatusSucceeded,
+		StatusProcessing, StatusCanceled},
 	StatusRequiresCapture: {StatusSucceeded, StatusCanceled, StatusProcessing},
 	// succeeded → failed only when settlement's staged capture of a
 	// streamlined sale is declined (FailStagedCapture).
 	StatusSucceeded:         {StatusPartiallyRefunded, StatusRefunded, StatusProcessing, StatusFailed},
 	StatusPartiallyRefunded: {StatusPartiallyRefunded, StatusRefunded, StatusProcessing},
 	StatusProcessing: {StatusRequiresCapture, StatusSucceeded, StatusFailed, StatusCanceled,
-		StatusPartiallyRefunded, StatusRefunded},
+		StatusPartiallyRefunded, StatusRefunded, StatusRequiresPaymentMethod},
 }
 
 // CanTransition reports whether the state machine allows from → to.
@@ -154,8 +163,12 @@ type Payment struct {
 	Pending          *Pending
 	Path             string // "standard" or "streamlined".
 	Version          int64  // incremented on every stored change; guards updates.
-	Created          time.Time
-	Updated          time.Time
+	// ClientSecret is the browser's token for this payment (docs/checkout.md)
+	// while it awaits one (requires_payment_method): made when the payment
+	// is answered to the merchant's server, never stored with it.
+	ClientSecret string
+	Created      time.Time
+	Updated      time.Time
 }
 
 // AmountTotal is the amount to authorize: Amount plus AmountTax.

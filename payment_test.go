@@ -13,6 +13,11 @@ var allowed = map[[2]Status]bool{
 	{StatusPartiallyRefunded, StatusPartiallyRefunded}: true, {StatusPartiallyRefunded, StatusRefunded}: true, {StatusPartiallyRefunded, StatusProcessing}: true,
 	{StatusProcessing, StatusRequiresCapture}: true, {StatusProcessing, StatusSucceeded}: true, {StatusProcessing, StatusFailed}: true,
 	{StatusProcessing, StatusCanceled}: true, {StatusProcessing, StatusPartiallyRefunded}: true, {StatusProcessing, StatusRefunded}: true,
+	// Browser checkout (docs/checkout.md).
+	{"", StatusRequiresPaymentMethod}: true, {StatusRequiresPaymentMethod, StatusRequiresPaymentMethod}: true,
+	{StatusRequiresPaymentMethod, StatusRequiresCapture}: true, {StatusRequiresPaymentMethod, StatusSucceeded}: true,
+	{StatusRequiresPaymentMethod, StatusProcessing}: true, {StatusRequiresPaymentMethod, StatusCanceled}: true,
+	{StatusProcessing, StatusRequiresPaymentMethod}: true,
 }
 
 func TestCanTransitionEveryPair(t *testing.T) {

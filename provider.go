@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -43,6 +44,12 @@ type AuthorizeRequest struct {
 	// fails over.
 	Processor string
 	Capture   bool
+	// ReturnURL, for a browser's payment (docs/checkout.md), is where the
+	// processor's authentication page (3-D Secure) sends the shopper back
+	// once done. Empty for a server's payment, which cannot authenticate
+	// the cardholder: a card whose issuer demands it is declined
+	// DeclineAuthenticationRequired, nothing charged.
+	ReturnURL string
 }
 
 // ProviderCard is card data for one provider call. The CVC is present only
@@ -91,6 +98,14 @@ type ProviderResult struct {
 	// original's, so the engine stores the payment under the ID the network
 	// knows. Empty if the provider does not echo it.
 	PaymentID string
+	// RequiresAction, for an authorization sent with a ReturnURL: the
+	// issuer asks the cardholder to authenticate (3-D Secure) first, at
+	// ActionURL; nothing is authorized yet. Lookup by the same key answers
+	// RequiresAction until the cardholder has finished, then the
+	// authorization's outcome (approved, or declined with
+	// DeclineAuthenticationFailed).
+	RequiresAction bool
+	ActionURL      string
 }
 
 // Provider error outcomes.
@@ -190,11 +205,29 @@ const (
 	DeclineExpiredCard       = "expired_card"
 	DeclineIncorrectCVC      = "incorrect_cvc"
 	DeclineProcessingError   = "processing_error"
-	// DeclineAuthenticationRequired: the issuer asked for 3-D Secure, which
-	// surgepay does not perform yet; the processor's attempt was cancelled
-	// and nothing was charged.
+	// DeclineAuthenticationRequired: the issuer asked for 3-D Secure on a
+	// payment that cannot authenticate the cardholder (a server's, without
+	// a ReturnURL); the processor's attempt was cancelled and nothing was
+	// charged.
 	DeclineAuthenticationRequired = "authentication_required"
+	// DeclineAuthenticationFailed: the cardholder did not authenticate
+	// (failed or abandoned the 3-D Secure challenge); nothing charged.
+	DeclineAuthenticationFailed = "authentication_failed"
+	// DeclineAuthenticationUnavailable: the issuer's authentication
+	// service could not be reached; nothing charged, the shopper may try
+	// again or another card.
+	DeclineAuthenticationUnavailable = "authentication_unavailable"
 )
+
+// PageServer is a processor that serves pages to shoppers from surgepay's
+// own API listener, under PagesPrefix: the simulator's 3-D Secure
+// challenge, standing in for an issuer's page.
+type PageServer interface {
+	Pages() http.Handler
+}
+
+// PagesPrefix is where a PageServer's pages are served on the API listener.
+const PagesPrefix = "/simulator/v1/"
 
 // ErrKeyReused is wrapped by a provider's NotPerformed error when an
 // idempotency key is repeated with different parameters.

@@ -14,6 +14,18 @@ type Vault interface {
 	APIKeyHash(secret string) []byte
 }
 
+// Signer signs and checks the server's stateless tokens (the browser's
+// client secrets, docs/checkout.md) under rotatable HMAC-SHA256 keys of
+// their own (package vault's signing keys): a key ID names the key, so a
+// rotation leaves live tokens valid, and retiring a key ends them at once.
+type Signer interface {
+	// Sign returns the MAC of msg under the primary signing key, and its ID.
+	Sign(msg []byte) (keyID string, mac []byte)
+	// Verify reports whether mac is msg's MAC under the key keyID; false
+	// for a key it does not hold.
+	Verify(keyID string, msg, mac []byte) bool
+}
+
 // TaxTable answers tax rates from an in-memory table.
 type TaxTable interface {
 	// RateBPS returns the rate in basis points for the most specific match.

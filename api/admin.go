@@ -179,18 +179,20 @@ func merchantOf(m *surgepay.Merchant) merchantJSON {
 // apiKeyJSON is a key without its secret, which is not stored; Secret is
 // set only in the answer that creates it (create, roll).
 type apiKeyJSON struct {
-	ID               string   `json:"id"`
-	Object           string   `json:"object"`
-	Merchant         string   `json:"merchant"`
-	Prefix           string   `json:"prefix"`
-	Scopes           []string `json:"scopes"` // empty: full access
-	Created          int64    `json:"created"`
-	LastUsed         *int64   `json:"last_used"`
-	ExpiresAt        *int64   `json:"expires_at"`
-	Expired          bool     `json:"expired"`
-	Revoked          bool     `json:"revoked"`
-	MerchantDisabled bool     `json:"merchant_disabled"`
-	Secret           string   `json:"secret,omitempty"`
+	ID       string   `json:"id"`
+	Object   string   `json:"object"`
+	Merchant string   `json:"merchant"`
+	Prefix   string   `json:"prefix"`
+	Scopes   []string `json:"scopes"` // empty: full access
+	// Type is "secret" (sk_…) or "publishable" (pk_…, docs/checkout.md).
+	Type             string `json:"type"`
+	Created          int64  `json:"created"`
+	LastUsed         *int64 `json:"last_used"`
+	ExpiresAt        *int64 `json:"expires_at"`
+	Expired          bool   `json:"expired"`
+	Revoked          bool   `json:"revoked"`
+	MerchantDisabled bool   `json:"merchant_disabled"`
+	Secret           string `json:"secret,omitempty"`
 }
 
 func unixOrNil(t time.Time) *int64 {
@@ -206,7 +208,11 @@ func apiKeyOf(k *surgepay.APIKey, now time.Time) apiKeyJSON {
 	if scopes == nil {
 		scopes = []string{}
 	}
-	return apiKeyJSON{ID: k.ID, Object: "api_key", Merchant: k.MerchantID, Prefix: k.Prefix, Scopes: scopes,
+	typ := "secret"
+	if k.Publishable() {
+		typ = "publishable"
+	}
+	return apiKeyJSON{ID: k.ID, Object: "api_key", Merchant: k.MerchantID, Prefix: k.Prefix, Scopes: scopes, Type: typ,
 		Created: k.Created.Unix(), LastUsed: unixOrNil(k.LastUsed), ExpiresAt: unixOrNil(k.Expires),
 		Expired: k.Expired(now), Revoked: k.Revoked, MerchantDisabled: k.MerchantDisabled}
 }
@@ -334,6 +340,8 @@ func (a *Admin) createKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req struct {
 		Merchant *string  `json:"merchant"`
 		Scopes   []string `json:"scopes"`
+		// Type is "secret" (the default) or "publishable".
+		Type string `json:"type"`
 		expiry
 	}
 	if err := a.decodeBody(w, r, &req); err != nil {
@@ -342,15 +350,27 @@ func (a *Admin) createKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	if req.Merchant == nil {
 		return nil, surgepay.Invalid("merchant", "parameter_missing", "merchant is required")
 	}
-	scopes, err := surgepay.ParseScopes("scopes", req.Scopes)
-	if err != nil {
-		return nil, err
+	var scopes []string
+	var err error
+	switch req.Type {
+	case "", "secret":
+		if scopes, err = surgepay.ParseScopes("scopes", req.Scopes); err != nil {
+			return nil, err
+		}
+	case "publishable":
+		if req.Scopes != nil {
+			return nil, surgepay.Invalid("scopes", "invalid_scope", "a publishable key has the one scope %s: give no scopes",
+				surgepay.ScopeCheckout)
+		}
+	default:
+		return nil, surgepay.Invalid("type", "invalid_value", "type must be secret or publishable")
 	}
 	exp, err := req.time(a.eng.Now())
 	if err != nil {
 		return nil, err
 	}
-	secret, k, err := a.eng.CreateAPIKeyWith(r.Context(), *req.Merchant, engine.KeyOptions{Scopes: scopes, Expires: exp})
+	secret, k, err := a.eng.CreateAPIKeyWith(r.Context(), *req.Merchant,
+		engine.KeyOptions{Scopes: scopes, Expires: exp, Publishable: req.Type == "publishable"})
 	if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
 		return nil, surgepay.NotFound("merchant", "merchant")
 	} else if err != nil {

@@ -63,7 +63,8 @@ func TestBadInput(t *testing.T) {
 			{"CurrencyUnknown", "POST", "/v1/payments", `{"amount":100,"currency":"xyz","payment_method":"` + pm + `"}`, 400, "currency"},
 			{"CurrencyMissing", "POST", "/v1/payments", `{"amount":100,"payment_method":"` + pm + `"}`, 400, "currency"},
 			{"CaptureMethod", "POST", "/v1/payments", payment(`"amount":100,"capture_method":"later"`), 400, "capture_method"},
-			{"PaymentMethodMissing", "POST", "/v1/payments", `{"amount":100,"currency":"usd"}`, 400, "payment_method"},
+			// No payment_method is a payment for a browser to pay (checkout_test.go); a cvc without one is refused.
+			{"CVCWithoutPaymentMethod", "POST", "/v1/payments", `{"amount":100,"currency":"usd","cvc":"123"}`, 400, "cvc"},
 			{"PaymentMethodUnknown", "POST", "/v1/payments", `{"amount":100,"currency":"usd","payment_method":"pm_nope"}`, 404, "payment_method"},
 			{"TaxNoCountry", "POST", "/v1/payments", payment(`"amount":100,"tax":{"region":"CA"}`), 400, "tax.country"},
 			{"TaxUnknownPlace", "POST", "/v1/payments", payment(`"amount":100,"tax":{"country":"ZZ"}`), 400, "tax.country"},

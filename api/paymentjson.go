@@ -88,6 +88,7 @@ func appendPaymentJSON(b []byte, p *paymentJSON) []byte {
 		}
 		b = append(b, ']')
 	}
+	b = jsonappend.Optional(b, `,"client_secret":`, p.ClientSecret)
 	b = jsonappend.Int(b, `,"created":`, p.Created)
 	return append(b, '}')
 }

@@ -88,9 +88,12 @@ type Server struct {
 	tenants  *tenantSlots
 	shares   shares
 	limits   *limiters
-	mux      *http.ServeMux
-	routes   []string
-	scopes   map[string]string // route pattern -> scope
+	// clientLimits are the checkout routes' buckets by publishable key
+	// and client address (checkoutClient).
+	clientLimits *limiters
+	mux          *http.ServeMux
+	routes       []string
+	scopes       map[string]string // route pattern -> scope
 }
 
 // New returns a Server.
@@ -111,7 +114,7 @@ func New(cfg Config) *Server {
 		cfg.BodyReadTimeout = BodyReadTimeoutDefault
 	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, log: cfg.Logger, tel: cfg.Telemetry,
-		inflight: make(chan struct{}, cfg.InflightMax), limits: newLimiters(cfg.Now), mux: http.NewServeMux(),
+		inflight: make(chan struct{}, cfg.InflightMax), limits: newLimiters(cfg.Now), clientLimits: newLimiters(cfg.Now), mux: http.NewServeMux(),
 		scopes: map[string]string{}, tenants: newTenantSlots(merchantInflightMax(cfg.MerchantInflightMax, cfg.InflightMax, -1)),
 		shares: shares{n: cfg.MerchantInflightMax, merchants: -1}}
 	s.routesInit()
@@ -167,6 +170,7 @@ func (s *Server) routesInit() {
 	s.handle("POST /v1/payments/{id}/refunds", surgepay.ScopeRefundsWrite, s.refundPayment)
 	s.handle("GET /v1/payments/{id}/events", surgepay.ScopePaymentsRead, s.listEvents)
 	s.handle("GET /v1/analytics", surgepay.ScopeAnalyticsRead, s.getAnalytics)
+	s.checkoutRoutesInit()
 	s.handle("POST /v1/webhook_endpoints", surgepay.ScopeWebhooksWrite, s.createWebhookEndpoint)
 	s.handle("GET /v1/webhook_endpoints", surgepay.ScopeWebhooksRead, s.listWebhookEndpoints)
 	s.handle("GET /v1/webhook_endpoints/{id}", surgepay.ScopeWebhooksRead, s.getWebhookEndpoint)
@@ -198,7 +202,7 @@ func (s *Server) bounded(h http.HandlerFunc) http.Handler {
 // handle registers an authenticated route and the scope a restricted API
 // key needs to call it (surgepay.Allows); every route has one.
 func (s *Server) handle(pattern, scope string, h handlerFunc) {
-	if !surgepay.ValidScope(scope) {
+	if !surgepay.ValidScope(scope) && scope != surgepay.ScopeCheckout {
 		panic("api: route " + pattern + " has no valid scope") // a programmer error, caught by every test
 	}
 	s.routes = append(s.routes, pattern)
@@ -424,6 +428,18 @@ func (s *Server) authenticated(scope string, h handlerFunc) http.Handler {
 			s.writeError(w, r, &surgepay.Error{Code: surgepay.EFORBIDDEN, Reason: "insufficient_scope", Param: scope,
 				Message: "this API key lacks the scope " + scope + " that " + r.Pattern + " needs"})
 			return
+		}
+		if scope == surgepay.ScopeCheckout {
+			if err := s.checkoutOrigin(w, r, key.MerchantID); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			if key.Publishable() {
+				if err := s.checkoutClient(r, key.ID); err != nil {
+					s.writeError(w, r, err)
+					return
+				}
+			}
 		}
 		var readMax int64
 		if r.Method == http.MethodPost || r.Method == http.MethodDelete {

@@ -100,7 +100,11 @@ type paymentJSON struct {
 	// dispute is added beside the first, which may be closed; absent if
 	// none.
 	Disputes []disputeJSON `json:"disputes,omitempty"`
-	Created  int64         `json:"created"`
+	// ClientSecret, while the payment awaits a browser's card
+	// (requires_payment_method), is what the merchant's server hands its
+	// page to confirm it (docs/checkout.md); absent otherwise.
+	ClientSecret string `json:"client_secret,omitempty"`
+	Created      int64  `json:"created"`
 }
 
 type disputeJSON struct {
@@ -122,7 +126,7 @@ func paymentOf(p *surgepay.Payment) paymentJSON {
 		CaptureMethod: p.CaptureMethod, Customer: p.CustomerID, PaymentMethod: p.PaymentMethodID,
 		Description: p.Description, Metadata: nonNil(p.Metadata), DeclineCode: p.DeclineCode,
 		FailureMessage: p.FailureMessage, Transactions: make([]transactionJSON, 0, len(p.Transactions)),
-		Created: p.Created.Unix()}
+		ClientSecret: p.ClientSecret, Created: p.Created.Unix()}
 	if p.Tax != nil {
 		out.Tax = &taxJSON{Country: p.Tax.Country, Region: p.Tax.Region, PostalCode: p.Tax.PostalCode,
 			Category: p.Tax.Category, RateBPS: p.Tax.RateBPS}

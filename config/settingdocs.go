@@ -157,6 +157,9 @@ var settingDocs = map[string]settingDoc{
 		"one currency's and/or card brand's payments to their own processors: the ISO 4217 currency this route takes"},
 	"merchants.<name>.routes[].brand":      {Default: "none (any)", Doc: "the card brand this route takes"},
 	"merchants.<name>.routes[].processors": {Default: "required", Doc: "the route's processors, in order; at most 8"},
+	"merchants.<name>.checkout_origins": {Default: "none (browser checkout off)", Doc: "the web origins (`https://shop.example`: " +
+		"scheme, host, optional port, nothing after) of the merchant's pages that may embed the card frame and call the " +
+		"checkout routes with a publishable key; at most 20; see [checkout.md](checkout.md)"},
 
 	"rate_limits.shared": {Doc: "`auto`: when `[cache.redis]` names a Redis (`global_addrs`, else `server_addr`), a " +
 		"merchant's `rate_limit` holds across every node using it, counted there; `off`: each node counts alone"},

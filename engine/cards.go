@@ -44,31 +44,40 @@ func (e *Engine) CreatePaymentMethod(ctx context.Context, call *Call, in *CardIn
 		return nil, surgepay.Invalid("customer", "missing", "customer is required")
 	}
 	return e.saveMethod(ctx, call, in.CustomerID, func() (*surgepay.PaymentMethod, error) {
-		pm := &surgepay.PaymentMethod{ID: surgepay.NewID("pm"), MerchantID: call.MerchantID,
-			CustomerID: in.CustomerID, Brand: brand, Last4: in.Card.Number.Last4(),
-			ExpMonth: in.Card.ExpMonth, ExpYear: in.Card.ExpYear, HolderName: in.Card.Name, Created: e.now()}
-		pan := []byte(in.Card.Number.Digits())
-		pm.Fingerprint = e.vault.Fingerprint(call.MerchantID, pan)
-		sealed, err := e.vault.Encrypt(pan, []byte(methodKey(call.MerchantID, pm.ID)))
-		if err != nil {
-			return nil, err
-		}
-		pm.SealedPAN = sealed
-		return pm, nil
+		return e.sealCard(call, in.CustomerID, &in.Card, brand)
 	})
 }
 
-// saveMethod stores the payment method build makes for the customer,
-// under the call's Idempotency-Key, and caches it. build runs only once
-// the customer is found.
+// sealCard makes the payment method of a validated card: its number
+// sealed under the vault's primary key, bound to the method's ID, and
+// its fingerprint.
+func (e *Engine) sealCard(call *Call, customerID string, card *surgepay.CardInput, brand string) (*surgepay.PaymentMethod, error) {
+	pm := &surgepay.PaymentMethod{ID: surgepay.NewID("pm"), MerchantID: call.MerchantID,
+		CustomerID: customerID, Brand: brand, Last4: card.Number.Last4(),
+		ExpMonth: card.ExpMonth, ExpYear: card.ExpYear, HolderName: card.Name, Created: e.now()}
+	pan := []byte(card.Number.Digits())
+	pm.Fingerprint = e.vault.Fingerprint(call.MerchantID, pan)
+	sealed, err := e.vault.Encrypt(pan, []byte(methodKey(call.MerchantID, pm.ID)))
+	if err != nil {
+		return nil, err
+	}
+	pm.SealedPAN = sealed
+	return pm, nil
+}
+
+// saveMethod stores the payment method build makes for the customer ("":
+// none), under the call's Idempotency-Key, and caches it. build runs only
+// once the customer is found.
 func (e *Engine) saveMethod(ctx context.Context, call *Call, customerID string, build func() (*surgepay.PaymentMethod, error)) (*surgepay.PaymentMethod, error) {
 	var out *surgepay.PaymentMethod
 	err := e.idempotent(ctx, call, func() error {
-		if _, err := e.store.FindCustomer(ctx, call.MerchantID, customerID); err != nil {
-			if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
-				return surgepay.NotFound("customer", "customer")
+		if customerID != "" { // "": a guest card, for a browser checkout
+			if _, err := e.store.FindCustomer(ctx, call.MerchantID, customerID); err != nil {
+				if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
+					return surgepay.NotFound("customer", "customer")
+				}
+				return err
 			}
-			return err
 		}
 		pm, err := build()
 		if err != nil {

@@ -176,9 +176,16 @@ type KeyOptions struct {
 	// Expires is when the key stops working; zero: never. It must be in
 	// the future and at most APIKeyLifetimeMax away.
 	Expires time.Time
+	// Publishable makes a publishable key (pk_test_… or pk_live_…, by
+	// the processors' mode; see docs/checkout.md): safe in a web page,
+	// it has the one scope surgepay.ScopeCheckout. Scopes must be nil.
+	Publishable bool
 }
 
 func (e *Engine) checkKeyOptions(o KeyOptions) error {
+	if o.Publishable && o.Scopes != nil {
+		return surgepay.Invalid("scopes", "invalid_scope", "a publishable key has the one scope %s: give no scopes", surgepay.ScopeCheckout)
+	}
 	for _, s := range o.Scopes {
 		if !surgepay.ValidScope(s) {
 			return surgepay.Invalid("scopes", "invalid_scope", "scopes holds an unknown scope")
@@ -214,8 +221,14 @@ func (e *Engine) newKey(merchantID string, o KeyOptions) (string, *surgepay.APIK
 		return "", nil, err
 	}
 	secret := "sk_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	prefixLen := 10
+	if o.Publishable {
+		secret = e.publishablePrefix() + base64.RawURLEncoding.EncodeToString(raw[:])
+		o.Scopes = []string{surgepay.ScopeCheckout}
+		prefixLen = len(surgepay.PublishableKeyPrefixTest) + 4
+	}
 	k := &surgepay.APIKey{ID: surgepay.NewID("key"), MerchantID: merchantID, Hash: e.hashKey(secret),
-		Prefix: secret[:10], Created: e.now(), Scopes: o.Scopes, Expires: o.Expires.UTC()}
+		Prefix: secret[:prefixLen], Created: e.now(), Scopes: o.Scopes, Expires: o.Expires.UTC()}
 	if o.Expires.IsZero() {
 		k.Expires = time.Time{}
 	}
@@ -377,6 +390,9 @@ func (e *Engine) RollAPIKey(ctx context.Context, id string, grace time.Duration,
 		return nil, surgepay.Conflict("api_key_expired", "the API key has expired; create a new one")
 	}
 	o := KeyOptions{Scopes: old.Scopes, Expires: expires}
+	if old.Publishable() {
+		o = KeyOptions{Publishable: true, Expires: expires}
+	}
 	if err := e.checkKeyOptions(o); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,9 @@ type operation struct {
 	typ    string // TxCapture, TxVoid or TxRefund
 	amount int64
 	key    string // provider idempotency key
+	// local: nothing to ask the processor (the void of a payment that
+	// awaits a card, which nothing authorized): approved at once.
+	local bool
 }
 
 // CapturePayment captures amount (0: all) of an authorized payment. A
@@ -23,9 +26,13 @@ func (e *Engine) CapturePayment(ctx context.Context, call *Call, id string, amou
 	})
 }
 
-// VoidPayment cancels an uncaptured authorization.
+// VoidPayment cancels an uncaptured authorization, or a payment still
+// awaiting a browser's card (no processor call: nothing was authorized).
 func (e *Engine) VoidPayment(ctx context.Context, call *Call, id string) (*surgepay.Payment, error) {
 	return e.operate(ctx, call, id, func(p *surgepay.Payment) (operation, error) {
+		if p.Status == surgepay.StatusRequiresPaymentMethod {
+			return operation{typ: surgepay.TxVoid, key: p.ID + "/void", local: true}, nil
+		}
 		return operation{typ: surgepay.TxVoid, key: p.ID + "/void"}, p.CheckVoid()
 	})
 }
@@ -62,7 +69,13 @@ func (e *Engine) operate(ctx context.Context, call *Call, id string, plan func(*
 		if err != nil {
 			return err
 		}
-		res, perr := e.callProvider(ctx, p, op)
+		var res *surgepay.ProviderResult
+		var perr error
+		if op.local {
+			res = &surgepay.ProviderResult{Approved: true}
+		} else {
+			res, perr = e.callProvider(ctx, p, op)
+		}
 		if err := providerFailure(perr); err != nil {
 			return err
 		}
@@ -159,7 +172,7 @@ func legalOutcome(p *surgepay.Payment, op operation, res *surgepay.ProviderResul
 	}
 	switch op.typ {
 	case surgepay.TxCapture, surgepay.TxVoid:
-		return p.Status == surgepay.StatusRequiresCapture
+		return p.Status == surgepay.StatusRequiresCapture || (op.local && p.Status == surgepay.StatusRequiresPaymentMethod)
 	default:
 		return p.AmountRefundable() >= op.amount
 	}

@@ -44,9 +44,6 @@ func (in *PaymentInput) validate() error {
 	default:
 		return surgepay.Invalid("capture_method", "invalid_value", "capture_method must be automatic or manual")
 	}
-	if in.PaymentMethodID == "" {
-		return surgepay.Invalid("payment_method", "missing", "payment_method is required")
-	}
 	if v := in.CVC.Value(); v != "" && (len(v) < 3 || len(v) > 4 || strings.Trim(v, "0123456789") != "") {
 		return surgepay.Invalid("cvc", "invalid_cvc", "cvc must be 3 or 4 digits")
 	}
@@ -107,11 +104,14 @@ func (e *Engine) CreatePayment(ctx context.Context, call *Call, in *PaymentInput
 	if in.Tax != nil && set.Tax == "off" {
 		return nil, surgepay.Invalid("tax", "tax_disabled", "tax is turned off for this merchant")
 	}
-	streamlined := e.streamlined(set, in)
 	taxInfo, taxAmt, err := e.tax(in)
 	if err != nil {
 		return nil, err
 	}
+	if in.PaymentMethodID == "" { // for a browser to pay (docs/checkout.md)
+		return e.createAwaiting(ctx, call, in, taxInfo, taxAmt)
+	}
+	streamlined := e.streamlined(set, in)
 	var out *surgepay.Payment
 	err = e.idempotent(ctx, call, func() error {
 		pm, err := e.GetPaymentMethod(ctx, call, in.PaymentMethodID)
@@ -125,7 +125,7 @@ func (e *Engine) CreatePayment(ctx context.Context, call *Call, in *PaymentInput
 				"payment_method does not belong to customer")
 		}
 		p := e.newPayment(call, in, pm, taxInfo, taxAmt)
-		res, perr := e.authorize(ctx, call, p, pm, in, !streamlined)
+		res, perr := e.authorize(ctx, call, p, pm, in.CVC, authorizeKey(call, p), !streamlined)
 		if perr == nil {
 			e.adoptPaymentID(call, p, res)
 		}
@@ -177,10 +177,10 @@ func (e *Engine) adoptPaymentID(call *Call, p *surgepay.Payment, res *surgepay.P
 	p.ID = id
 }
 
-// authorize asks the provider to authorize p; with capture (a standard
-// sale) to capture at once. The streamlined path authorizes only.
-func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment, pm *surgepay.PaymentMethod, in *PaymentInput, capture bool) (*surgepay.ProviderResult, error) {
-	req := &surgepay.AuthorizeRequest{IdempotencyKey: authorizeKey(call, p), MerchantID: call.MerchantID,
+// authorize asks the provider to authorize p under key; with capture (a
+// standard sale) to capture at once. The streamlined path authorizes only.
+func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment, pm *surgepay.PaymentMethod, cvc surgepay.CVC, key string, capture bool) (*surgepay.ProviderResult, error) {
+	req := &surgepay.AuthorizeRequest{IdempotencyKey: key, MerchantID: call.MerchantID,
 		PaymentID: p.ID, Amount: p.AmountTotal(), Currency: p.Currency,
 		Capture: capture && p.CaptureMethod == surgepay.CaptureAutomatic}
 	if pm.ProcessorToken != "" { // the processor's own token: no card data, its processor only
@@ -190,7 +190,7 @@ func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment,
 		if err != nil {
 			return nil, fmt.Errorf("decrypt payment method %s: %w", pm.ID, err)
 		}
-		req.Card = surgepay.ProviderCard{Number: surgepay.PAN(pan), ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, CVC: in.CVC}
+		req.Card = surgepay.ProviderCard{Number: surgepay.PAN(pan), ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, CVC: cvc}
 	}
 	res, perr := e.provider.Authorize(ctx, req)
 	if surgepay.IsUnknown(perr) {
@@ -327,9 +327,11 @@ func (e *Engine) events(call *Call, p *surgepay.Payment, from surgepay.Status, t
 	return out
 }
 
-// GetPayment returns a payment of the call's merchant.
+// GetPayment returns a payment of the call's merchant; one awaiting a
+// card with a fresh client secret.
 func (e *Engine) GetPayment(ctx context.Context, call *Call, id string) (*surgepay.Payment, error) {
-	return e.store.FindPayment(ctx, call.MerchantID, id)
+	p, err := e.store.FindPayment(ctx, call.MerchantID, id)
+	return e.withClientSecret(p), err
 }
 
 // ListPayments returns a page of payments, newest first.

@@ -48,6 +48,9 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 	if err != nil || p.Status != surgepay.StatusProcessing || p.Pending == nil {
 		return false, err
 	}
+	if q := pendingQuery(p); p.Pending.From == surgepay.StatusRequiresPaymentMethod && e.now().Before(q.Attempted.Add(ConfirmReconcileGrace)) {
+		return false, nil // a browser's confirm stored before its call, which may still run (ConfirmPayment)
+	}
 	res, lerr := surgepay.LookupOperation(ctx, e.provider, pendingQuery(p))
 	if lerr != nil && !surgepay.IsNotPerformed(lerr) {
 		return false, nil // still unknown
@@ -132,10 +135,15 @@ func resolvePending(p *surgepay.Payment, res *surgepay.ProviderResult, now time.
 		} else {
 			tx.Message = "the card network did not perform the operation"
 		}
-		if pend.Type == surgepay.TxAuthorization {
+		switch {
+		case pend.Type == surgepay.TxAuthorization && pend.From == surgepay.StatusRequiresPaymentMethod:
+			// A browser's confirm: the shopper may try again.
+			next.DeclineCode, next.FailureMessage = tx.DeclineCode, tx.Message
+			next.SetStatus(surgepay.StatusRequiresPaymentMethod)
+		case pend.Type == surgepay.TxAuthorization:
 			next.DeclineCode, next.FailureMessage = tx.DeclineCode, tx.Message
 			next.SetStatus(surgepay.StatusFailed)
-		} else {
+		default:
 			next.SetStatus(pend.From)
 		}
 	}

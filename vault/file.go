@@ -17,11 +17,24 @@ import (
 
 // keyringFile is the on-disk and SURGEPAY_KEYRING format. Only Save,
 // LoadOrCreate, Load and FromEnv use it.
+//
+// The signing fields are omitted while the keyring's only signing key is
+// the derived one, its primary, so that Save keeps a file from before
+// signing keys in its old form. A file without them decodes to exactly
+// that state (rules in signing.go).
 type keyringFile struct {
 	Primary           string    `json:"primary"`
 	Keys              []fileKey `json:"keys"`
 	FingerprintSecret string    `json:"fingerprint_secret"` // Standard base64.
 	APIKeySecret      string    `json:"api_key_secret"`     // Standard base64.
+	// SigningPrimary is the ID of the signing key that signs; "" means
+	// SigningDerivedKeyID.
+	SigningPrimary string `json:"signing_primary,omitempty"`
+	// SigningKeys are the random signing keys, oldest first (secrets of
+	// SigningKeyBytes). The derived key is never listed.
+	SigningKeys []fileKey `json:"signing_keys,omitempty"`
+	// SigningDerivedRetired keeps the derived signing key out of the keyring.
+	SigningDerivedRetired bool `json:"signing_derived_retired,omitempty"`
 }
 
 type fileKey struct {
@@ -145,6 +158,18 @@ func (k *Keyring) encode() ([]byte, error) {
 		dk := s.keys[id]
 		f.Keys = append(f.Keys, fileKey{ID: id, Created: dk.created, Secret: base64.StdEncoding.EncodeToString(dk.secret)})
 	}
+	r := s.signing
+	for _, id := range r.order {
+		if id == SigningDerivedKeyID {
+			continue
+		}
+		sk := r.keys[id]
+		f.SigningKeys = append(f.SigningKeys, fileKey{ID: id, Created: sk.created, Secret: base64.StdEncoding.EncodeToString(sk.secret)})
+	}
+	if r.primary != SigningDerivedKeyID || len(f.SigningKeys) > 0 {
+		f.SigningPrimary = r.primary
+	}
+	f.SigningDerivedRetired = r.derivedRetired
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("vault: encode keyring: %w", err)
@@ -209,7 +234,64 @@ func (f *keyringFile) state() (*state, error) {
 	if _, ok := s.keys[s.primary]; !ok {
 		return nil, fmt.Errorf("primary %q is not among the keys: %w", s.primary, ErrKeyringInvalid)
 	}
+	if s.signing, err = f.signingRing(s.apiKeySecret); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// signingRing decodes the signing fields under the rules in signing.go.
+// Errors name the field; a key ID that is not valid is not shown, as it may
+// be a secret pasted into the wrong field.
+func (f *keyringFile) signingRing(apiKeySecret []byte) (*signingRing, error) {
+	derived := !f.SigningDerivedRetired
+	n := len(f.SigningKeys)
+	if derived {
+		n++
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("signing_keys: none, and signing_derived_retired is true: no signing key left: %w", ErrKeyringInvalid)
+	}
+	if n > KeysMax {
+		return nil, fmt.Errorf("signing_keys: %d signing keys, want at most %d: %w", n, KeysMax, ErrKeyringInvalid)
+	}
+	r := &signingRing{keys: make(map[string]*signingKey, n), derivedRetired: f.SigningDerivedRetired}
+	if derived {
+		sk, err := derivedSigningKey(apiKeySecret)
+		if err != nil {
+			return nil, err
+		}
+		r.add(sk)
+	}
+	for i, fk := range f.SigningKeys {
+		switch {
+		case !validKeyID(fk.ID):
+			return nil, fmt.Errorf("signing_keys[%d]: id (%d bytes) not [A-Za-z0-9_-]{1,%d}: %w", i, len(fk.ID), KeyIDBytesMax, ErrKeyringInvalid)
+		case fk.ID == SigningDerivedKeyID:
+			return nil, fmt.Errorf("signing_keys[%d]: id %s is reserved for the derived key, which is never listed: %w", i, fk.ID, ErrKeyringInvalid)
+		case r.keys[fk.ID] != nil:
+			return nil, fmt.Errorf("signing_keys[%d]: duplicate id %s: %w", i, fk.ID, ErrKeyringInvalid)
+		}
+		secret, err := decodeSecret("signing_keys["+fk.ID+"].secret", fk.Secret, SigningKeyBytes, SigningKeyBytes)
+		if err != nil {
+			return nil, err
+		}
+		r.add(newSigningKey(fk.ID, fk.Created, secret))
+	}
+	r.primary = f.SigningPrimary
+	if r.primary == "" {
+		r.primary = SigningDerivedKeyID
+	}
+	if r.keys[r.primary] == nil {
+		switch {
+		case !validKeyID(r.primary):
+			return nil, fmt.Errorf("signing_primary: (%d bytes) not a key ID: %w", len(r.primary), ErrKeyringInvalid)
+		case r.primary == SigningDerivedKeyID:
+			return nil, fmt.Errorf("signing_primary: missing or %s, but signing_derived_retired is true: %w", SigningDerivedKeyID, ErrKeyringInvalid)
+		}
+		return nil, fmt.Errorf("signing_primary: %s is not among the signing keys: %w", r.primary, ErrKeyringInvalid)
+	}
+	return r, nil
 }
 
 func decodeSecret(field, value string, bytesMin, bytesMax int) ([]byte, error) {

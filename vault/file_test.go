@@ -35,6 +35,23 @@ func sameKeys(t *testing.T, a, b *Keyring) {
 	if !bytes.Equal(a.APIKeyHash("sk_test_x"), b.APIKeyHash("sk_test_x")) {
 		t.Fatal("a loaded keyring hashes API keys differently")
 	}
+	sameSigningKeys(t, a, b)
+}
+
+// sameSigningKeys reports whether a and b hold the same signing keys and
+// primary: every key's MAC made in one verifies in the other.
+func sameSigningKeys(t *testing.T, a, b *Keyring) {
+	t.Helper()
+	if a.SigningPrimaryID() != b.SigningPrimaryID() || !slices.Equal(a.SigningKeyIDs(), b.SigningKeyIDs()) {
+		t.Fatalf("signing keys differ: %v vs %v", a, b)
+	}
+	msg := []byte("pay_1")
+	for _, id := range a.SigningKeyIDs() {
+		mac := a.st.Load().signing.keys[id].sum(msg)
+		if !b.Verify(id, msg, mac) {
+			t.Fatalf("signing key %s differs", id)
+		}
+	}
 }
 
 func TestSaveLoad(t *testing.T) {

@@ -24,6 +24,10 @@
 // Random 96-bit nonces are used, so a single key must not seal more than
 // 2^32 blobs (NIST SP 800-38D); rotate long before that.
 //
+// The keyring also holds client-secret signing keys (Sign, Verify): HMAC
+// keys of their own that rotate apart from the data keys and can be retired
+// at once after a leak; see signing.go for their rules.
+//
 // Secrets never leave the package in printable form: String, GoString,
 // LogValue and MarshalJSON show only key IDs. The key file is written only by
 // Save and LoadOrCreate.
@@ -107,14 +111,16 @@ var (
 )
 
 // Keyring holds AES-256-GCM data-encryption keys by key ID; one is primary
-// and encrypts. It also holds the fingerprint and API-key HMAC secrets.
+// and encrypts. It also holds the fingerprint and API-key HMAC secrets and
+// the client-secret signing keys, of which one is primary and signs.
 //
-// Safe for concurrent use. Encrypt, Decrypt and the other readers take no
-// lock: Rotate and Retire publish a new immutable snapshot. Create a Keyring
+// Safe for concurrent use. Encrypt, Decrypt, Sign, Verify and the other
+// readers take no lock: Rotate, Retire, RotateSigning, RetireSigning and
+// the other writers publish a new immutable snapshot. Create a Keyring
 // with Generate, Load, LoadOrCreate or FromEnv; the zero value panics when
 // used.
 type Keyring struct {
-	mu sync.Mutex // Serialises Rotate and Retire.
+	mu sync.Mutex // Serialises the writers (Rotate, RetireSigning, ...).
 	// st points to an immutable snapshot. Keeping the secrets behind a
 	// pointer also means that printing a copied Keyring value shows an
 	// address, not key bytes.
@@ -132,6 +138,9 @@ type state struct {
 	// new HMAC costs five allocations. Clones share it, as they share the
 	// secret; a state with a new secret gets its own (newAPIKeyMACs).
 	apiKeyMACs *sync.Pool
+	// signing holds the client-secret signing keys; data-key writers copy
+	// the pointer, signing writers replace it (changeSigning).
+	signing *signingRing
 }
 
 // newAPIKeyMACs returns a pool of HMAC-SHA256 states keyed with secret.
@@ -192,8 +201,10 @@ func validKeyID(id string) bool {
 	return true
 }
 
-// Generate returns a keyring with one new random primary key and new random
-// fingerprint and API-key secrets. It does not write anything; call Save.
+// Generate returns a keyring with one new random primary key, new random
+// fingerprint and API-key secrets, and one new random primary signing key
+// (the derived signing key retired from the start). It does not write
+// anything; call Save.
 func Generate() (*Keyring, error) {
 	now := time.Now()
 	s := &state{
@@ -210,6 +221,7 @@ func Generate() (*Keyring, error) {
 	s.keys[id] = dk
 	s.order = []string{id}
 	s.primary = id
+	s.signing = newRandomSigningRing(now)
 	k := &Keyring{}
 	k.st.Store(s)
 	return k, nil
@@ -489,13 +501,15 @@ func (k *Keyring) APIKeyHash(secret string) []byte {
 	return sum
 }
 
-// String describes the keyring by key IDs only; it never shows secrets.
+// String describes the keyring by key IDs only (data keys, then signing
+// keys); it never shows secrets.
 func (k *Keyring) String() string {
 	s := k.st.Load()
 	if s == nil {
 		return "vault.Keyring{}"
 	}
-	return fmt.Sprintf("vault.Keyring{primary: %s, keys: [%s]}", s.primary, strings.Join(s.order, " "))
+	return fmt.Sprintf("vault.Keyring{primary: %s, keys: [%s], signing_primary: %s, signing_keys: [%s]}",
+		s.primary, strings.Join(s.order, " "), s.signing.primary, strings.Join(s.signing.order, " "))
 }
 
 // GoString is String, so %#v does not print secrets either.
@@ -507,18 +521,23 @@ func (k *Keyring) LogValue() slog.Value {
 	if s == nil {
 		return slog.StringValue(k.String())
 	}
-	return slog.GroupValue(slog.String("primary", s.primary), slog.Any("keys", s.order))
+	return slog.GroupValue(slog.String("primary", s.primary), slog.Any("keys", s.order),
+		slog.String("signing_primary", s.signing.primary), slog.Any("signing_keys", s.signing.order))
 }
 
-// MarshalJSON returns {"primary": ID, "key_ids": [IDs]} and no secrets. The
-// key file format is written only by Save.
+// MarshalJSON returns {"primary": ID, "key_ids": [IDs], "signing_primary":
+// ID, "signing_key_ids": [IDs]} and no secrets. The key file format is
+// written only by Save.
 func (k *Keyring) MarshalJSON() ([]byte, error) {
 	v := struct {
-		Primary string   `json:"primary"`
-		KeyIDs  []string `json:"key_ids"`
-	}{KeyIDs: []string{}}
+		Primary        string   `json:"primary"`
+		KeyIDs         []string `json:"key_ids"`
+		SigningPrimary string   `json:"signing_primary"`
+		SigningKeyIDs  []string `json:"signing_key_ids"`
+	}{KeyIDs: []string{}, SigningKeyIDs: []string{}}
 	if s := k.st.Load(); s != nil {
 		v.Primary, v.KeyIDs = s.primary, s.order
+		v.SigningPrimary, v.SigningKeyIDs = s.signing.primary, s.signing.order
 	}
 	return json.Marshal(v)
 }

@@ -274,6 +274,12 @@ func secretStrings(k *Keyring) []string {
 	for _, dk := range s.keys {
 		raw = append(raw, dk.secret)
 	}
+	for _, sk := range s.signing.keys {
+		raw = append(raw, sk.secret)
+	}
+	if derived, err := derivedSigningKey(s.apiKeySecret); err == nil { // retired or not, never shown
+		raw = append(raw, derived.secret)
+	}
 	var out []string
 	for _, r := range raw {
 		out = append(out, string(r),
@@ -315,6 +321,9 @@ func TestKeyringRedacted(t *testing.T) {
 		}
 		if name != "state" && name != "valueFields" && !strings.Contains(out, k.PrimaryID()) {
 			t.Errorf("%s output does not name the primary key: %s", name, out)
+		}
+		if name != "state" && name != "valueFields" && !strings.Contains(out, k.SigningPrimaryID()) {
+			t.Errorf("%s output does not name the primary signing key: %s", name, out)
 		}
 	}
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -14,14 +16,18 @@ import (
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
 	"github.com/surgepay/surgepay/internal/ops"
+	"github.com/surgepay/surgepay/vault"
 )
 
-const keysCreateUsage = `Usage: surgepay keys create [--merchant ID] [--scopes LIST] [--expires-in D | --expires-at T] [--config FILE]
+const keysCreateUsage = `Usage: surgepay keys create [--merchant ID] [--scopes LIST | --publishable] [--expires-in D | --expires-at T] [--config FILE]
 
 Makes a new API key for a merchant (default: the first one, made by the
 first serve) and prints it once. --scopes restricts it (comma-separated:
 resource:read or resource:write, or the presets read_only,
 payments_no_refunds, full; default full access); see docs/api-keys.md.
+--publishable makes a publishable key (pk_test_… or pk_live_…) for the
+merchant's web pages instead: it can only save a card and confirm the
+payment a client secret names (docs/checkout.md).
 `
 
 const keysListUsage = `Usage: surgepay keys list [--merchant ID] [--config FILE]
@@ -118,11 +124,13 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 		"roll": keysRollUsage, "expire": keysExpireUsage}[sub]
 	c, path := configFlags("keys "+sub, usage)
 	var merchant, scopes, grace *string
+	publishable := new(bool)
 	var exp expiryFlags
 	switch sub {
 	case "create":
 		merchant = c.Flags.String("merchant", "", "merchant `ID` (default: the first merchant)")
 		scopes = c.Flags.String("scopes", "", "comma-separated `LIST` of scopes or presets (default: full access)")
+		publishable = c.Flags.Bool("publishable", false, "make a publishable key for web pages (docs/checkout.md)")
 		exp = addExpiryFlags(c)
 	case "list":
 		merchant = c.Flags.String("merchant", "", "list only this merchant's keys (`ID`)")
@@ -159,7 +167,7 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 	var err error
 	switch sub {
 	case "create":
-		err = op.CreateKey(ctx, *merchant, *scopes, func() (time.Time, error) { return exp.time(time.Now()) })
+		err = op.CreateKey(ctx, *merchant, *scopes, *publishable, func() (time.Time, error) { return exp.time(time.Now()) })
 	case "list":
 		err = op.ListKeys(ctx, *merchant)
 	case "revoke":
@@ -184,4 +192,92 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 		return 1
 	}
 	return 0
+}
+
+const keysRotateSigningUsage = `Usage: surgepay keys rotate-signing [--config FILE]
+
+Adds a new client-secret signing key to the keyring file and makes it
+primary. Client secrets (browser checkout, docs/checkout.md) signed with
+older keys keep working until those keys are retired. serve reads the
+keyring only at start: restart the servers to sign with the new key
+(docs/vault.md).
+`
+
+const keysRetireSigningUsage = `Usage: surgepay keys retire-signing KEY_ID [--config FILE]
+
+Removes a client-secret signing key from the keyring file at once, for
+example after a leak: the client secrets it signed stop working on each
+server when it restarts (serve reads the keyring only at start; SIGHUP does
+not reload it). The primary key cannot be retired: run 'surgepay keys
+rotate-signing' first (docs/vault.md).
+`
+
+// cmdKeysSigning is `surgepay keys rotate-signing|retire-signing`: it
+// changes the client-secret signing keys in the keyring file, as `keys
+// rotate` does the data keys, and leaves the data keys alone.
+func cmdKeysSigning(sub string, args []string, stdout, stderr io.Writer) int {
+	usage := map[string]string{"rotate-signing": keysRotateSigningUsage, "retire-signing": keysRetireSigningUsage}[sub]
+	c, path := configFlags("keys "+sub, usage)
+	var rest []string
+	if sub == "retire-signing" {
+		var code int
+		var ok bool
+		if rest, code, ok = c.ParseInterleaved(args, stdout, stderr); !ok {
+			return code
+		}
+		if len(rest) != 1 {
+			return c.Fail(stderr, "want one KEY_ID argument, got %d", len(rest))
+		}
+	} else if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return code
+	}
+	cfg, err := config.Load(*path, os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 2
+	}
+	k, err := vault.Load(cfg.KeyringFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v\n", err)
+		return 1
+	}
+	var id string
+	if sub == "rotate-signing" {
+		id, err = k.RotateSigning()
+	} else {
+		id = rest[0]
+		err = k.RetireSigning(id)
+	}
+	if err == nil {
+		err = k.Save(cfg.KeyringFile)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "surgepay: %v%s\n", err, signingErrorHint(err, k))
+		return 1
+	}
+	ids := strings.Join(k.SigningKeyIDs(), ", ")
+	if sub == "rotate-signing" {
+		fmt.Fprintf(stdout, "new primary client-secret signing key %s; signing keys: %s\n"+
+			"Restart the servers to sign new client secrets with it (serve reads the keyring only at start); those signed before still verify.\n", id, ids)
+	} else {
+		fmt.Fprintf(stdout, "client-secret signing key %s is retired; signing keys: %s\n"+
+			"Client secrets it signed stop working on each server when it restarts (serve reads the keyring only at start, not on SIGHUP).\n", id, ids)
+	}
+	if os.Getenv(vault.EnvVar) != "" {
+		fmt.Fprintf(stdout, "%s is set here: servers that read it need its new value (base64 -w0 %s).\n", vault.EnvVar, cfg.KeyringFile)
+	}
+	return 0
+}
+
+// signingErrorHint returns what to do about a refused signing-key change.
+func signingErrorHint(err error, k *vault.Keyring) string {
+	switch {
+	case errors.Is(err, vault.ErrKeyPrimary):
+		return " (run 'surgepay keys rotate-signing' first)"
+	case errors.Is(err, vault.ErrKeyUnknown):
+		return " (signing keys: " + strings.Join(k.SigningKeyIDs(), ", ") + ")"
+	case errors.Is(err, vault.ErrKeysFull):
+		return " (retire old signing keys with 'surgepay keys retire-signing KEY_ID')"
+	}
+	return ""
 }

@@ -721,6 +721,8 @@ const keysUsage = `Usage:
   surgepay keys expire KEY_ID --expires-in D   set or bring forward a key's expiry
   surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay keys rotate                    add a new card-vault key and make it primary
+  surgepay keys rotate-signing            add a new client-secret signing key and make it primary
+  surgepay keys retire-signing KEY_ID     retire a client-secret signing key at once (after a leak)
   surgepay keys settlement --out DIR      make the settlement key pair
 
 Run 'surgepay help keys COMMAND' for a command's flags.
@@ -735,12 +737,14 @@ cards under the new key (docs/vault.md).
 
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sub, code, ok := cli.Subcommand(args, "keys", keysUsage,
-		[]string{"create", "list", "roll", "expire", "revoke", "rotate", "settlement"}, stdout, stderr)
+		[]string{"create", "list", "roll", "expire", "revoke", "rotate", "rotate-signing", "retire-signing", "settlement"}, stdout, stderr)
 	switch {
 	case !ok:
 		return code
 	case sub == "settlement":
 		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
+	case sub == "rotate-signing" || sub == "retire-signing":
+		return cmdKeysSigning(sub, args[1:], stdout, stderr)
 	case sub != "rotate":
 		return cmdKeysAdmin(ctx, sub, args[1:], stdout, stderr)
 	}

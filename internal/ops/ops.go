@@ -29,16 +29,23 @@ type Ops struct {
 }
 
 // CreateKey creates an API key for merchant (the first one when "") with
-// the scopes of scopeList (comma-separated; "" full access) and the expiry
-// expires returns, and prints its secret once.
-func (o Ops) CreateKey(ctx context.Context, merchant, scopeList string, expires func() (time.Time, error)) error {
+// the scopes of scopeList (comma-separated; "" full access), or a
+// publishable key (no scopes: it has the checkout scope alone), and the
+// expiry expires returns, and prints its secret once.
+func (o Ops) CreateKey(ctx context.Context, merchant, scopeList string, publishable bool, expires func() (time.Time, error)) error {
 	var in []string
 	if scopeList != "" {
 		in = strings.Split(scopeList, ",")
 	}
-	scopes, err := surgepay.ParseScopes("--scopes", in)
-	if err != nil {
-		return err
+	var scopes []string
+	var err error
+	switch {
+	case publishable && in != nil:
+		return fmt.Errorf("--publishable takes no --scopes: a publishable key has the one scope %s", surgepay.ScopeCheckout)
+	case !publishable:
+		if scopes, err = surgepay.ParseScopes("--scopes", in); err != nil {
+			return err
+		}
 	}
 	exp, err := expires()
 	if err != nil {
@@ -51,9 +58,13 @@ func (o Ops) CreateKey(ctx context.Context, merchant, scopeList string, expires 
 		}
 		merchant = ms[0].ID
 	}
-	secret, k, err := o.Engine.CreateAPIKeyWith(ctx, merchant, engine.KeyOptions{Scopes: scopes, Expires: exp})
+	secret, k, err := o.Engine.CreateAPIKeyWith(ctx, merchant, engine.KeyOptions{Scopes: scopes, Expires: exp, Publishable: publishable})
 	if err != nil {
 		return err
+	}
+	if publishable {
+		fmt.Fprintf(o.Out, "publishable key %s for merchant %s (safe in a web page; docs/checkout.md):\n%s\n", k.ID, merchant, secret)
+		return nil
 	}
 	fmt.Fprintf(o.Out, "API key %s for merchant %s (shown once):\n%s\n", k.ID, merchant, secret)
 	return nil

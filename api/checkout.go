@@ -1,0 +1,206 @@
+package api
+
+import (
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/checkout"
+	"github.com/surgepay/surgepay/engine"
+)
+
+// Browser checkout (docs/checkout.md): the routes a publishable key may
+// call, their CORS, and the card frame with its script.
+
+// Per-client limit of the checkout routes: a publishable key is public,
+// so its requests are limited by key and client address as well as by
+// the merchant's rate_limit. Behind a proxy every shopper has the
+// proxy's address: raise the limit there (docs/checkout.md, Limits).
+const (
+	// CheckoutClientRate is a client address's sustained requests per
+	// second under one publishable key: a shopper's checkout takes 2-4.
+	CheckoutClientRate = 5
+	// CheckoutClientBurst is how many such requests may come at once.
+	CheckoutClientBurst = 20
+	// checkoutPreflightMaxAge is how long a browser may keep a preflight's answer.
+	checkoutPreflightMaxAge = "600"
+)
+
+func (s *Server) checkoutRoutesInit() {
+	s.handle("POST /v1/checkout/payment_methods", surgepay.ScopeCheckout, s.checkoutPaymentMethod)
+	s.handle("POST /v1/checkout/payments/{id}/confirm", surgepay.ScopeCheckout, s.checkoutConfirm)
+	s.handle("GET /v1/checkout/payments/{id}", surgepay.ScopeCheckout, s.checkoutPayment)
+	s.mux.Handle("OPTIONS /v1/checkout/", s.bounded(checkoutPreflight))
+	frame := checkout.Handler(checkout.Config{Origins: s.eng.CheckoutOrigins})
+	s.mux.Handle("GET /checkout/v1/", s.bounded(frame.ServeHTTP))
+}
+
+// checkoutPreflight answers a browser's CORS preflight of a checkout
+// route. It carries no key, so it cannot know the merchant: it allows
+// any well-formed origin to ask, and the request itself is refused unless
+// its origin is one of its merchant's checkout_origins (checkoutOrigin).
+func checkoutPreflight(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	if !surgepay.ValidOrigin(origin) {
+		w.WriteHeader(http.StatusForbidden)
+		return
+	}
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Allow-Methods", "GET, POST")
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key")
+	h.Set("Access-Control-Max-Age", checkoutPreflightMaxAge)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// checkoutOrigin admits a checkout request by its Origin header: none
+// (not a browser), the API's own (the card frame), or one of the key's
+// merchant's checkout_origins, which is then allowed to read the answer
+// (Access-Control-Allow-Origin). Any other is 403 origin_not_allowed,
+// without CORS headers, so the page cannot read even that.
+func (s *Server) checkoutOrigin(w http.ResponseWriter, r *http.Request, merchantID string) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	w.Header().Add("Vary", "Origin")
+	if sameOrigin(r, origin) {
+		return nil
+	}
+	if !surgepay.ValidOrigin(origin) || !s.eng.OriginAllowed(merchantID, origin) {
+		return &surgepay.Error{Code: surgepay.EFORBIDDEN, Reason: "origin_not_allowed", Param: "Origin",
+			Message: "this page's origin is not in the merchant's checkout_origins"}
+	}
+	w.Header().Set("Access-Control-Allow-Origin", origin)
+	w.Header().Set("Access-Control-Expose-Headers", "Retry-After, X-Request-Id")
+	return nil
+}
+
+// sameOrigin reports whether origin is the API's own: its host and port
+// are the request's Host, and its scheme the connection's (or http
+// behind a proxy that ends TLS: the browser still sent this Host).
+func sameOrigin(r *http.Request, origin string) bool {
+	scheme, host, ok := strings.Cut(origin, "://")
+	if !ok || !strings.EqualFold(host, r.Host) {
+		return false
+	}
+	return scheme == "https" || (scheme == "http" && r.TLS == nil)
+}
+
+// checkoutClient takes a request of a publishable key from its client
+// address's bucket (CheckoutClientRate); ERATELIMIT when it is empty.
+func (s *Server) checkoutClient(r *http.Request, keyID string) error {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	wait, ok := s.clientLimits.take(keyID+"\x00"+host, rate.Limit(CheckoutClientRate), CheckoutClientBurst)
+	if ok {
+		return nil
+	}
+	return &surgepay.Error{Code: surgepay.ERATELIMIT, Reason: "rate_limited", RetryAfter: max(1, int((wait+time.Second-1)/time.Second)),
+		Message: "too many checkout requests from this address; retry shortly"}
+}
+
+type checkoutPaymentMethodRequest struct {
+	Card           *cardRequest `json:"card"`
+	BillingDetails *billingJSON `json:"billing_details"`
+}
+
+func (s *Server) checkoutPaymentMethod(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
+	b, err := s.body(w, r, call)
+	if err != nil {
+		return err
+	}
+	var req checkoutPaymentMethodRequest
+	if err := decode(b, &req); err != nil {
+		return err
+	}
+	if req.Card == nil {
+		return surgepay.Invalid("card", "missing", "card is required")
+	}
+	in := surgepay.CardInput{Number: surgepay.PAN(req.Card.Number), ExpMonth: req.Card.ExpMonth,
+		ExpYear: req.Card.ExpYear, CVC: surgepay.CVC(req.Card.CVC)}
+	if req.BillingDetails != nil {
+		in.Name = req.BillingDetails.Name
+	}
+	pm, err := s.eng.CreateCheckoutPaymentMethod(r.Context(), call, in)
+	return s.write(w, r, call, pm, err)
+}
+
+type confirmRequest struct {
+	ClientSecret  string `json:"client_secret"`
+	PaymentMethod string `json:"payment_method"`
+	CVC           string `json:"cvc"`
+	ReturnURL     string `json:"return_url"`
+}
+
+func (s *Server) checkoutConfirm(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
+	b, err := s.body(w, r, call)
+	if err != nil {
+		return err
+	}
+	var req confirmRequest
+	if err := decode(b, &req); err != nil {
+		return err
+	}
+	call.Render = renderCheckout
+	p, err := s.eng.ConfirmPayment(r.Context(), call, r.PathValue("id"), &engine.ConfirmInput{ClientSecret: req.ClientSecret,
+		PaymentMethodID: req.PaymentMethod, CVC: surgepay.CVC(req.CVC), ReturnURL: req.ReturnURL})
+	return s.write(w, r, call, checkoutView(p), notFoundParam(err, "id"))
+}
+
+func (s *Server) checkoutPayment(w http.ResponseWriter, r *http.Request, call *engine.Call) error {
+	p, err := s.eng.CheckoutPayment(r.Context(), call, r.PathValue("id"), r.URL.Query().Get("client_secret"))
+	return s.write(w, r, nil, checkoutView(p), notFoundParam(err, "id"))
+}
+
+// checkoutPaymentJSON is what a browser holding a client secret sees of
+// its payment: its state, amount and card, never the merchant's
+// description, metadata, customer or transactions.
+type checkoutPaymentJSON struct {
+	ID            string `json:"id"`
+	Object        string `json:"object"`
+	Status        string `json:"status"`
+	Amount        int64  `json:"amount"` // the total, tax included
+	Currency      string `json:"currency"`
+	CaptureMethod string `json:"capture_method"`
+	PaymentMethod string `json:"payment_method"`
+	// LastPaymentError is the decline of the last confirm, while the
+	// payment awaits another card.
+	LastPaymentError *lastPaymentErrorJSON `json:"last_payment_error,omitempty"`
+	Created          int64                 `json:"created"`
+}
+
+type lastPaymentErrorJSON struct {
+	Code        string `json:"code"`
+	DeclineCode string `json:"decline_code,omitempty"`
+	Message     string `json:"message"`
+}
+
+// checkoutView returns the browser's view of p; nil for nil.
+func checkoutView(p *surgepay.Payment) *checkoutPaymentJSON {
+	if p == nil {
+		return nil
+	}
+	v := &checkoutPaymentJSON{ID: p.ID, Object: "payment", Status: string(p.Status), Amount: p.AmountTotal(),
+		Currency: p.Currency, CaptureMethod: p.CaptureMethod, PaymentMethod: p.PaymentMethodID, Created: p.Created.Unix()}
+	if p.Status == surgepay.StatusRequiresPaymentMethod && p.DeclineCode != "" {
+		v.LastPaymentError = &lastPaymentErrorJSON{Code: "card_declined", DeclineCode: p.DeclineCode, Message: p.FailureMessage}
+	}
+	return v
+}
+
+// renderCheckout renders a confirm's answer, stored for an idempotent
+// replay: the browser's view of a payment, not the merchant's.
+func renderCheckout(v any, err error) (int, []byte) {
+	if p, ok := v.(*surgepay.Payment); ok {
+		v = checkoutView(p)
+	}
+	return render(v, err)
+}
