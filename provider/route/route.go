@@ -452,6 +452,8 @@ func outcome(res *surgepay.ProviderResult, err error) string {
 	switch {
 	case err == nil && res != nil && res.Approved:
 		return "approved"
+	case err == nil && res != nil && res.RequiresAction:
+		return "requires_action"
 	case err == nil:
 		return "declined"
 	case surgepay.IsNotPerformed(err):
@@ -462,8 +464,12 @@ func outcome(res *surgepay.ProviderResult, err error) string {
 
 // Authorize sends req to the merchant's first processor that can take it:
 // the next one is tried only after a refusal before the call (breaker,
-// budget) or a NotPerformed answer. The result's Reference names the
-// processor.
+// budget) or a NotPerformed answer, never after a result: approved,
+// declined, or RequiresAction (the cardholder must authenticate at that
+// processor first). The result's Reference names the processor; a
+// RequiresAction result has no reference yet, so its processor is found
+// by LookupOperation with the merchant (see lookupAnywhere) or the
+// attempt journal.
 func (r *Router) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
 	t := r.t.Load()
 	names := []string{req.Processor}
@@ -524,9 +530,13 @@ func (r *Router) authorizeAt(ctx context.Context, t *table, names []string, req 
 			cost = max(p.AuthorizeCalls(req), 1)
 		}
 		res, err := r.doN(ctx, p, "authorize", cost, func(ctx context.Context) (*surgepay.ProviderResult, error) {
-			return p.Provider.Authorize(ctx, req)
+			return p.Provider.Authorize(ctx, req) // req whole: ReturnURL included, for 3-D Secure.
 		})
 		if err == nil {
+			// A result is final for failover, RequiresAction included: the
+			// processor holds a 3-D Secure challenge under the key, which
+			// the shopper completes there and a Lookup there then
+			// answers. Another processor would start a second payment.
 			res.Reference = qualify(name, res.Reference)
 			return res, nil
 		}
@@ -534,6 +544,8 @@ func (r *Router) authorizeAt(ctx context.Context, t *table, names []string, req 
 			return nil, err // unknown: only this processor may be asked again
 		}
 		if name == prev {
+			// An earlier attempt's lookup that answers RequiresAction (its
+			// challenge is pending there) is a result too: no failover.
 			if res, err := r.earlierAttempt(ctx, req, name); err == nil || !surgepay.IsNotPerformed(err) {
 				return res, err
 			}
@@ -784,4 +796,56 @@ func (r *Router) RefundedOutside(ctx context.Context, ref string) (int64, error)
 		return o.RefundedOutside(ctx, bare)
 	}
 	return 0, nil
+}
+
+var _ surgepay.PageServer = (*Router)(nil)
+
+// pageHolder is a PageServer that tells whether a page request is its
+// own: the simulator, whether it holds the challenge the path names.
+type pageHolder interface {
+	HoldsPage(r *http.Request) bool
+}
+
+// Pages serves the shopper-facing pages (surgepay.PagesPrefix) of the
+// processors that have them, the simulator's 3-D Secure challenges: each
+// request goes to the first processor, by name, that holds it (challenge
+// IDs are unique, so at most one does), else to the first PageServer that
+// cannot tell; with none, 404. It reads the processors at each request,
+// so Set takes effect at once; a router without a PageServer answers 404
+// to everything, as the listener would without it.
+func (r *Router) Pages() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		t := r.t.Load()
+		names := make([]string, 0, len(t.procs))
+		for n, p := range t.procs {
+			if _, ok := p.Provider.(surgepay.PageServer); ok {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+		var fallback surgepay.PageServer
+		for _, n := range names {
+			ps := t.procs[n].Provider.(surgepay.PageServer)
+			h, ok := ps.(pageHolder)
+			if !ok {
+				if fallback == nil {
+					fallback = ps
+				}
+				continue
+			}
+			if h.HoldsPage(req) {
+				ps.Pages().ServeHTTP(w, req)
+				return
+			}
+		}
+		if fallback != nil {
+			fallback.Pages().ServeHTTP(w, req)
+			return
+		}
+		if len(names) > 0 { // the first one's own 404 page, with its headers.
+			t.procs[names[0]].Provider.(surgepay.PageServer).Pages().ServeHTTP(w, req)
+			return
+		}
+		http.NotFound(w, req)
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -439,5 +440,114 @@ func TestBudgetSharedAcrossNodes(t *testing.T) {
 		if _, err := n.Authorize(t.Context(), authReq(fmt.Sprint("down", i))); err != nil {
 			t.Errorf("node %d with Redis gone: %v, want its own bucket to admit the call", i, err)
 		}
+	}
+}
+
+// TestRequiresActionIsFinal: the router passes ReturnURL to the processor
+// it picks and RequiresAction and ActionURL back, never fails over after
+// it (the first processor holds the challenge), serves the challenge's
+// page from that processor, and finds the authorization there once the
+// cardholder has authenticated.
+func TestRequiresActionIsFinal(t *testing.T) {
+	a, b := sim.New(sim.DefaultConfig()), sim.New(sim.DefaultConfig())
+	r := route.New(nil)
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: sim.New(sim.DefaultConfig())},
+		{Name: "a", Provider: a}, {Name: "b", Provider: b}}, fixed("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(surgepay.PagesPrefix, r.Pages())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ret := srv.URL + "/return?payment=pay_k"
+
+	req := authReq("k")
+	req.Card, req.ReturnURL, req.Capture = card(sim.Card3DSChallenge), ret, true
+	res, err := r.Authorize(t.Context(), req)
+	if err != nil || !res.RequiresAction || !strings.HasPrefix(res.ActionURL, srv.URL+surgepay.PagesPrefix+"3ds/") || res.Approved {
+		t.Fatalf("authorize: got %+v, %v; want RequiresAction with an action URL on %s", res, err, srv.URL)
+	}
+	again, err := r.Authorize(t.Context(), req)
+	if err != nil || !again.RequiresAction || again.ActionURL != res.ActionURL {
+		t.Fatalf("replay: got %+v, %v; want the same RequiresAction", again, err)
+	}
+	if tb := b.TotalEffects(); tb.Authorizations+tb.AuthorizationsDeclined+tb.Records != 0 {
+		t.Fatalf("b's totals %+v: want nothing, no failover after RequiresAction", tb)
+	}
+	q := &surgepay.LookupQuery{Key: "k", Operation: surgepay.TxAuthorization, MerchantID: "mer_1"}
+	if got, err := r.LookupOperation(t.Context(), q); err != nil || !got.RequiresAction || got.ActionURL != res.ActionURL {
+		t.Fatalf("lookup while pending: got %+v, %v; want RequiresAction", got, err)
+	}
+
+	page, err := http.Get(res.ActionURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+	if page.StatusCode != http.StatusOK {
+		t.Fatalf("GET the challenge through the router: got %d", page.StatusCode)
+	}
+	noRedirects := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	post, err := noRedirects.Post(res.ActionURL, "application/x-www-form-urlencoded", strings.NewReader("outcome=authenticate"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post.Body.Close()
+	if post.StatusCode != http.StatusSeeOther || post.Header.Get("Location") != ret {
+		t.Fatalf("POST through the router: got %d to %q, want 303 to %q", post.StatusCode, post.Header.Get("Location"), ret)
+	}
+	got, err := r.LookupOperation(t.Context(), q)
+	if err != nil || !got.Approved || !strings.HasPrefix(got.Reference, "a:") {
+		t.Fatalf("lookup after authenticating: got %+v, %v; want approved at a", got, err)
+	}
+	if fx := a.Effects("pay_k"); fx.Authorizations != 1 || fx.Captures != 1 {
+		t.Fatalf("a's effects %+v: want the sale", fx)
+	}
+
+	missing, err := http.Get(srv.URL + surgepay.PagesPrefix + "3ds/" + strings.Repeat("a", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing.Body.Close()
+	css, err := http.Get(srv.URL + surgepay.PagesPrefix + "3ds.css")
+	if err != nil {
+		t.Fatal(err)
+	}
+	css.Body.Close()
+	if missing.StatusCode != http.StatusNotFound || css.StatusCode != http.StatusOK {
+		t.Fatalf("unknown challenge: got %d, want 404; 3ds.css: got %d, want 200", missing.StatusCode, css.StatusCode)
+	}
+}
+
+// TestRequiresActionAfterRefusal: a processor that refuses before the
+// call is failed over, and the next one's RequiresAction is the answer.
+func TestRequiresActionAfterRefusal(t *testing.T) {
+	b := sim.New(sim.DefaultConfig())
+	r := route.New(nil)
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: sim.New(sim.DefaultConfig())},
+		{Name: "down", Provider: refusing(t)}, {Name: "b", Provider: b}}, fixed("down", "b")); err != nil {
+		t.Fatal(err)
+	}
+	req := authReq("k")
+	req.Card, req.ReturnURL = card(sim.Card3DSChallenge), "https://shop.example/return"
+	res, err := r.Authorize(t.Context(), req)
+	if err != nil || !res.RequiresAction || !strings.HasPrefix(res.ActionURL, "https://shop.example/simulator/v1/3ds/") {
+		t.Fatalf("got %+v, %v; want RequiresAction from b", res, err)
+	}
+	if !b.HasChallenge(res.ActionURL[strings.LastIndex(res.ActionURL, "/")+1:]) {
+		t.Fatal("b holds no challenge")
+	}
+}
+
+// TestPagesWithoutPageServer: a router over no simulator answers 404.
+func TestPagesWithoutPageServer(t *testing.T) {
+	r := route.New(nil)
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: refusing(t)}}, fixed()); err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	r.Pages().ServeHTTP(w, httptest.NewRequest(http.MethodGet, surgepay.PagesPrefix+"3ds.css", nil))
+	if w.Code != http.StatusNotFound {
+		t.Fatalf("got %d, want 404", w.Code)
 	}
 }

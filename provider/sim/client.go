@@ -80,7 +80,7 @@ func NewClient(baseURL string, httpClient *http.Client) (*Client, error) {
 // Authorize implements surgepay.Provider.
 func (c *Client) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
 	b := authorizeBody{MerchantID: req.MerchantID, PaymentID: req.PaymentID, Amount: req.Amount,
-		Currency: req.Currency, Capture: req.Capture,
+		Currency: req.Currency, Capture: req.Capture, ReturnURL: req.ReturnURL,
 		Card: cardBody{Number: req.Card.Number.Digits(), ExpMonth: req.Card.ExpMonth,
 			ExpYear: req.Card.ExpYear, CVC: req.Card.CVC.Value()}}
 	return c.operation(ctx, surgepay.TxAuthorization, http.MethodPost, "/v1/authorize", req.IdempotencyKey, &b)

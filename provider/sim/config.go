@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"time"
 )
 
@@ -41,6 +42,21 @@ const (
 	RetentionMin     = time.Minute
 	RetentionMax     = 720 * time.Hour
 )
+
+// Bounds of Config.ChallengeTTL, how long a cardholder has to pass a 3-D
+// Secure challenge. The default is a real issuer's order of magnitude (an
+// ACS session lasts minutes); the minimum lets a browser test watch one
+// expire; the maximum keeps an abandoned one from holding its place for
+// days (see ChallengesMax).
+const (
+	ChallengeTTLDefault = 10 * time.Minute
+	ChallengeTTLMin     = 5 * time.Second
+	ChallengeTTLMax     = 24 * time.Hour
+)
+
+// PagesURLBytesMax bounds Config.PagesURL: every challenge keeps its
+// action URL, which starts with it.
+const PagesURLBytesMax = 512
 
 // Config is the simulator's behaviour. All fields except Seed and
 // RecordsMax can change at run time with (*Provider).SetConfig or
@@ -98,6 +114,22 @@ type Config struct {
 	// first applies. 0 means RetentionDefault; otherwise RetentionMin to
 	// RetentionMax. Fixed at New like RecordsMax.
 	Retention Duration `json:"retention"`
+
+	// PagesURL is where shoppers' browsers reach the simulator's pages
+	// (Pages: the 3-D Secure challenge), e.g. "http://127.0.0.1:8181" for
+	// `surgepay simulator`, which serves them on its own listener. A
+	// challenge's ActionURL is PagesURL + surgepay.PagesPrefix + "3ds/" +
+	// its ID. Empty: the scheme and host of the authorization's ReturnURL,
+	// right for the simulator inside `surgepay serve`, whose pages are
+	// served on the API listener the shopper returns to.
+	PagesURL string `json:"pages_url,omitempty"`
+
+	// ChallengeTTL is how long a 3-D Secure challenge waits for the
+	// cardholder: one not completed in time is abandoned, declined
+	// surgepay.DeclineAuthenticationFailed. 0 means ChallengeTTLDefault
+	// (SetConfig: keeps the current value); otherwise ChallengeTTLMin to
+	// ChallengeTTLMax.
+	ChallengeTTL Duration `json:"challenge_ttl"`
 }
 
 // Duration is a time.Duration that JSON (/v1/config) and flags write as
@@ -127,12 +159,15 @@ func DefaultConfig() Config {
 		TimeoutLatency: Latency{Kind: LatencyFixed},
 		RecordsMax:     RecordsMaxDefault,
 		Retention:      Duration(RetentionDefault),
+		ChallengeTTL:   Duration(ChallengeTTLDefault),
 	}
 }
 
 // Validate checks the latencies, that each rate is in [0, 1] and that the
 // rates sum to at most 1, that RecordsMax is in [0, RecordsMaxLimit], and
-// that Retention is 0 or in [RetentionMin, RetentionMax].
+// that Retention is 0 or in [RetentionMin, RetentionMax], that PagesURL is
+// empty or an http(s) origin with an optional path, and that ChallengeTTL
+// is 0 or in [ChallengeTTLMin, ChallengeTTLMax].
 func (c *Config) Validate() error {
 	if err := c.Latency.Validate(); err != nil {
 		return fmt.Errorf("latency: %w", err)
@@ -162,6 +197,27 @@ func (c *Config) Validate() error {
 	}
 	if r := time.Duration(c.Retention); r != 0 && (r < RetentionMin || r > RetentionMax) {
 		return fmt.Errorf("retention %s must be between %s and %s (0: %s)", r, RetentionMin, RetentionMax, RetentionDefault)
+	}
+	if err := validatePagesURL(c.PagesURL); err != nil {
+		return err
+	}
+	if d := time.Duration(c.ChallengeTTL); d != 0 && (d < ChallengeTTLMin || d > ChallengeTTLMax) {
+		return fmt.Errorf("challenge_ttl %s must be between %s and %s (0: %s)", d, ChallengeTTLMin, ChallengeTTLMax, ChallengeTTLDefault)
+	}
+	return nil
+}
+
+// validatePagesURL checks that s is empty or an absolute http(s) URL with
+// a host whose characters may stand in a Content-Security-Policy, and no
+// user, query or fragment: challenge URLs are built by appending to it.
+func validatePagesURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || len(s) > PagesURLBytesMax || (u.Scheme != "http" && u.Scheme != "https") ||
+		!originHostOK(u.Host) || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return fmt.Errorf("pages_url %q must be an http(s) URL like http://127.0.0.1:8181, at most %d bytes, without query", s, PagesURLBytesMax)
 	}
 	return nil
 }

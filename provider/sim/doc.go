@@ -17,6 +17,17 @@
 //	4000000000000069  expired_card         4000000000000127  incorrect_cvc
 //	4000000000000119  processing_error     4000000000000259  authorizes; every capture declined
 //
+// 3-D Secure cards (Card3DSChallenge, ...): with a ReturnURL (a browser's
+// payment) a challenge card answers RequiresAction and its ActionURL, a
+// page of Pages, where the cardholder authenticates or fails; without one
+// it is declined authentication_required:
+//
+//	4000000000003220  challenge; then approved, or authentication_failed
+//	4000008400001629  challenge; then generic_decline, or authentication_failed
+//	4000000000003055  frictionless: approved at once
+//	4000000000003238  not enrolled: approved at once
+//	4000008400001280  authentication_unavailable at once
+//
 //	9101  timeout before the network: NotPerformed (ErrTimeout) after TimeoutLatency
 //	9102  performed and stored, answer lost: Unknown (ErrAnswerLost)
 //	9103  rate limited: NotPerformed (ErrRateLimited)
@@ -27,6 +38,11 @@
 // can change at run time (SetConfig, PUT /v1/config). Effects and
 // TotalEffects report what the network actually did, so tests can assert
 // "charged exactly once".
+//
+// A challenge is held apart from the records until it ends: the
+// cardholder's choice, or ChallengeTTL passing (abandoned,
+// authentication_failed); only then is the authorization performed,
+// stored under its key and counted. At most ChallengesMax are held.
 //
 // Limits: state is in memory and lost on restart (references carry a
 // per-process tag, so a restarted simulator declines old ones as unknown).

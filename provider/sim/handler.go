@@ -42,6 +42,7 @@ type (
 		Currency   string   `json:"currency"`
 		Card       cardBody `json:"card"`
 		Capture    bool     `json:"capture,omitempty"`
+		ReturnURL  string   `json:"return_url,omitempty"`
 	}
 	// refBody is a capture, void or refund.
 	refBody struct {
@@ -58,6 +59,9 @@ type (
 		Operation   string `json:"operation"`
 		Captured    bool   `json:"captured,omitempty"`
 		PaymentID   string `json:"payment_id,omitempty"`
+		// RequiresAction and ActionURL: a 3-D Secure challenge waits.
+		RequiresAction bool   `json:"requires_action,omitempty"`
+		ActionURL      string `json:"action_url,omitempty"`
 	}
 	errorBody struct {
 		Outcome string `json:"outcome,omitempty"` // not_performed or unknown; empty for admin errors.
@@ -68,12 +72,14 @@ type (
 
 func toResultBody(r *surgepay.ProviderResult) resultBody {
 	return resultBody{Approved: r.Approved, Reference: r.Reference, DeclineCode: r.DeclineCode,
-		Message: r.Message, Amount: r.Amount, Operation: r.Operation, Captured: r.Captured, PaymentID: r.PaymentID}
+		Message: r.Message, Amount: r.Amount, Operation: r.Operation, Captured: r.Captured, PaymentID: r.PaymentID,
+		RequiresAction: r.RequiresAction, ActionURL: r.ActionURL}
 }
 
 func (b *resultBody) result() *surgepay.ProviderResult {
 	return &surgepay.ProviderResult{Approved: b.Approved, Reference: b.Reference, DeclineCode: b.DeclineCode,
-		Message: b.Message, Amount: b.Amount, Operation: b.Operation, Captured: b.Captured, PaymentID: b.PaymentID}
+		Message: b.Message, Amount: b.Amount, Operation: b.Operation, Captured: b.Captured, PaymentID: b.PaymentID,
+		RequiresAction: b.RequiresAction, ActionURL: b.ActionURL}
 }
 
 type handler struct{ p *Provider }
@@ -86,6 +92,7 @@ type handler struct{ p *Provider }
 //	GET  /v1/effects?payment=ID                             Effects of one payment; without payment, Totals
 //	POST /v1/reset                                          Reset
 //	GET  /healthz                                           200 while the process serves, outage or not
+//	GET, POST /simulator/v1/...                             Pages: the 3-D Secure challenge pages, for shoppers
 //
 // A result, approved or declined, is 200. NotPerformed is 503 (timeout,
 // outage), 429 (rate limited), 409 (key reused), 404 (no such operation)
@@ -110,6 +117,7 @@ func NewHandler(p *Provider) http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n") // a client gone away is no error of ours
 	})
+	mux.Handle(surgepay.PagesPrefix, p.Pages())
 	return mux
 }
 
@@ -126,7 +134,8 @@ func (h *handler) authorize(w http.ResponseWriter, r *http.Request) {
 		Currency:       b.Currency,
 		Card: surgepay.ProviderCard{Number: surgepay.PAN(b.Card.Number), ExpMonth: b.Card.ExpMonth,
 			ExpYear: b.Card.ExpYear, CVC: surgepay.CVC(b.Card.CVC)},
-		Capture: b.Capture,
+		Capture:   b.Capture,
+		ReturnURL: b.ReturnURL,
 	})
 	h.answer(w, res, err)
 }

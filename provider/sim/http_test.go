@@ -286,7 +286,7 @@ func TestMainServesUntilCancelled(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- sim.Main(ctx, []string{"--listen", "127.0.0.1:0", "--latency", "fixed:1m", "--seed", "5",
-			"--records-max", "2000", "--retention", "2h"}, &stdout, &stderr)
+			"--records-max", "2000", "--retention", "2h", "--pages-url", "http://127.0.0.1:9", "--challenge-ttl", "90s"}, &stdout, &stderr)
 	}()
 	var base string
 	for deadline := time.Now().Add(5 * time.Second); base == ""; {
@@ -303,8 +303,9 @@ func TestMainServesUntilCancelled(t *testing.T) {
 		t.Fatalf("healthz: got %d", code)
 	}
 	if code, body := do(t, "GET", base+"/v1/config", ""); code != 200 ||
-		!strings.Contains(body, `"records_max":2000`) || !strings.Contains(body, `"retention":"2h0m0s"`) {
-		t.Fatalf("config: got %d %s, want the flags' records_max and retention", code, body)
+		!strings.Contains(body, `"records_max":2000`) || !strings.Contains(body, `"retention":"2h0m0s"`) ||
+		!strings.Contains(body, `"pages_url":"http://127.0.0.1:9"`) || !strings.Contains(body, `"challenge_ttl":"1m30s"`) {
+		t.Fatalf("config: got %d %s, want the flags' records_max, retention, pages_url and challenge_ttl", code, body)
 	}
 	c := newClient(t, base, nil)
 	callErr := make(chan error, 1)
@@ -341,6 +342,10 @@ func TestMainUsage(t *testing.T) {
 		{"--retention", "59s"},
 		{"--retention", "721h"},
 		{"--retention", "a day"},
+		{"--pages-url", "ftp://sim.example"},
+		{"--pages-url", "http://sim.example/?x=1"},
+		{"--challenge-ttl", "1s"},
+		{"--challenge-ttl", "25h"},
 	} {
 		var stdout, stderr syncBuffer
 		if code := sim.Main(t.Context(), args, &stdout, &stderr); code != sim.ExitUsage {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/internal/cli"
 )
 
@@ -37,8 +38,9 @@ settle at it with provider.kind = "sim-http" and provider.url. Test cards
 and amounts that trigger each outcome: docs/simulator.md.
 `
 
-// Main is the body of `surgepay simulator [flags]`: it serves NewHandler on
-// --listen until ctx is cancelled, then shuts down gracefully. Calls
+// Main is the body of `surgepay simulator [flags]`: it serves NewHandler
+// (the 3-D Secure pages included, which shoppers' browsers reach at
+// --pages-url) on --listen until ctx is cancelled, then shuts down gracefully. Calls
 // still sleeping through their latency end NotPerformed (they did nothing)
 // rather than hold up the shutdown. It prints the address it listens on to
 // stdout and problems to stderr, and returns an exit code.
@@ -60,6 +62,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Sprintf("operations kept for idempotency and lookup, %d to %d; the oldest are evicted beyond it", RecordsMaxMin, RecordsMaxLimit))
 	fs.TextVar(&cfg.Retention, "retention", cfg.Retention,
 		fmt.Sprintf("how long an operation is kept, %s to %s; older ones are forgotten", RetentionMin, RetentionMax))
+	fs.StringVar(&cfg.PagesURL, "pages-url", "",
+		"`URL` at which shoppers' browsers reach this simulator's 3-D Secure pages, e.g. http://127.0.0.1:8181; empty: the origin of each payment's return URL")
+	fs.TextVar(&cfg.ChallengeTTL, "challenge-ttl", cfg.ChallengeTTL,
+		fmt.Sprintf("how long a 3-D Secure challenge waits for the cardholder, %s to %s", ChallengeTTLMin, ChallengeTTLMax))
 	if code, ok := c.Parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -92,6 +98,9 @@ func serve(ctx context.Context, ln net.Listener, p *Provider, stdout, stderr io.
 	go func() { errc <- srv.Serve(ln) }()
 	cfg := p.Config()
 	fmt.Fprintf(stdout, "surgepay simulator listening on http://%s (latency %v, seed %d)\n", ln.Addr(), cfg.Latency, cfg.Seed)
+	if cfg.PagesURL != "" {
+		fmt.Fprintf(stdout, "3-D Secure pages at %s%s\n", trimSlash(cfg.PagesURL), surgepay.PagesPrefix)
+	}
 	select {
 	case err := <-errc:
 		fmt.Fprintf(stderr, "simulator: %v\n", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -59,6 +60,8 @@ type Provider struct {
 	epoch time.Time
 
 	events *events // dispute webhooks (AmountDisputed)
+
+	pages http.Handler // Pages: the 3-D Secure challenge pages.
 }
 
 var _ surgepay.Provider = (*Provider)(nil)
@@ -132,6 +135,9 @@ func New(cfg Config) *Provider {
 	if cfg.Retention == 0 {
 		cfg.Retention = Duration(RetentionDefault)
 	}
+	if cfg.ChallengeTTL == 0 {
+		cfg.ChallengeTTL = Duration(ChallengeTTLDefault)
+	}
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64() | 1 //nolint:gosec // G404: a simulation seed, which Config reports so a run can be repeated
 	}
@@ -149,9 +155,11 @@ func New(cfg Config) *Provider {
 		s.rng = rand.New(rand.NewPCG(cfg.Seed, uint64(i))) //nolint:gosec // G404: seeded on purpose, so a run can be repeated
 		s.max = max(1, cfg.RecordsMax/shardCount)
 		s.retention = int64(time.Duration(cfg.Retention) / time.Second)
+		s.challenges.max = max(1, ChallengesMax/shardCount)
 		s.clear()
 	}
 	p.state.Store(newState(cfg))
+	p.pages = newPages(p)
 	return p
 }
 
@@ -160,8 +168,9 @@ func New(cfg Config) *Provider {
 func (p *Provider) Config() Config { return p.state.Load().cfg }
 
 // SetConfig replaces the configuration at run time; calls already sleeping
-// keep the latency they drew. A zero Seed, RecordsMax or Retention keeps
-// the current value; a different non-zero one is an error, as is anything
+// keep the latency they drew, and challenges already started keep their
+// ActionURL. A zero Seed, RecordsMax, Retention or ChallengeTTL keeps the
+// current value; a different non-zero one is an error, as is anything
 // Validate rejects. Safe for concurrent use with calls.
 func (p *Provider) SetConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
@@ -185,6 +194,9 @@ func (p *Provider) SetConfig(cfg Config) error {
 		cfg.Retention = cur.Retention
 	case cfg.Retention != cur.Retention:
 		return fmt.Errorf("retention is fixed when the simulator starts (%s); restart it to change it", cur.Retention)
+	}
+	if cfg.ChallengeTTL == 0 {
+		cfg.ChallengeTTL = cur.ChallengeTTL
 	}
 	p.state.Store(newState(cfg))
 	return nil
@@ -273,6 +285,12 @@ func after(op string, res *surgepay.ProviderResult, fresh bool, f fault, err err
 // Authorize authorizes req.Amount on the card, or with req.Capture
 // authorizes and captures it at once (a sale). See the package
 // documentation for the test cards and amounts.
+//
+// A 3-D Secure challenge card (Card3DSChallenge) with a req.ReturnURL
+// answers RequiresAction: the challenge waits, under the key, for the
+// cardholder at ActionURL (Pages), and nothing is performed until it
+// ends. Without a ReturnURL it is declined
+// surgepay.DeclineAuthenticationRequired.
 func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest) (*surgepay.ProviderResult, error) {
 	const op = surgepay.TxAuthorization
 	s, d, f, err := p.before(ctx, op, req.IdempotencyKey, req.Amount, true)
@@ -294,30 +312,59 @@ func (p *Provider) authorizeLocked(s *shard, d keyDigest, req *surgepay.Authoriz
 	if pos, ok := s.find(d, now); ok {
 		return p.replay(s, pos, prm)
 	}
-	r := p.newRecord(d, &prm)
-	r.setPaymentID(req.PaymentID)
+	if len(s.challenges.byKey) != 0 { // a 3-D Secure challenge is waiting under some key of this shard.
+		if ch := s.challenges.byKey[d]; ch != nil {
+			if ch.prm != prm {
+				return nil, false, notPerformed(prm.op, ErrKeyReused)
+			}
+			res := p.pendingAnswer(s, ch, now)
+			return &res, false, nil
+		}
+	}
 	number := req.Card.Number.Digits()
-	if code, msg := decideAuthorize(req, number, f); code != "" {
+	c := cards[number]
+	code, msg := checkAuthorize(req, number)
+	if code == "" && c.secure >= secureChallenge {
+		if c.secure == secureChallenge && req.ReturnURL != "" {
+			return p.startChallenge(s, d, req, prm, c, f, now)
+		}
+		code, msg = authenticationDecline(c, req.Card.Number.Last4())
+	}
+	if code == "" {
+		code, msg = decideCard(req, number, c, f)
+	}
+	res := p.performAuthorization(s, d, prm, req.PaymentID, code, msg, number == cardCaptureDeclined, now)
+	return &res, true, nil
+}
+
+// performAuthorization stores the authorization under the key of d with
+// parameters prm, declined with code and msg or, with code "", approved
+// (a sale captured; with captureDeclined, every later capture declined),
+// counts it, and returns its answer.
+func (p *Provider) performAuthorization(s *shard, d keyDigest, prm params, paymentID, code, msg string, captureDeclined bool, now uint32) surgepay.ProviderResult {
+	r := p.newRecord(d, &prm)
+	r.setPaymentID(paymentID)
+	if code != "" {
 		r.decline(code, msg)
 		s.totals.Declines++
 		s.totals.AuthorizationsDeclined++
 	} else {
 		r.flags |= flagApproved
-		if number == cardCaptureDeclined {
+		if captureDeclined {
 			r.flags |= flagCaptureDeclined
 		}
-		if req.Capture {
-			r.captured = req.Amount
+		if prm.capture {
+			r.captured = prm.amount
 		}
-		s.totals.authorized(req.Currency, req.Amount, req.Capture)
+		s.totals.authorized(prm.currency, prm.amount, prm.capture)
 	}
-	res := p.result(&r.record, r.rare, req.PaymentID, s.store(&r.record, r.rare, now))
-	return &res, true, nil
+	return p.result(&r.record, r.rare, paymentID, s.store(&r.record, r.rare, now))
 }
 
-// decideAuthorize returns the decline code and message for an authorization,
-// or "" to approve it. Messages mention the card's last four digits at most.
-func decideAuthorize(req *surgepay.AuthorizeRequest, number string, f fault) (code, msg string) {
+// checkAuthorize returns the decline code and message of an authorization
+// the network refuses whatever the card: a bad amount, currency or card
+// number; or "".
+func checkAuthorize(req *surgepay.AuthorizeRequest, number string) (code, msg string) {
 	if req.Amount <= 0 || req.Amount > surgepay.AmountMinorMax {
 		return DeclineInvalidRequest, fmt.Sprintf("amount must be between 1 and %d minor units", surgepay.AmountMinorMax)
 	}
@@ -327,9 +374,29 @@ func decideAuthorize(req *surgepay.AuthorizeRequest, number string, f fault) (co
 	if !validNumber(number) {
 		return DeclineIncorrectNumber, "the card number is invalid"
 	}
+	return "", ""
+}
+
+// authenticationDecline returns the decline of a 3-D Secure card that
+// cannot be authenticated now: a challenge card on a payment without a
+// ReturnURL (a server's, with no cardholder to ask), or an issuer whose
+// authentication is unavailable.
+func authenticationDecline(c card, last4 string) (code, msg string) {
+	if c.secure == secureUnavailable {
+		return surgepay.DeclineAuthenticationUnavailable,
+			"the issuer's 3-D Secure service is unavailable (test card ending " + last4 + ")"
+	}
+	return surgepay.DeclineAuthenticationRequired,
+		"the issuer requires 3-D Secure, which a payment without a return URL cannot perform (test card ending " + last4 + ")"
+}
+
+// decideCard returns the decline code and message the card's number and
+// the fault decide for an authorization, or "" to approve it. Messages
+// mention the card's last four digits at most.
+func decideCard(req *surgepay.AuthorizeRequest, number string, c card, f fault) (code, msg string) {
 	last4 := req.Card.Number.Last4()
-	if code, ok := cardDeclines[number]; ok {
-		return code, fmt.Sprintf("declined: %s (test card ending %s)", code, last4)
+	if c.decline != "" {
+		return c.decline, fmt.Sprintf("declined: %s (test card ending %s)", c.decline, last4)
 	}
 	if req.Capture && number == cardCaptureDeclined {
 		return surgepay.DeclineGeneric, "the issuer declined the capture of this sale (test card ending " + last4 + ")"
@@ -452,6 +519,10 @@ func decideRefOp(a *record, arf *rare, prm params, f fault) (code, msg string) {
 
 // Lookup returns the stored result of the operation performed under key,
 // with Operation set and, for an authorization, Captured (it was a sale).
+// Under the key of a pending 3-D Secure challenge it answers
+// RequiresAction (the same ActionURL as the authorization), until the
+// challenge ends and the authorization is performed; a challenge whose
+// ChallengeTTL has passed ends then, abandoned.
 // It answers NotPerformed with ErrNoSuchOperation if there is none, and
 // Unknown if the lookup itself did not happen (an outage). Lookup
 // waits the configured latency and fails during an Outage, but never meets
@@ -471,6 +542,8 @@ func (p *Provider) Lookup(ctx context.Context, key string) (*surgepay.ProviderRe
 	var res surgepay.ProviderResult
 	if ok {
 		res = p.storedResult(s, pos)
+	} else if ch := s.challenges.byKey[d]; ch != nil {
+		res, ok = p.pendingAnswer(s, ch, now), true
 	}
 	s.mu.Unlock()
 	if !ok {

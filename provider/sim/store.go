@@ -49,10 +49,15 @@ type shard struct {
 	byKey     table            // idempotency key → position in recs.
 	byPayment table            // payment ID → position of its newest authorization; see record.link.
 	totals    Totals
-	_         [64]byte // keeps neighbouring shards' mutexes off one cache line.
+	// challenges are the 3-D Secure challenges under keys of this shard:
+	// authorizations not performed yet, kept apart from recs so that an
+	// ordinary authorization pays one length check for them.
+	challenges challenges
+	_          [64]byte // keeps neighbouring shards' mutexes off one cache line.
 }
 
 func (s *shard) clear() {
+	s.challenges.clear()
 	s.recs, s.rares = nil, nil
 	s.byKey, s.byPayment = table{}, table{}
 	s.base, s.first = s.seq+1, s.seq+1
@@ -655,18 +660,25 @@ func (p *Provider) Effects(paymentID string) Effects {
 
 // TotalEffects returns what the network did since New or the last Reset.
 // It first releases every expired record, so Records counts live ones and
-// RecordsExpired every one expired. Shards are read one after another, so
+// RecordsExpired every one expired, and ends 3-D Secure challenges whose
+// ChallengeTTL has passed (abandoned: declined authorizations from then
+// on) and releases old ones, up to releaseBatchMax a shard. Shards are
+// read one after another, so
 // under concurrent calls the sum is not a single instant. Safe for
 // concurrent use.
 func (p *Provider) TotalEffects() Totals {
 	var t Totals
 	now := p.clock()
+	ttl := challengeTTL(p.state.Load())
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.mu.Lock()
 		for s.releaseExpired(now, releaseBatchMax) == releaseBatchMax {
 			s.mu.Unlock() // let calls in between long releases.
 			s.mu.Lock()
+		}
+		if len(s.challenges.queue) != 0 {
+			p.sweepChallenges(s, now, ttl, releaseBatchMax)
 		}
 		t.merge(&s.totals)
 		t.Records += int64(s.count())
@@ -675,9 +687,10 @@ func (p *Provider) TotalEffects() Totals {
 	return t
 }
 
-// Reset forgets every operation, authorization and effect. Configuration
-// and the reference sequence stay, so references are never reused. Calls
-// concurrent with Reset may land on either side of it.
+// Reset forgets every operation, authorization, 3-D Secure challenge and
+// effect. Configuration and the reference sequence stay, so references
+// are never reused. Calls concurrent with Reset may land on either side
+// of it.
 func (p *Provider) Reset() {
 	for i := range p.shards {
 		s := &p.shards[i]
