@@ -45,6 +45,18 @@ const (
 	ReturnURLBytesMax = 2048
 )
 
+// CheckoutReturnPath is where a processor's authentication page (3-D
+// Secure) sends the shopper back to surgepay, followed by a signed token;
+// surgepay records the outcome and sends the shopper on to the
+// merchant's return_url.
+const CheckoutReturnPath = "/checkout/v1/return/"
+
+// RequiresActionListed is how many payments in StatusRequiresAction a
+// reconcile pass of limit payments lists besides those in processing: a
+// quarter, at least one, so that authentications shoppers abandoned
+// never crowd out the unknown outcomes.
+func RequiresActionListed(limit int) int { return max(1, limit/4) }
+
 // ValidOrigin reports whether o is a web origin as browsers send it in
 // the Origin header: http or https, a host (a name or an IP address), an
 // optional port, and nothing else (no user, path, query or fragment; no

@@ -14,6 +14,11 @@ const (
 	// A confirm with a card moves it on; a declined confirm leaves it here,
 	// so that the shopper may try again.
 	StatusRequiresPaymentMethod Status = "requires_payment_method"
+	// StatusRequiresAction: a browser's confirm the issuer answered with
+	// a 3-D Secure challenge: the shopper must authenticate at the
+	// processor's page (the payment's next action); nothing authorized
+	// yet. The authentication's end moves it on.
+	StatusRequiresAction Status = "requires_action"
 	// StatusRequiresCapture: authorized, not yet captured (capture_method=manual).
 	StatusRequiresCapture Status = "requires_capture"
 	// StatusProcessing: a provider operation's outcome is not known yet
@@ -32,7 +37,7 @@ const (
 )
 
 // Statuses lists every status, for validation and tests.
-var Statuses = []Status{StatusRequiresPaymentMethod, StatusRequiresCapture, StatusProcessing, StatusSucceeded,
+var Statuses = []Status{StatusRequiresPaymentMethod, StatusRequiresAction, StatusRequiresCapture, StatusProcessing, StatusSucceeded,
 	StatusCanceled, StatusFailed, StatusPartiallyRefunded, StatusRefunded}
 
 // Valid reports whether s is a known status.
@@ -58,13 +63,16 @@ var transitions = map[Status][]Status{
 	// confirm, recorded, the shopper may try another card.
 	StatusRequiresPaymentMethod: {StatusRequiresPaymentMethod, StatusRequiresCapture, StatusSucceeded,
 		StatusProcessing, StatusCanceled},
+	// requires_action: authenticated and authorized, or not (back to
+	// requires_payment_method: the shopper may try again).
+	StatusRequiresAction:  {StatusRequiresPaymentMethod, StatusRequiresCapture, StatusSucceeded},
 	StatusRequiresCapture: {StatusSucceeded, StatusCanceled, StatusProcessing},
 	// succeeded → failed only when settlement's staged capture of a
 	// streamlined sale is declined (FailStagedCapture).
 	StatusSucceeded:         {StatusPartiallyRefunded, StatusRefunded, StatusProcessing, StatusFailed},
 	StatusPartiallyRefunded: {StatusPartiallyRefunded, StatusRefunded, StatusProcessing},
 	StatusProcessing: {StatusRequiresCapture, StatusSucceeded, StatusFailed, StatusCanceled,
-		StatusPartiallyRefunded, StatusRefunded, StatusRequiresPaymentMethod},
+		StatusPartiallyRefunded, StatusRefunded, StatusRequiresPaymentMethod, StatusRequiresAction},
 }
 
 // CanTransition reports whether the state machine allows from → to.
@@ -127,6 +135,12 @@ type Pending struct {
 	// Processor is where the operation was sent, when a router chose it:
 	// reconciliation looks it up there. "" for the default provider.
 	Processor string
+	// ActionURL, while the payment is requires_action, is the processor's
+	// authentication page the shopper must visit (3-D Secure).
+	ActionURL string
+	// ReturnURL is where the merchant asked the shopper to be sent once
+	// the authentication is over (a browser's confirm's return_url).
+	ReturnURL string
 }
 
 // Tax is the tax request and result of a payment.

@@ -18,6 +18,9 @@ var allowed = map[[2]Status]bool{
 	{StatusRequiresPaymentMethod, StatusRequiresCapture}: true, {StatusRequiresPaymentMethod, StatusSucceeded}: true,
 	{StatusRequiresPaymentMethod, StatusProcessing}: true, {StatusRequiresPaymentMethod, StatusCanceled}: true,
 	{StatusProcessing, StatusRequiresPaymentMethod}: true,
+	// 3-D Secure.
+	{StatusProcessing, StatusRequiresAction}: true, {StatusRequiresAction, StatusRequiresPaymentMethod}: true,
+	{StatusRequiresAction, StatusRequiresCapture}: true, {StatusRequiresAction, StatusSucceeded}: true,
 }
 
 func TestCanTransitionEveryPair(t *testing.T) {

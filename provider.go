@@ -226,6 +226,23 @@ type PageServer interface {
 	Pages() http.Handler
 }
 
+// PageServerOf returns p's PageServer, looking through decorators
+// (telemetry's) that wrap a provider without serving its pages; nil if
+// none.
+func PageServerOf(p Provider) PageServer {
+	for p != nil {
+		if ps, ok := p.(PageServer); ok {
+			return ps
+		}
+		u, ok := p.(interface{ Unwrap() Provider })
+		if !ok {
+			return nil
+		}
+		p = u.Unwrap()
+	}
+	return nil
+}
+
 // PagesPrefix is where a PageServer's pages are served on the API listener.
 const PagesPrefix = "/simulator/v1/"
 

@@ -38,8 +38,11 @@ type Store interface {
 
 	FindPayment(ctx context.Context, merchantID, id string) (*Payment, error)
 	ListPayments(ctx context.Context, merchantID string, f PaymentFilter) ([]*Payment, bool, error)
-	// ListProcessing returns up to limit payments of any merchant in
-	// StatusProcessing, oldest first, for reconciliation.
+	// ListProcessing returns, for reconciliation, up to limit payments of
+	// any merchant in StatusProcessing, oldest first, then up to
+	// RequiresActionListed(limit) in StatusRequiresAction (a browser's
+	// authentication, which the reconciler looks up once it is old),
+	// oldest first.
 	ListProcessing(ctx context.Context, limit int) ([]*Payment, error)
 	// ListEvents returns a payment's audit trail, oldest first.
 	ListEvents(ctx context.Context, merchantID, paymentID string) ([]*Event, error)

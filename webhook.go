@@ -95,19 +95,22 @@ type WebhookEvent struct {
 
 // Webhook event types: what a Write did to a payment.
 const (
-	WebhookPaymentAuthorized  = "payment.authorized"      // now requires_capture
-	WebhookPaymentProcessing  = "payment.processing"      // provider outcome unknown
-	WebhookPaymentSucceeded   = "payment.succeeded"       // a sale, or a capture
-	WebhookPaymentCaptured    = "payment.captured"        // settlement captured a streamlined sale
-	WebhookPaymentFailed      = "payment.failed"          // declined, or settlement's capture declined
-	WebhookPaymentCanceled    = "payment.canceled"        // voided
-	WebhookPaymentRefunded    = "payment.refunded"        // a refund, partial or full
-	WebhookPaymentCaptureFail = "payment.capture_failed"  // the network declined a capture
-	WebhookPaymentVoidFail    = "payment.void_failed"     // the network declined a void
-	WebhookPaymentRefundFail  = "payment.refund_failed"   // the network declined a refund
-	WebhookPaymentUpdated     = "payment.updated"         // any other change
-	WebhookPaymentDisputed    = "payment.disputed"        // the cardholder disputed it (chargeback)
-	WebhookPaymentDispute     = "payment.dispute_updated" // its dispute changed or closed (won, lost)
+	WebhookPaymentAuthorized  = "payment.authorized"     // now requires_capture
+	WebhookPaymentProcessing  = "payment.processing"     // provider outcome unknown
+	WebhookPaymentSucceeded   = "payment.succeeded"      // a sale, or a capture
+	WebhookPaymentCaptured    = "payment.captured"       // settlement captured a streamlined sale
+	WebhookPaymentFailed      = "payment.failed"         // declined, or settlement's capture declined
+	WebhookPaymentCanceled    = "payment.canceled"       // voided
+	WebhookPaymentRefunded    = "payment.refunded"       // a refund, partial or full
+	WebhookPaymentCaptureFail = "payment.capture_failed" // the network declined a capture
+	WebhookPaymentVoidFail    = "payment.void_failed"    // the network declined a void
+	WebhookPaymentRefundFail  = "payment.refund_failed"  // the network declined a refund
+	WebhookPaymentUpdated     = "payment.updated"        // any other change
+	// WebhookPaymentRequiresAction: a browser's confirm awaits the
+	// shopper's 3-D Secure authentication (docs/checkout.md).
+	WebhookPaymentRequiresAction = "payment.requires_action"
+	WebhookPaymentDisputed       = "payment.disputed"        // the cardholder disputed it (chargeback)
+	WebhookPaymentDispute        = "payment.dispute_updated" // its dispute changed or closed (won, lost)
 )
 
 // WebhookEventType names the change that a Write's audit events (oldest
@@ -136,6 +139,8 @@ func WebhookEventType(events []*Event, p *Payment) string {
 			return WebhookPaymentCanceled
 		case StatusPartiallyRefunded, StatusRefunded:
 			return WebhookPaymentRefunded
+		case StatusRequiresAction:
+			return WebhookPaymentRequiresAction
 		}
 		return WebhookPaymentUpdated
 	}

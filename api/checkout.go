@@ -3,6 +3,7 @@ package api
 import (
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -37,6 +38,11 @@ func (s *Server) checkoutRoutesInit() {
 	s.mux.Handle("OPTIONS /v1/checkout/", s.bounded(checkoutPreflight))
 	frame := checkout.Handler(checkout.Config{Origins: s.eng.CheckoutOrigins})
 	s.mux.Handle("GET /checkout/v1/", s.bounded(frame.ServeHTTP))
+	s.mux.Handle("GET "+surgepay.CheckoutReturnPath+"{token}", s.bounded(s.checkoutReturn))
+	if pages := s.eng.ProcessorPages(); pages != nil {
+		// The simulator's 3-D Secure challenge, standing in for an issuer's page.
+		s.mux.Handle(surgepay.PagesPrefix, s.bounded(pages.ServeHTTP))
+	}
 }
 
 // checkoutPreflight answers a browser's CORS preflight of a checkout
@@ -90,6 +96,67 @@ func sameOrigin(r *http.Request, origin string) bool {
 		return false
 	}
 	return scheme == "https" || (scheme == "http" && r.TLS == nil)
+}
+
+// ownOrigin is surgepay's origin as the browser reaches it: the Origin of
+// the frame's own request (right behind a proxy too), else the request's
+// scheme and Host.
+func ownOrigin(r *http.Request) string {
+	if o := r.Header.Get("Origin"); o != "" && surgepay.ValidOrigin(o) && sameOrigin(r, o) {
+		return o
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if o := scheme + "://" + strings.ToLower(r.Host); surgepay.ValidOrigin(o) {
+		return o
+	}
+	return ""
+}
+
+// checkoutReturn is the shopper's way back from a processor's 3-D Secure
+// page: the outcome is recorded (engine.ReturnFromAction), then the
+// shopper goes on to the merchant's return_url with the payment's ID and
+// status added (surgepay_payment, redirect_status), or, without one, is
+// told to go back to the shop. The merchant's page must read the payment
+// (its server with the secret key, or surgepay.js), never trust the query.
+func (s *Server) checkoutReturn(w http.ResponseWriter, r *http.Request) {
+	p, back, err := s.eng.ReturnFromAction(r.Context(), r.PathValue("token"))
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	if err != nil || p == nil {
+		h.Set("Content-Security-Policy", "default-src 'none'")
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte("This return address is not valid or has expired. Go back to the shop and check your order.\n"))
+		return
+	}
+	if u, perr := url.Parse(back); back != "" && perr == nil {
+		q := u.Query()
+		q.Set("surgepay_payment", p.ID)
+		q.Set("redirect_status", redirectStatus(p.Status))
+		u.RawQuery = q.Encode()
+		http.Redirect(w, r, u.String(), http.StatusSeeOther)
+		return
+	}
+	h.Set("Content-Security-Policy", "default-src 'none'")
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("Authentication finished. You can go back to the shop.\n"))
+}
+
+// redirectStatus is the outcome a return from authentication reports to
+// the merchant's page: succeeded (authorized), failed (the shopper must
+// pay again), or processing (not known yet).
+func redirectStatus(s surgepay.Status) string {
+	switch s {
+	case surgepay.StatusSucceeded, surgepay.StatusRequiresCapture:
+		return "succeeded"
+	case surgepay.StatusRequiresPaymentMethod, surgepay.StatusCanceled, surgepay.StatusFailed:
+		return "failed"
+	}
+	return "processing"
 }
 
 // checkoutClient takes a request of a publishable key from its client
@@ -151,7 +218,7 @@ func (s *Server) checkoutConfirm(w http.ResponseWriter, r *http.Request, call *e
 	}
 	call.Render = renderCheckout
 	p, err := s.eng.ConfirmPayment(r.Context(), call, r.PathValue("id"), &engine.ConfirmInput{ClientSecret: req.ClientSecret,
-		PaymentMethodID: req.PaymentMethod, CVC: surgepay.CVC(req.CVC), ReturnURL: req.ReturnURL})
+		PaymentMethodID: req.PaymentMethod, CVC: surgepay.CVC(req.CVC), ReturnURL: req.ReturnURL, ReturnBase: ownOrigin(r)})
 	return s.write(w, r, call, checkoutView(p), notFoundParam(err, "id"))
 }
 
@@ -174,7 +241,19 @@ type checkoutPaymentJSON struct {
 	// LastPaymentError is the decline of the last confirm, while the
 	// payment awaits another card.
 	LastPaymentError *lastPaymentErrorJSON `json:"last_payment_error,omitempty"`
-	Created          int64                 `json:"created"`
+	// NextAction, while requires_action, is the shopper's authentication.
+	NextAction *nextActionJSON `json:"next_action,omitempty"`
+	Created    int64           `json:"created"`
+}
+
+type nextActionJSON struct {
+	Type          string            `json:"type"` // "redirect_to_url"
+	RedirectToURL redirectToURLJSON `json:"redirect_to_url"`
+}
+
+type redirectToURLJSON struct {
+	URL       string `json:"url"`
+	ReturnURL string `json:"return_url,omitempty"`
 }
 
 type lastPaymentErrorJSON struct {
@@ -192,6 +271,10 @@ func checkoutView(p *surgepay.Payment) *checkoutPaymentJSON {
 		Currency: p.Currency, CaptureMethod: p.CaptureMethod, PaymentMethod: p.PaymentMethodID, Created: p.Created.Unix()}
 	if p.Status == surgepay.StatusRequiresPaymentMethod && p.DeclineCode != "" {
 		v.LastPaymentError = &lastPaymentErrorJSON{Code: "card_declined", DeclineCode: p.DeclineCode, Message: p.FailureMessage}
+	}
+	if p.Status == surgepay.StatusRequiresAction && p.Pending != nil && p.Pending.ActionURL != "" {
+		v.NextAction = &nextActionJSON{Type: "redirect_to_url",
+			RedirectToURL: redirectToURLJSON{URL: p.Pending.ActionURL, ReturnURL: p.Pending.ReturnURL}}
 	}
 	return v
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -415,4 +416,191 @@ func TestCheckoutConfirmUnknownOutcome(t *testing.T) {
 			t.Fatalf("the network's record: %+v", fx)
 		}
 	})
+}
+
+// noRedirects is an HTTP client that hands back redirects, as a test of
+// where the browser is sent must see them.
+func noRedirects(e *env) *http.Client {
+	c := *e.http
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
+// confirm3DS confirms payment id with card number from the frame (its
+// Origin is the API's own) and a return_url on the shop.
+func (c *checkoutEnv) confirm3DS(t *testing.T, id, secret, number string) *response {
+	t.Helper()
+	h := http.Header{"Content-Type": {"application/json"}, "Origin": {c.url}}
+	return c.doHeader(t, c.pk, "POST", "/v1/checkout/payments/"+id+"/confirm",
+		`{"client_secret":"`+secret+`","payment_method":"`+c.card(t, number)+`","cvc":"123","return_url":"`+shopOrigin+`/done?order=7"}`, h)
+}
+
+// challenge passes (or fails) the simulator's challenge at the
+// payment's next action as a shopper would, and follows the return to
+// the shop's page: it returns where the shopper lands.
+func (c *checkoutEnv) challenge(t *testing.T, r *response, outcome string) *url.URL {
+	t.Helper()
+	na, _ := r.JSON["next_action"].(map[string]any)
+	rt, _ := na["redirect_to_url"].(map[string]any)
+	action, _ := rt["url"].(string)
+	if r.str("status") != "requires_action" || !strings.HasPrefix(action, c.url+surgepay.PagesPrefix+"3ds/") ||
+		rt["return_url"] != shopOrigin+"/done?order=7" {
+		t.Fatalf("confirm of a challenge card: %d %s", r.Status, r.Raw)
+	}
+	hc := noRedirects(c.env)
+	page, err := hc.Get(action)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+	if page.StatusCode != 200 || !strings.Contains(page.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Fatalf("challenge page: %d %v", page.StatusCode, page.Header)
+	}
+	done, err := hc.PostForm(action, url.Values{"outcome": {outcome}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Body.Close()
+	back := done.Header.Get("Location")
+	if done.StatusCode != http.StatusSeeOther || !strings.HasPrefix(back, c.url+surgepay.CheckoutReturnPath) {
+		t.Fatalf("challenge answered: %d, to %q", done.StatusCode, back)
+	}
+	var land *url.URL
+	for range 2 { // a second return (a reload) finds the outcome recorded
+		ret, err := hc.Get(back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ret.Body.Close()
+		if land, err = url.Parse(ret.Header.Get("Location")); ret.StatusCode != http.StatusSeeOther || err != nil ||
+			land.Host != "shop.example" || land.Path != "/done" || land.Query().Get("order") != "7" {
+			t.Fatalf("return from the challenge: %d, to %q", ret.StatusCode, ret.Header.Get("Location"))
+		}
+	}
+	return land
+}
+
+func TestCheckoutThreeDSecure(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		c := newCheckoutEnv(t, e)
+		// Passed: authorized and captured once the shopper comes back.
+		id, secret := c.awaiting(t, `{"amount":3000,"currency":"eur"}`)
+		r := c.confirm3DS(t, id, secret, sim.Card3DSChallenge)
+		if c.must(200, c.keyA, "GET", "/v1/payments/"+id, "").str("client_secret") == "" {
+			t.Fatal("a payment awaiting authentication has no client secret for the page")
+		}
+		land := c.challenge(t, r, sim.OutcomeAuthenticate)
+		if land.Query().Get("redirect_status") != "succeeded" || land.Query().Get("surgepay_payment") != id {
+			t.Fatalf("landed on %s", land)
+		}
+		p := c.must(200, c.keyA, "GET", "/v1/payments/"+id, "")
+		if p.str("status") != "succeeded" || p.num("amount_captured") != 3000 {
+			t.Fatalf("after authentication: %s", p.Raw)
+		}
+		if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.AmountCaptured != 3000 {
+			t.Fatalf("the network's record: %+v", fx)
+		}
+
+		// Failed: the payment awaits another card, which pays.
+		id, secret = c.awaiting(t, `{"amount":3100,"currency":"eur"}`)
+		land = c.challenge(t, c.confirm3DS(t, id, secret, sim.Card3DSChallenge), sim.OutcomeFail)
+		v := c.must(200, c.pk, "GET", "/v1/checkout/payments/"+id+"?client_secret="+secret, "")
+		lpe, _ := v.JSON["last_payment_error"].(map[string]any)
+		if land.Query().Get("redirect_status") != "failed" || v.str("status") != "requires_payment_method" ||
+			lpe["decline_code"] != surgepay.DeclineAuthenticationFailed {
+			t.Fatalf("failed authentication: landed on %s, payment %s", land, v.Raw)
+		}
+		if r := c.confirm(id, secret, c.card(t, "4242424242424242")); r.Status != 200 || r.str("status") != "succeeded" {
+			t.Fatalf("another card after a failed authentication: %d %s", r.Status, r.Raw)
+		}
+		if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.AmountCaptured != 3100 {
+			t.Fatalf("the network's record: %+v", fx)
+		}
+
+		// Frictionless: no challenge.
+		id, secret = c.awaiting(t, `{"amount":3200,"currency":"eur"}`)
+		if r := c.confirm3DS(t, id, secret, sim.Card3DSFrictionless); r.Status != 200 || r.str("status") != "succeeded" {
+			t.Fatalf("frictionless: %d %s", r.Status, r.Raw)
+		}
+		// Unavailable: declined, nothing charged.
+		id, secret = c.awaiting(t, `{"amount":3300,"currency":"eur"}`)
+		if r := c.confirm3DS(t, id, secret, sim.Card3DSUnavailable); r.Status != 402 ||
+			r.errField("decline_code") != surgepay.DeclineAuthenticationUnavailable {
+			t.Fatalf("authentication unavailable: %d %s", r.Status, r.Raw)
+		}
+		// A server's payment cannot authenticate: declined as before.
+		cus, pm := c.customerWithCard(c.keyA, sim.Card3DSChallenge)
+		if r := c.do(c.keyA, "POST", "/v1/payments", paymentBody(cus, pm, 3400, "automatic"), ""); r.Status != 402 ||
+			r.errField("decline_code") != surgepay.DeclineAuthenticationRequired {
+			t.Fatalf("a server's payment with a challenge card: %d %s", r.Status, r.Raw)
+		}
+	})
+}
+
+func TestCheckoutReturnTokenChecked(t *testing.T) {
+	e := newEnv(t, openSQLite(t))
+	c := newCheckoutEnv(t, e)
+	id, secret := c.awaiting(t, `{"amount":3500,"currency":"usd"}`)
+	r := c.confirm3DS(t, id, secret, sim.Card3DSChallenge)
+	hc := noRedirects(e)
+	na := r.JSON["next_action"].(map[string]any)["redirect_to_url"].(map[string]any)
+	done, err := hc.PostForm(na["url"].(string), url.Values{"outcome": {sim.OutcomeAuthenticate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Body.Close()
+	back := done.Header.Get("Location")
+	i := strings.LastIndexByte(back, '.') + 2
+	for _, bad := range []string{back[:i] + string(back[i]^1) + back[i+1:], c.url + surgepay.CheckoutReturnPath + "x.y.z"} {
+		res, err := hc.Get(bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || res.Header.Get("Location") != "" {
+			t.Errorf("altered return %q: %d to %q", bad, res.StatusCode, res.Header.Get("Location"))
+		}
+	}
+	if p := c.must(200, c.keyA, "GET", "/v1/payments/"+id, ""); p.str("status") != "requires_action" {
+		t.Fatalf("an altered return changed the payment: %s", p.Raw)
+	}
+	// The browser's read finds the outcome the shopper did not come back with.
+	if v := c.must(200, c.pk, "GET", "/v1/checkout/payments/"+id+"?client_secret="+secret, ""); v.str("status") != "succeeded" {
+		t.Fatalf("browser's read after the challenge: %s", v.Raw)
+	}
+}
+
+// TestCheckoutThreeDSecureAbandoned: a challenge nobody finishes ends,
+// at the reconciler, with the payment awaiting a card again.
+func TestCheckoutThreeDSecureAbandoned(t *testing.T) {
+	now := time.Now().UTC()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	cfg := sim.DefaultConfig()
+	cfg.ChallengeTTL = sim.Duration(sim.ChallengeTTLMin)
+	p := sim.New(cfg)
+	e := newEnvWith(t, openSQLite(t), func(c *engine.Config) { c.Provider, c.Now = p, clock })
+	e.sim = p
+	c := newCheckoutEnv(t, e)
+	id, secret := c.awaiting(t, `{"amount":3600,"currency":"usd"}`)
+	if r := c.confirm3DS(t, id, secret, sim.Card3DSChallenge); r.str("status") != "requires_action" {
+		t.Fatalf("confirm: %s", r.Raw)
+	}
+	if n, err := e.eng.ReconcileOnce(context.Background()); err != nil || n != 0 {
+		t.Fatalf("reconciled a fresh challenge: %d %v", n, err)
+	}
+	time.Sleep(sim.ChallengeTTLMin + 500*time.Millisecond) // the simulator's own clock abandons it
+	mu.Lock()
+	now = now.Add(engine.ActionReconcileAfter + time.Second)
+	mu.Unlock()
+	if n, err := e.eng.ReconcileOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("reconcile an abandoned challenge: %d %v", n, err)
+	}
+	got := c.must(200, c.keyA, "GET", "/v1/payments/"+id, "")
+	if got.str("status") != "requires_payment_method" || got.str("decline_code") != surgepay.DeclineAuthenticationFailed {
+		t.Fatalf("after abandon: %s", got.Raw)
+	}
+	if fx := p.Effects(id); fx.Authorizations != 0 {
+		t.Fatalf("an abandoned challenge charged: %+v", fx)
+	}
 }

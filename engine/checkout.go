@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -102,9 +104,10 @@ func (e *Engine) CheckClientSecret(merchantID, id, secret string) error {
 	return nil
 }
 
-// withClientSecret gives p a fresh client secret if it awaits a card.
+// withClientSecret gives p a fresh client secret while the browser has
+// something to do: give a card, or authenticate.
 func (e *Engine) withClientSecret(p *surgepay.Payment) *surgepay.Payment {
-	if p != nil && p.Status == surgepay.StatusRequiresPaymentMethod {
+	if p != nil && (p.Status == surgepay.StatusRequiresPaymentMethod || p.Status == surgepay.StatusRequiresAction) {
 		p.ClientSecret = e.clientSecret(p)
 	}
 	return p
@@ -167,8 +170,13 @@ type ConfirmInput struct {
 	PaymentMethodID string
 	CVC             surgepay.CVC // sent to the processor, never stored
 	// ReturnURL is where the shopper returns after authenticating (3-D
-	// Secure); checked, not yet used.
+	// Secure): the merchant's page.
 	ReturnURL string
+	// ReturnBase is surgepay's own origin as the browser reaches it
+	// (scheme://host[:port]), where the processor's authentication page
+	// sends the shopper first (surgepay.CheckoutReturnPath). Empty: the
+	// payment cannot authenticate, and a card that requires it is declined.
+	ReturnBase string
 }
 
 func (in *ConfirmInput) validate() error {
@@ -240,13 +248,17 @@ func (e *Engine) ConfirmPayment(ctx context.Context, call *Call, id string, in *
 			return err
 		}
 		key := attempt.Pending.IdempotencyKey
-		res, perr := e.authorize(ctx, call, attempt, pm, in.CVC, key, attempt.CaptureMethod == surgepay.CaptureAutomatic)
+		returnURL := ""
+		if in.ReturnBase != "" {
+			returnURL = in.ReturnBase + surgepay.CheckoutReturnPath + e.returnToken(call.MerchantID, id, in.ReturnURL)
+		}
+		res, perr := e.authorize(ctx, call, attempt, pm, in.CVC, key, attempt.CaptureMethod == surgepay.CaptureAutomatic, returnURL)
 		if surgepay.IsUnknown(perr) {
 			// Stored as pending already: the reconciler resolves it.
 			out = attempt
 			return nil
 		}
-		next, result := e.confirmOutcome(attempt, res, perr)
+		next, result := e.confirmOutcome(attempt, res, perr, in.ReturnURL)
 		if perr != nil {
 			result = providerFailure(perr)
 		}
@@ -301,10 +313,20 @@ func (e *Engine) confirmAttempt(ctx context.Context, p *surgepay.Payment, pm *su
 
 // confirmOutcome applies the processor's answer (or NotPerformed) to the
 // attempt confirmAttempt stored, and returns the error the browser sees
-// (a decline) if any.
-func (e *Engine) confirmOutcome(p *surgepay.Payment, res *surgepay.ProviderResult, perr error) (*surgepay.Payment, error) {
+// (a decline) if any. A request to authenticate the cardholder leaves the
+// authorization pending, the payment requires_action with the page to
+// visit and the merchant's returnURL.
+func (e *Engine) confirmOutcome(p *surgepay.Payment, res *surgepay.ProviderResult, perr error, returnURL string) (*surgepay.Payment, error) {
 	if perr != nil { // not performed: the card was not charged; try again
 		res = nil
+	}
+	if res != nil && res.RequiresAction {
+		next := p.Clone()
+		next.Version++
+		next.Updated = e.now()
+		next.Pending.ActionURL, next.Pending.ReturnURL = res.ActionURL, returnURL
+		next.SetStatus(surgepay.StatusRequiresAction)
+		return next, nil
 	}
 	next := resolvePending(p, res, e.now())
 	if res != nil && !res.Approved {
@@ -315,11 +337,146 @@ func (e *Engine) confirmOutcome(p *surgepay.Payment, res *surgepay.ProviderResul
 
 // CheckoutPayment returns payment id to a browser holding its client
 // secret (checked, EUNAUTH if not valid): the read of the page's status.
+// A payment awaiting its authentication is looked up at the processor
+// first (the shopper may have finished it without coming back).
 func (e *Engine) CheckoutPayment(ctx context.Context, call *Call, id, secret string) (*surgepay.Payment, error) {
 	if err := e.CheckClientSecret(call.MerchantID, id, secret); err != nil {
 		return nil, err
 	}
-	return e.store.FindPayment(ctx, call.MerchantID, id)
+	p, err := e.store.FindPayment(ctx, call.MerchantID, id)
+	if err != nil || p.Status != surgepay.StatusRequiresAction {
+		return p, err
+	}
+	return e.resolveAction(ctx, call.MerchantID, id)
+}
+
+// Returning from 3-D Secure. The processor's authentication page sends
+// the shopper to surgepay's return URL, which carries a signed token
+// naming the merchant, the payment and the merchant's own return_url;
+// surgepay looks the authorization up, records its outcome and sends the
+// shopper on to the merchant's page.
+
+// returnDomain starts every signed return token's message.
+const returnDomain = "surgepay 3ds return v1\x00"
+
+// ReturnTokenTTL bounds how long after the confirm a return URL works: a
+// shopper may take the processor's whole challenge time and come back
+// late; after it the payment is still looked up by the reconciler.
+const ReturnTokenTTL = 24 * time.Hour
+
+// ActionReconcileAfter is how long the reconciler leaves a payment in
+// requires_action before it looks its authentication up: longer than a
+// shopper takes, so that it finds the outcome of an authentication the
+// shopper abandoned (or finished without coming back), not one under way.
+const ActionReconcileAfter = 15 * time.Minute
+
+type returnClaims struct {
+	Merchant  string `json:"m"`
+	Payment   string `json:"p"`
+	Expires   int64  `json:"e"`
+	ReturnURL string `json:"r,omitempty"`
+}
+
+// returnToken signs the claims of a return from authentication:
+// base64url(JSON).KEYID.MAC, safe in a URL's path.
+func (e *Engine) returnToken(merchantID, paymentID, returnURL string) string {
+	s, ok := e.vault.(surgepay.Signer)
+	if !ok {
+		return ""
+	}
+	b, _ := json.Marshal(returnClaims{Merchant: merchantID, Payment: paymentID,
+		Expires: e.now().Add(ReturnTokenTTL).Unix(), ReturnURL: returnURL})
+	payload := base64.RawURLEncoding.EncodeToString(b)
+	kid, mac := s.Sign([]byte(returnDomain + payload))
+	return payload + "." + kid + "." + base64.RawURLEncoding.EncodeToString(mac)
+}
+
+// checkReturnToken returns the claims of a valid, unexpired return token;
+// EUNAUTH return_token_invalid otherwise.
+func (e *Engine) checkReturnToken(token string) (*returnClaims, error) {
+	invalid := &surgepay.Error{Code: surgepay.EUNAUTH, Reason: "return_token_invalid",
+		Message: "this return address is not valid or has expired"}
+	s, ok := e.vault.(surgepay.Signer)
+	parts := strings.Split(token, ".")
+	if !ok || len(token) > surgepay.ReturnURLBytesMax*2 || len(parts) != 3 {
+		return nil, invalid
+	}
+	mac, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || !s.Verify(parts[1], []byte(returnDomain+parts[0]), mac) {
+		return nil, invalid
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[0])
+	var c returnClaims
+	if err != nil || json.Unmarshal(b, &c) != nil || !e.now().Before(time.Unix(c.Expires, 0)) {
+		return nil, invalid
+	}
+	return &c, nil
+}
+
+// ReturnFromAction is the shopper's return from the processor's
+// authentication page: it checks the token, looks the payment's
+// authorization up and records its outcome if there is one, and returns
+// the payment and the merchant's return_url ("" if the merchant gave
+// none). A return that comes again, or late, finds the payment as it is.
+func (e *Engine) ReturnFromAction(ctx context.Context, token string) (*surgepay.Payment, string, error) {
+	c, err := e.checkReturnToken(token)
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := e.resolveAction(ctx, c.Merchant, c.Payment)
+	return p, c.ReturnURL, err
+}
+
+// resolveAction looks up the authorization of payment id, if it awaits
+// the shopper's authentication, and records its outcome: approved,
+// succeeded or requires_capture; declined (authentication failed or
+// abandoned, or the issuer's decline), requires_payment_method, so the
+// shopper may try again. Still under way, or unknown, it stays.
+func (e *Engine) resolveAction(ctx context.Context, merchantID, id string) (*surgepay.Payment, error) {
+	unlock := e.payLocks.lock(merchantID + "\x00" + id)
+	defer unlock()
+	p, err := e.store.FindPayment(ctx, merchantID, id)
+	if err != nil || p.Status != surgepay.StatusRequiresAction || p.Pending == nil {
+		return p, err
+	}
+	next, err := e.applyAction(ctx, p)
+	if next == nil || err != nil {
+		return p, err
+	}
+	return next, nil
+}
+
+// applyAction looks p's pending authorization up and stores its outcome;
+// nil, nil while there is none yet. Called with p's lock held.
+func (e *Engine) applyAction(ctx context.Context, p *surgepay.Payment) (*surgepay.Payment, error) {
+	res, lerr := surgepay.LookupOperation(ctx, e.provider, pendingQuery(p))
+	if (lerr != nil && !surgepay.IsNotPerformed(lerr)) || (lerr == nil && res.RequiresAction) {
+		return nil, nil
+	}
+	if lerr != nil {
+		res = nil
+	}
+	next := resolvePending(p, res, e.now())
+	call := systemCall(p.MerchantID)
+	w := &surgepay.Write{ProviderActed: true, PaymentUpdate: next, Events: []*surgepay.Event{{ID: surgepay.NewID("evt"),
+		PaymentID: p.ID, MerchantID: p.MerchantID, Type: surgepay.TxAuthorization, FromStatus: p.Status, ToStatus: next.Status,
+		Amount: p.Pending.Amount, ActorKeyID: call.KeyID, RequestID: "authentication", Created: next.Updated}}}
+	e.countAnalytics(w, p, next)
+	if err := e.commit(ctx, w); err != nil {
+		return nil, err
+	}
+	e.cfg.OnPayment("authorize", next)
+	return next, nil
+}
+
+// ProcessorPages returns the pages the processor serves to shoppers from
+// surgepay's listener (surgepay.PageServer: the simulator's 3-D Secure
+// challenge), or nil.
+func (e *Engine) ProcessorPages() http.Handler {
+	if ps := surgepay.PageServerOf(e.provider); ps != nil {
+		return ps.Pages()
+	}
+	return nil
 }
 
 // CheckoutOrigins returns the origins allowed to embed the card frame

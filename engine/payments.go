@@ -125,7 +125,7 @@ func (e *Engine) CreatePayment(ctx context.Context, call *Call, in *PaymentInput
 				"payment_method does not belong to customer")
 		}
 		p := e.newPayment(call, in, pm, taxInfo, taxAmt)
-		res, perr := e.authorize(ctx, call, p, pm, in.CVC, authorizeKey(call, p), !streamlined)
+		res, perr := e.authorize(ctx, call, p, pm, in.CVC, authorizeKey(call, p), !streamlined, "")
 		if perr == nil {
 			e.adoptPaymentID(call, p, res)
 		}
@@ -179,10 +179,12 @@ func (e *Engine) adoptPaymentID(call *Call, p *surgepay.Payment, res *surgepay.P
 
 // authorize asks the provider to authorize p under key; with capture (a
 // standard sale) to capture at once. The streamlined path authorizes only.
-func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment, pm *surgepay.PaymentMethod, cvc surgepay.CVC, key string, capture bool) (*surgepay.ProviderResult, error) {
+// returnURL, for a browser's confirm, lets the issuer ask for 3-D Secure
+// (a RequiresAction answer); without one, such an answer is a decline.
+func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment, pm *surgepay.PaymentMethod, cvc surgepay.CVC, key string, capture bool, returnURL string) (*surgepay.ProviderResult, error) {
 	req := &surgepay.AuthorizeRequest{IdempotencyKey: key, MerchantID: call.MerchantID,
 		PaymentID: p.ID, Amount: p.AmountTotal(), Currency: p.Currency,
-		Capture: capture && p.CaptureMethod == surgepay.CaptureAutomatic}
+		Capture: capture && p.CaptureMethod == surgepay.CaptureAutomatic, ReturnURL: returnURL}
 	if pm.ProcessorToken != "" { // the processor's own token: no card data, its processor only
 		req.Token, req.Processor = pm.ProcessorToken, pm.Processor
 	} else {
@@ -198,6 +200,12 @@ func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment,
 		res, perr = e.lookup(ctx, &surgepay.LookupQuery{Key: req.IdempotencyKey, Operation: surgepay.TxAuthorization,
 			Processor: surgepay.ProcessorOf(perr), MerchantID: req.MerchantID, Amount: req.Amount,
 			Currency: req.Currency, Attempted: sent})
+	}
+	if perr == nil && res.RequiresAction && returnURL == "" {
+		// A processor that asks a server's payment to authenticate: it
+		// cannot; nothing was authorized.
+		res = &surgepay.ProviderResult{DeclineCode: surgepay.DeclineAuthenticationRequired,
+			Message: "the card's issuer requires authentication (3-D Secure), which a server's payment cannot do"}
 	}
 	return res, perr
 }

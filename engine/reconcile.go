@@ -45,8 +45,21 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 	unlock := e.payLocks.lock(merchantID + "\x00" + id)
 	defer unlock()
 	p, err := e.store.FindPayment(ctx, merchantID, id)
-	if err != nil || p.Status != surgepay.StatusProcessing || p.Pending == nil {
+	if err != nil || p.Pending == nil {
 		return false, err
+	}
+	switch p.Status {
+	case surgepay.StatusRequiresAction:
+		// A shopper's authentication: looked up once old enough to have
+		// been abandoned (or finished without a return).
+		if q := pendingQuery(p); e.now().Before(q.Attempted.Add(ActionReconcileAfter)) {
+			return false, nil
+		}
+		next, err := e.applyAction(ctx, p)
+		return next != nil, err
+	case surgepay.StatusProcessing:
+	default:
+		return false, nil
 	}
 	if q := pendingQuery(p); p.Pending.From == surgepay.StatusRequiresPaymentMethod && e.now().Before(q.Attempted.Add(ConfirmReconcileGrace)) {
 		return false, nil // a browser's confirm stored before its call, which may still run (ConfirmPayment)

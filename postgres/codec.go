@@ -35,6 +35,8 @@ type pendingJSON struct {
 	From           string `json:"from"`
 	TxID           string `json:"tx_id"`
 	Processor      string `json:"processor,omitempty"`
+	ActionURL      string `json:"action_url,omitempty"`
+	ReturnURL      string `json:"return_url,omitempty"`
 }
 
 type taxJSON struct {
@@ -89,7 +91,8 @@ func encodePending(p *surgepay.Pending) []byte {
 		return jsonNull
 	}
 	return mustJSON(pendingJSON{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
-		Capture: p.Capture, CaptureLater: p.CaptureLater, From: string(p.From), TxID: p.TxID, Processor: p.Processor})
+		Capture: p.Capture, CaptureLater: p.CaptureLater, From: string(p.From), TxID: p.TxID, Processor: p.Processor,
+		ActionURL: p.ActionURL, ReturnURL: p.ReturnURL})
 }
 
 func decodePending(b []byte) (*surgepay.Pending, error) {
@@ -98,7 +101,8 @@ func decodePending(b []byte) (*surgepay.Pending, error) {
 		return nil, err
 	}
 	return &surgepay.Pending{Type: in.Type, Amount: in.Amount, IdempotencyKey: in.IdempotencyKey,
-		Capture: in.Capture, CaptureLater: in.CaptureLater, From: surgepay.Status(in.From), TxID: in.TxID, Processor: in.Processor}, nil
+		Capture: in.Capture, CaptureLater: in.CaptureLater, From: surgepay.Status(in.From), TxID: in.TxID, Processor: in.Processor,
+		ActionURL: in.ActionURL, ReturnURL: in.ReturnURL}, nil
 }
 
 func encodeTax(t *surgepay.Tax) []byte {

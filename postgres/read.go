@@ -245,14 +245,19 @@ func (db *DB) ListPayments(ctx context.Context, merchantID string, f surgepay.Pa
 }
 
 // ListProcessing returns up to limit (at most 1000) payments of any
-// merchant in StatusProcessing, oldest first.
+// merchant in StatusProcessing, oldest first, then those in
+// requires_action (surgepay.Store).
 func (db *DB) ListProcessing(ctx context.Context, limit int) ([]*surgepay.Payment, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	defer count(ctx, surgepay.StmtSelect)()
-	rows, _ := db.pool.Query(ctx, "SELECT "+paymentCols+" FROM payments WHERE status = 'processing' ORDER BY id LIMIT $1",
-		min(limit, processingLimitMax))
+	limit = min(limit, processingLimitMax)
+	// Each side through its partial index: payments_processing (0001),
+	// payments_requires_action (0015).
+	rows, _ := db.pool.Query(ctx, "(SELECT "+paymentCols+" FROM payments WHERE status = 'processing' ORDER BY id LIMIT $1)"+
+		" UNION ALL (SELECT "+paymentCols+" FROM payments WHERE status = 'requires_action' ORDER BY id LIMIT $2)",
+		limit, surgepay.RequiresActionListed(limit))
 	ps, err := collect(rows, scanPayment)
 	if err != nil {
 		return nil, readErr(fmt.Errorf("list processing payments: %w", err))

@@ -107,6 +107,8 @@ type pendingJSON struct {
 	From           surgepay.Status `json:"from"`
 	TxID           string          `json:"tx_id"`
 	Processor      string          `json:"processor,omitempty"`
+	ActionURL      string          `json:"action_url,omitempty"`
+	ReturnURL      string          `json:"return_url,omitempty"`
 }
 
 type taxJSON struct {
@@ -260,7 +262,8 @@ func pendingArg(p *surgepay.Pending) (any, error) {
 		return nil, nil
 	}
 	return jsonArg(false, pendingJSON{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
-		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID, Processor: p.Processor})
+		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID, Processor: p.Processor,
+		ActionURL: p.ActionURL, ReturnURL: p.ReturnURL})
 }
 
 func pendingOf(s sql.NullString) (*surgepay.Pending, error) {
@@ -272,7 +275,8 @@ func pendingOf(s sql.NullString) (*surgepay.Pending, error) {
 		return nil, err
 	}
 	return &surgepay.Pending{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
-		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID, Processor: p.Processor}, nil
+		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID, Processor: p.Processor,
+		ActionURL: p.ActionURL, ReturnURL: p.ReturnURL}, nil
 }
 
 func taxArg(t *surgepay.Tax) (any, error) {

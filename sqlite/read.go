@@ -37,7 +37,7 @@ func (r *readStmts) prepare(ctx context.Context, db *sql.DB) error {
 		{&r.customer, "SELECT " + customerCols + " FROM customers WHERE merchant_id = ? AND id = ?"},
 		{&r.paymentMethod, "SELECT " + paymentMethodCols + " FROM payment_methods WHERE merchant_id = ? AND id = ?"},
 		{&r.payment, "SELECT " + paymentCols + " FROM payments WHERE merchant_id = ? AND id = ?"},
-		{&r.processing, "SELECT " + paymentCols + " FROM payments WHERE status = 'processing' ORDER BY id LIMIT ?"},
+		{&r.processing, processingQuery},
 		// processor_ref: the partial index of routed payments (0012).
 		{&r.paymentByRef, "SELECT " + paymentCols + " FROM payments WHERE processor_ref = ? LIMIT 1"},
 		{&r.events, "SELECT " + eventCols + " FROM payment_events WHERE merchant_id = ? AND payment_id = ? ORDER BY seq"},
@@ -258,14 +258,22 @@ func (db *DB) ListEvents(ctx context.Context, merchantID, paymentID string) ([]*
 	return evs, nil
 }
 
+// processingQuery lists the payments to reconcile, each side through its
+// partial index: payments_processing (0001), payments_requires_action
+// (0020); TestListProcessingUsesIndexes holds it to them.
+const processingQuery = "SELECT * FROM (SELECT " + paymentCols + " FROM payments WHERE status = 'processing' ORDER BY id LIMIT ?)" +
+	" UNION ALL SELECT * FROM (SELECT " + paymentCols + " FROM payments WHERE status = 'requires_action' ORDER BY id LIMIT ?)"
+
 // ListProcessing returns up to limit (at most ProcessingListMax) payments
-// in processing, of every merchant, oldest first.
+// in processing, of every merchant, oldest first, then those in
+// requires_action (surgepay.Store).
 func (db *DB) ListProcessing(ctx context.Context, limit int) ([]*surgepay.Payment, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	defer counted(ctx)()
-	ps, err := queryAll(ctx, db.readSt.processing, scanPayment, min(limit, ProcessingListMax))
+	limit = min(limit, ProcessingListMax)
+	ps, err := queryAll(ctx, db.readSt.processing, scanPayment, limit, surgepay.RequiresActionListed(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list processing payments: %w", err)
 	}

@@ -60,7 +60,7 @@ func testPaymentMethodListByCustomer(t *testing.T, s surgepay.Store) {
 func testPaymentRoundTripEveryField(t *testing.T, s surgepay.Store) {
 	m := newMerchant(t, s)
 	want := samplePayment(m.ID, surgepay.NewID("cus"), surgepay.NewID("pm"))
-	wantAllFieldsSet(t, want)
+	wantAllFieldsSet(t, want, "ClientSecret") // made when the payment is answered, never stored
 	wantAllFieldsSet(t, want.Tax)
 	wantAllFieldsSet(t, want.Pending)
 	for i := range want.Transactions {
@@ -413,5 +413,41 @@ func testPaymentFindByRef(t *testing.T, s surgepay.Store) {
 	got, err = f.FindPaymentByRef(t.Context(), u.AuthorizationRef)
 	if err != nil || got.ID != later.ID || got.Version != u.Version {
 		t.Fatalf("FindPaymentByRef(%s, set by an update): got %v, %v; want payment %s", u.AuthorizationRef, got, err, later.ID)
+	}
+}
+
+// testListProcessingRequiresAction: the payments awaiting a shopper's
+// authentication are listed after those in processing, oldest first,
+// RequiresActionListed(limit) of them, so that abandoned ones never
+// crowd out unknown outcomes.
+func testListProcessingRequiresAction(t *testing.T, s surgepay.Store) {
+	m := newMerchant(t, s)
+	var processing, action []string
+	for i := range 8 {
+		st := surgepay.StatusRequiresAction
+		if i%3 == 0 {
+			st = surgepay.StatusProcessing
+		}
+		p := minimalPayment(m.ID, st)
+		apply(t, s, &surgepay.Write{PaymentInsert: p})
+		if st == surgepay.StatusProcessing {
+			processing = append(processing, p.ID)
+		} else {
+			action = append(action, p.ID)
+		}
+	}
+	for _, limit := range []int{4, 100} {
+		ps, err := s.ListProcessing(t.Context(), limit)
+		if err != nil {
+			t.Fatalf("ListProcessing(%d): %v", limit, err)
+		}
+		want := append(append([]string(nil), processing...), action[:min(len(action), surgepay.RequiresActionListed(limit))]...)
+		var got []string
+		for _, p := range ps {
+			got = append(got, p.ID)
+		}
+		if d := diff(want, got); d != "" {
+			t.Errorf("ListProcessing(%d): processing then requires_action, oldest first (-want +got):\n%s", limit, d)
+		}
 	}
 }

@@ -168,7 +168,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 
 var (
 	providerOps      = []string{"authorize", "capture", "void", "refund", "lookup"}
-	providerOutcomes = []string{"approved", "declined", surgepay.NotPerformed, surgepay.Unknown}
+	providerOutcomes = []string{"approved", "declined", "requires_action", surgepay.NotPerformed, surgepay.Unknown}
 	stmtKindNames    = [...]string{surgepay.StmtSelect: "select", surgepay.StmtInsert: "insert",
 		surgepay.StmtUpdate: "update", surgepay.StmtDelete: "delete"}
 )

@@ -99,6 +99,8 @@ func providerOutcome(res *surgepay.ProviderResult, err error) string {
 	switch {
 	case err == nil && res != nil && res.Approved:
 		return "approved"
+	case err == nil && res != nil && res.RequiresAction:
+		return "requires_action" // 3-D Secure: neither approved nor declined yet
 	case err == nil && res != nil:
 		return "declined"
 	case surgepay.IsNotPerformed(err):

@@ -266,10 +266,11 @@
           return { error: fail('invalid_request_error', 'client_secret_invalid', 'The client secret is malformed.') };
         }
         const msg = { type: 'confirm', client_secret: clientSecret };
-        if (o.return_url !== undefined) {
-          if (typeof o.return_url !== 'string') return { error: fail('invalid_request_error', 'parameter_invalid', 'return_url must be a string.') };
-          msg.return_url = new URL(o.return_url, window.location.href).href;
-        }
+        // Where the shopper comes back after 3-D Secure: this page unless
+        // the merchant says otherwise.
+        const ret = o.return_url !== undefined ? o.return_url : window.location.href;
+        if (typeof ret !== 'string') return { error: fail('invalid_request_error', 'parameter_invalid', 'return_url must be a string.') };
+        msg.return_url = new URL(ret, window.location.href).href;
         confirming = true;
         try {
           return await card._request(msg);

@@ -818,14 +818,14 @@ func (r *Router) Pages() http.Handler {
 		t := r.t.Load()
 		names := make([]string, 0, len(t.procs))
 		for n, p := range t.procs {
-			if _, ok := p.Provider.(surgepay.PageServer); ok {
+			if surgepay.PageServerOf(p.Provider) != nil {
 				names = append(names, n)
 			}
 		}
 		slices.Sort(names)
 		var fallback surgepay.PageServer
 		for _, n := range names {
-			ps := t.procs[n].Provider.(surgepay.PageServer)
+			ps := surgepay.PageServerOf(t.procs[n].Provider)
 			h, ok := ps.(pageHolder)
 			if !ok {
 				if fallback == nil {
@@ -843,7 +843,7 @@ func (r *Router) Pages() http.Handler {
 			return
 		}
 		if len(names) > 0 { // the first one's own 404 page, with its headers.
-			t.procs[names[0]].Provider.(surgepay.PageServer).Pages().ServeHTTP(w, req)
+			surgepay.PageServerOf(t.procs[names[0]].Provider).Pages().ServeHTTP(w, req)
 			return
 		}
 		http.NotFound(w, req)
