@@ -43,7 +43,23 @@ const (
 	ClientSecretBytesMax = 300
 	// ReturnURLBytesMax bounds a confirm's return_url.
 	ReturnURLBytesMax = 2048
+	// CheckoutClientRateDefault is a client address's sustained requests
+	// per second under one publishable key (checkout_client_rate): a
+	// shopper's checkout takes 2 to 4, and a few more with 3-D Secure.
+	CheckoutClientRateDefault = 5
+	// CheckoutClientBurstMin is the least burst of a client address.
+	CheckoutClientBurstMin = 20
 )
+
+// CheckoutClientLimit returns the rate and burst of a client address
+// under one of the merchant's publishable keys.
+func (s MerchantSettings) CheckoutClientLimit() (rate float64, burst int) {
+	rate = s.CheckoutClientRate
+	if rate <= 0 {
+		rate = CheckoutClientRateDefault
+	}
+	return rate, max(CheckoutClientBurstMin, int(min(rate*4, MerchantRateBurstMax)))
+}
 
 // CheckoutReturnPath is where a processor's authentication page (3-D
 // Secure) sends the shopper back to surgepay, followed by a signed token;

@@ -132,6 +132,12 @@ type MerchantSettings struct {
 	// checkout API with a publishable key (docs/checkout.md). Empty
 	// (default): none, so browser checkout is off.
 	CheckoutOrigins []string `toml:"checkout_origins" json:"checkout_origins,omitempty"`
+	// CheckoutClientRate is the requests per second one client address
+	// may make with one of the merchant's publishable keys (bursts of
+	// four times as many, at least CheckoutClientBurstMin). 0 (default):
+	// CheckoutClientRateDefault. Raise it behind a proxy that hides the
+	// shoppers' addresses, or for a load test from one machine.
+	CheckoutClientRate float64 `toml:"checkout_client_rate" json:"checkout_client_rate,omitempty"`
 }
 
 // ProcessorRoute sends one currency's and/or card brand's payments to
@@ -194,6 +200,9 @@ func (s *MerchantSettings) Validate(field string) error {
 	case s.InflightMax < 0 || s.InflightMax > MerchantInflightMax:
 		return Invalid(field+".inflight_max", "invalid_value", "%s.inflight_max %d must be 0 (the node's merchant_inflight_max) to %d",
 			field, s.InflightMax, MerchantInflightMax)
+	case s.CheckoutClientRate != 0 && !(s.CheckoutClientRate >= MerchantRateLimitMin && s.CheckoutClientRate <= MerchantRateLimitMax):
+		return Invalid(field+".checkout_client_rate", "invalid_value", "%s.checkout_client_rate %v must be 0 (the default, %v) or %v to %d requests per second",
+			field, s.CheckoutClientRate, CheckoutClientRateDefault, MerchantRateLimitMin, MerchantRateLimitMax)
 	case len(s.CheckoutOrigins) > CheckoutOriginsMax:
 		return Invalid(field+".checkout_origins", "invalid_value", "%s.checkout_origins has %d origins, at most %d",
 			field, len(s.CheckoutOrigins), CheckoutOriginsMax)

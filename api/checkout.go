@@ -17,19 +17,8 @@ import (
 // Browser checkout (docs/checkout.md): the routes a publishable key may
 // call, their CORS, and the card frame with its script.
 
-// Per-client limit of the checkout routes: a publishable key is public,
-// so its requests are limited by key and client address as well as by
-// the merchant's rate_limit. Behind a proxy every shopper has the
-// proxy's address: raise the limit there (docs/checkout.md, Limits).
-const (
-	// CheckoutClientRate is a client address's sustained requests per
-	// second under one publishable key: a shopper's checkout takes 2-4.
-	CheckoutClientRate = 5
-	// CheckoutClientBurst is how many such requests may come at once.
-	CheckoutClientBurst = 20
-	// checkoutPreflightMaxAge is how long a browser may keep a preflight's answer.
-	checkoutPreflightMaxAge = "600"
-)
+// checkoutPreflightMaxAge is how long a browser may keep a preflight's answer.
+const checkoutPreflightMaxAge = "600"
 
 func (s *Server) checkoutRoutesInit() {
 	s.handle("POST /v1/checkout/payment_methods", surgepay.ScopeCheckout, s.checkoutPaymentMethod)
@@ -160,13 +149,18 @@ func redirectStatus(s surgepay.Status) string {
 }
 
 // checkoutClient takes a request of a publishable key from its client
-// address's bucket (CheckoutClientRate); ERATELIMIT when it is empty.
-func (s *Server) checkoutClient(r *http.Request, keyID string) error {
+// address's bucket: a publishable key is public, so its requests are
+// limited by key and client address as well as by the merchant's
+// rate_limit (checkout_client_rate; behind a proxy every shopper has the
+// proxy's address: docs/checkout.md, Limits). ERATELIMIT when it is empty.
+func (s *Server) checkoutClient(r *http.Request, merchantID, keyID string) error {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	wait, ok := s.clientLimits.take(keyID+"\x00"+host, rate.Limit(CheckoutClientRate), CheckoutClientBurst)
+	set := s.eng.SettingsFor(merchantID)
+	limit, burst := set.CheckoutClientLimit()
+	wait, ok := s.clientLimits.take(keyID+"\x00"+host, rate.Limit(limit), burst)
 	if ok {
 		return nil
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
-	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
 )
@@ -282,7 +281,8 @@ func TestCheckoutClientRateLimit(t *testing.T) {
 	c := newCheckoutEnv(t, e)
 	id, secret := c.awaiting(t, `{"amount":900,"currency":"usd"}`)
 	var refused *response
-	for i := 0; i < api.CheckoutClientBurst+api.CheckoutClientRate*2 && refused == nil; i++ {
+	_, burst := e.eng.SettingsFor(e.merchants[0]).CheckoutClientLimit()
+	for i := 0; i < burst+surgepay.CheckoutClientRateDefault*2 && refused == nil; i++ {
 		if r := c.do(c.pk, "GET", "/v1/checkout/payments/"+id+"?client_secret="+secret, "", ""); r.Status == 429 {
 			refused = r
 		}
@@ -292,6 +292,15 @@ func TestCheckoutClientRateLimit(t *testing.T) {
 	}
 	// The merchant's own server is not limited by it.
 	c.must(200, c.keyA, "GET", "/v1/payments/"+id, "")
+	// A merchant behind a proxy raises it.
+	e.setSetting(e.merchants[0], func(s *surgepay.MerchantSettings) { s.CheckoutClientRate = 1000 })
+	// The change reaches the emptied bucket with the next request; it
+	// refills at the new rate from then on.
+	c.do(c.pk, "GET", "/v1/checkout/payments/"+id+"?client_secret="+secret, "", "")
+	time.Sleep(20 * time.Millisecond)
+	if r := c.do(c.pk, "GET", "/v1/checkout/payments/"+id+"?client_secret="+secret, "", ""); r.Status != 200 {
+		t.Fatalf("with checkout_client_rate raised: %d %s", r.Status, r.Raw)
+	}
 }
 
 func TestCheckoutCancelAwaiting(t *testing.T) {

@@ -435,7 +435,7 @@ func (s *Server) authenticated(scope string, h handlerFunc) http.Handler {
 				return
 			}
 			if key.Publishable() {
-				if err := s.checkoutClient(r, key.ID); err != nil {
+				if err := s.checkoutClient(r, key.MerchantID, key.ID); err != nil {
 					s.writeError(w, r, err)
 					return
 				}

@@ -157,6 +157,9 @@ var settingDocs = map[string]settingDoc{
 		"one currency's and/or card brand's payments to their own processors: the ISO 4217 currency this route takes"},
 	"merchants.<name>.routes[].brand":      {Default: "none (any)", Doc: "the card brand this route takes"},
 	"merchants.<name>.routes[].processors": {Default: "required", Doc: "the route's processors, in order; at most 8"},
+	"merchants.<name>.checkout_client_rate": {Default: "`0` (5)", Doc: "requests per second one client address may make " +
+		"with one of the merchant's publishable keys (bursts of four times as many, at least 20); raise it behind a proxy " +
+		"that hides shoppers' addresses, or for a load test from one machine; see [checkout.md](checkout.md#limits)"},
 	"merchants.<name>.checkout_origins": {Default: "none (browser checkout off)", Doc: "the web origins (`https://shop.example`: " +
 		"scheme, host, optional port, nothing after) of the merchant's pages that may embed the card frame and call the " +
 		"checkout routes with a publishable key; at most 20; see [checkout.md](checkout.md)"},

@@ -99,6 +99,8 @@ const DeclineInvalidRequest = "invalid_request"
 // surgepay's generic_decline.
 func declineCode(code, decline string) string {
 	switch {
+	case code == "payment_intent_authentication_failure":
+		return surgepay.DeclineAuthenticationFailed // the shopper failed or left 3-D Secure
 	case decline != "" && decline != "generic_decline":
 		return decline
 	case code == "" || code == "card_declined":

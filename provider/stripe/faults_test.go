@@ -6,8 +6,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,6 +139,51 @@ func TestThreeDSecureCancelled(t *testing.T) {
 	}
 	if status := piStatus(t, ls, res.Reference); status != "canceled" {
 		t.Fatalf("payment intent %s is %s, want canceled", res.Reference, status)
+	}
+}
+
+// TestThreeDSecureRedirect: a browser's payment (a ReturnURL) whose
+// issuer asks for 3-D Secure is RequiresAction with Stripe's page, not
+// cancelled; once the shopper authenticates there, a lookup finds the
+// authorization, and a failed authentication is declined
+// authentication_failed. localstripe's own 3-D Secure is Stripe.js's;
+// the proxy gives it Stripe's redirect (stripedouble/threeds.go).
+func TestThreeDSecureRedirect(t *testing.T) {
+	ls := stripedouble.StartLocalstripe(t)
+	proxy := stripedouble.NewProxy(t, ls)
+	p := newConnector(t, proxy.URL, nil)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		outcome, want string
+	}{{"authenticate", "approved"}, {"fail", "declined:" + surgepay.DeclineAuthenticationFailed}} {
+		key := "3ds-redirect/" + tc.outcome
+		req := &surgepay.AuthorizeRequest{IdempotencyKey: key, MerchantID: "mer_1", Amount: 1000, Currency: "usd",
+			Capture: true, ReturnURL: "https://pay.example/checkout/v1/return/tok",
+			Card: surgepay.ProviderCard{Number: "4000002500003155", ExpMonth: 12, ExpYear: 2034, CVC: "123"}}
+		res, err := p.Authorize(t.Context(), req)
+		if err != nil || !res.RequiresAction || !strings.HasPrefix(res.ActionURL, proxy.URL) || res.Approved {
+			t.Fatalf("%s: got %+v, %v; want RequiresAction with the authentication page", tc.outcome, res, err)
+		}
+		if status := piStatus(t, ls, res.Reference); status != "requires_action" {
+			t.Fatalf("payment intent %s is %s, want requires_action (not cancelled)", res.Reference, status)
+		}
+		q := &surgepay.LookupQuery{Key: key, Operation: surgepay.TxAuthorization, MerchantID: "mer_1", Amount: 1000,
+			Currency: "usd", Attempted: time.Now().Add(-time.Minute)}
+		if res, err := p.LookupOperation(t.Context(), q); err != nil || !res.RequiresAction {
+			t.Fatalf("%s: lookup before authenticating: %+v, %v", tc.outcome, res, err)
+		}
+		resp, err := noFollow.PostForm(res.ActionURL, url.Values{"outcome": {tc.outcome}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != req.ReturnURL {
+			t.Fatalf("%s: authentication page answered %d to %q", tc.outcome, resp.StatusCode, resp.Header.Get("Location"))
+		}
+		got, err := p.LookupOperation(t.Context(), q)
+		if outcomeOf(got, err) != tc.want {
+			t.Fatalf("%s: lookup after authenticating: %+v, %v; want %s", tc.outcome, got, err, tc.want)
+		}
 	}
 }
 

@@ -28,9 +28,13 @@
 // the PaymentIntent they acted on, with the same lag: a request Stripe is
 // still executing (its client gave up) leaves no trace yet.
 //
-// Limits: 3-D Secure is not performed: an issuer that asks for it gets
-// the PaymentIntent cancelled at once and the payment declined
-// authentication_required, nothing charged.
+// 3-D Secure: a browser's payment (AuthorizeRequest.ReturnURL) is
+// confirmed with that return_url, and an issuer that asks for
+// authentication is answered RequiresAction with Stripe's page
+// (next_action redirect_to_url); after it, a lookup finds the
+// PaymentIntent authorized, or declined authentication_failed. A
+// server's payment cannot authenticate: its PaymentIntent is cancelled at
+// once and the payment declined authentication_required, nothing charged.
 package stripe
 
 import (
@@ -234,6 +238,12 @@ func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest
 		CaptureMethod:      stripego.String(method),
 		Confirm:            stripego.Bool(true),
 	}
+	if req.ReturnURL != "" {
+		// A browser's payment: the issuer may ask for 3-D Secure, which
+		// Stripe then answers with a page to redirect the shopper to,
+		// returning through surgepay (authorizationOf).
+		params.ReturnURL = stripego.String(req.ReturnURL)
+	}
 	params.AddMetadata(MetadataKey, req.IdempotencyKey)
 	params.AddMetadata(MetadataMerchant, req.MerchantID)
 	params.SetIdempotencyKey(req.IdempotencyKey)
@@ -276,8 +286,10 @@ func (p *Provider) tokenize(ctx context.Context, req *surgepay.AuthorizeRequest)
 }
 
 // authorizationOf reads a confirmed PaymentIntent as an authorization. A
-// PaymentIntent waiting for 3-D Secure is cancelled (nothing was charged)
-// and declined authentication_required.
+// PaymentIntent waiting for 3-D Secure with a page to send the shopper to
+// (a browser's payment, confirmed with a return_url) is RequiresAction;
+// without one (a server's payment cannot authenticate) it is cancelled
+// (nothing was charged) and declined authentication_required.
 func (p *Provider) authorizationOf(ctx context.Context, pi *stripego.PaymentIntent) (*surgepay.ProviderResult, error) {
 	res := &surgepay.ProviderResult{Reference: pi.ID, Amount: pi.Amount, Operation: surgepay.TxAuthorization}
 	switch pi.Status {
@@ -286,11 +298,15 @@ func (p *Provider) authorizationOf(ctx context.Context, pi *stripego.PaymentInte
 	case stripego.PaymentIntentStatusSucceeded:
 		res.Approved, res.Captured = true, true
 	case stripego.PaymentIntentStatusRequiresAction:
+		if na := pi.NextAction; na != nil && na.RedirectToURL != nil && na.RedirectToURL.URL != "" {
+			res.RequiresAction, res.ActionURL = true, na.RedirectToURL.URL
+			return res, nil
+		}
 		if _, err := p.cancel(ctx, pi.ID, idempotencyKeyOf(pi)+"/3ds-cancel"); err != nil {
 			return nil, err // the attempt stays, cancellable: unknown until cancelled
 		}
 		res.DeclineCode = surgepay.DeclineAuthenticationRequired
-		res.Message = "the card issuer requires 3-D Secure authentication, which is not supported yet; nothing was charged"
+		res.Message = "the card issuer requires 3-D Secure authentication, which a server's payment cannot do; nothing was charged"
 	case stripego.PaymentIntentStatusRequiresPaymentMethod, stripego.PaymentIntentStatusCanceled:
 		res.DeclineCode, res.Message = surgepay.DeclineGeneric, "the card was declined"
 		if e := pi.LastPaymentError; e != nil {

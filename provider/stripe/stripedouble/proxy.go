@@ -47,7 +47,8 @@ const (
 
 // Proxy is a loopback HTTP proxy in front of localstripe (or stripe-mock)
 // that adds what localstripe lacks of Stripe's behaviour, idempotent
-// requests and PaymentIntent search, and injects faults chosen by Faults.
+// requests, PaymentIntent search and 3-D Secure by redirect (threeds.go),
+// and injects faults chosen by Faults.
 type Proxy struct {
 	URL    string
 	target string
@@ -69,6 +70,7 @@ type Proxy struct {
 	mu        sync.Mutex
 	keys      map[string]*idemEntry
 	byMeta    map[string][]string // "key\x00value" → PaymentIntent ids
+	returns   map[string]string   // PaymentIntent id → its return_url (threeds.go)
 }
 
 type idemEntry struct {
@@ -90,6 +92,9 @@ func NewProxy(t testing.TB, target string) *Proxy {
 var searchPath = regexp.MustCompile(`^/v1/payment_intents/search$`)
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.serveChallenge(w, r) {
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	f := Pass
 	if p.Faults != nil {
@@ -204,6 +209,7 @@ func (p *Proxy) execute(r *http.Request, body []byte) answer {
 
 // forward sends the request to the double; status 0 if it did not answer.
 func (p *Proxy) forward(r *http.Request, body []byte) (int, []byte) {
+	body, returnURL := withoutReturnURL(r, body)
 	req, err := http.NewRequest(r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return 0, nil
@@ -219,7 +225,7 @@ func (p *Proxy) forward(r *http.Request, body []byte) (int, []byte) {
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	p.index(r, resp.StatusCode, out)
-	return resp.StatusCode, out
+	return resp.StatusCode, p.redirect3DS(out, returnURL)
 }
 
 // hangUp closes the client's connection without an answer.
@@ -309,7 +315,7 @@ func (p *Proxy) search(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode == 200 {
-			found = append(found, raw)
+			found = append(found, p.redirect3DS(raw, ""))
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
