@@ -180,6 +180,10 @@ type PaymentMethod struct {
 	// go to Processor and nowhere else. Both empty for a card in the vault.
 	Processor      string
 	ProcessorToken string
+	// ProcessorCustomer is the processor's customer the token is attached
+	// to (a Stripe cus_…), named in each of its payments: a token attached
+	// to a customer can be charged again, one that is not only once.
+	ProcessorCustomer string
 }
 
 // TokenCard is what a processor tells of the card behind one of its
@@ -190,6 +194,18 @@ type TokenCard struct {
 	ExpMonth    int
 	ExpYear     int
 	Fingerprint string // the processor's own, the same for the same card
+	// Customer is the processor's customer the token is attached to
+	// already (Stripe.js may attach it), or "".
+	Customer string
+}
+
+// TokenAttacher is a TokenDescriber that can attach a token to a
+// customer of its own for surgepay's customer customerID of merchantID,
+// so that the token can be charged again (a Stripe pm_… is single-use
+// until attached). It returns the processor's customer; retried after a
+// failure, it attaches once.
+type TokenAttacher interface {
+	AttachToken(ctx context.Context, processor, token, merchantID, customerID string) (string, error)
 }
 
 // TokenDescriber is a Provider that can describe the card behind a token

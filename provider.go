@@ -39,6 +39,9 @@ type AuthorizeRequest struct {
 	// Token, if set, is the processor's own payment method (Stripe: a pm_…
 	// collected by Stripe.js on the merchant's page) used instead of Card.
 	Token string
+	// TokenCustomer is the processor's customer Token is attached to, if
+	// any (PaymentMethod.ProcessorCustomer).
+	TokenCustomer string
 	// Processor, if set, pins the authorization to that processor (a
 	// token is valid at its own processor only); a router then never
 	// fails over.

@@ -125,7 +125,15 @@ func (e *Engine) createTokenMethod(ctx context.Context, call *Call, in *CardInpu
 		}
 		pm := &surgepay.PaymentMethod{ID: surgepay.NewID("pm"), MerchantID: call.MerchantID,
 			CustomerID: in.CustomerID, Brand: card.Brand, Last4: card.Last4, ExpMonth: card.ExpMonth, ExpYear: card.ExpYear,
-			HolderName: in.Card.Name, Created: e.now(), Processor: in.Token.Processor, ProcessorToken: in.Token.Token}
+			HolderName: in.Card.Name, Created: e.now(), Processor: in.Token.Processor, ProcessorToken: in.Token.Token,
+			ProcessorCustomer: card.Customer}
+		if a, ok := e.provider.(surgepay.TokenAttacher); ok && pm.ProcessorCustomer == "" {
+			// Attached, the token can be charged again (a Stripe pm_… is
+			// single-use until then).
+			if pm.ProcessorCustomer, err = a.AttachToken(ctx, in.Token.Processor, in.Token.Token, call.MerchantID, in.CustomerID); err != nil {
+				return nil, err
+			}
+		}
 		fp := card.Fingerprint
 		if fp == "" {
 			fp = in.Token.Token

@@ -186,7 +186,7 @@ func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment,
 		PaymentID: p.ID, Amount: p.AmountTotal(), Currency: p.Currency,
 		Capture: capture && p.CaptureMethod == surgepay.CaptureAutomatic, ReturnURL: returnURL}
 	if pm.ProcessorToken != "" { // the processor's own token: no card data, its processor only
-		req.Token, req.Processor = pm.ProcessorToken, pm.Processor
+		req.Token, req.Processor, req.TokenCustomer = pm.ProcessorToken, pm.Processor, pm.ProcessorCustomer
 	} else {
 		pan, err := e.vault.Decrypt(pm.SealedPAN, []byte(methodKey(call.MerchantID, pm.ID)))
 		if err != nil {

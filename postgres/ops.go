@@ -36,7 +36,7 @@ const (
 	sqlCustomerDelete      = `DELETE FROM customers WHERE merchant_id = $1 AND id = $2 AND version = $3`
 	sqlCustomerExists      = `SELECT EXISTS (SELECT 1 FROM customers WHERE merchant_id = $1 AND id = $2)`
 	sqlCustomerCardsDelete = `DELETE FROM payment_methods WHERE merchant_id = $1 AND customer_id = $2`
-	sqlPaymentMethodInsert = `INSERT INTO payment_methods (merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created, processor, processor_token) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+	sqlPaymentMethodInsert = `INSERT INTO payment_methods (merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created, processor, processor_token, processor_customer) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 	sqlPaymentMethodDelete = `DELETE FROM payment_methods WHERE merchant_id = $1 AND id = $2`
 	sqlPaymentExists       = `SELECT EXISTS (SELECT 1 FROM payments WHERE merchant_id = $1 AND id = $2)`
 	sqlPaymentInsert       = `INSERT INTO payments (` + paymentCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`
@@ -111,7 +111,7 @@ func newOp(it *groupcommit.Item[*surgepay.Write]) (*op, error) {
 	if pm := w.PaymentMethodInsert; pm != nil {
 		o.insert(surgepay.StmtInsert, sqlPaymentMethodInsert, pm.MerchantID, pm.ID, pm.CustomerID, pm.Brand,
 			pm.Last4, pm.ExpMonth, pm.ExpYear, pm.Fingerprint, pm.HolderName, pm.SealedPAN, dbTime(pm.Created),
-			pm.Processor, pm.ProcessorToken)
+			pm.Processor, pm.ProcessorToken, pm.ProcessorCustomer)
 	}
 	if pm := w.PaymentMethodDelete; pm != nil {
 		// Not a guard: deleting a card that is gone is not an error.

@@ -23,7 +23,7 @@ const (
 	apiKeyFrom        = " FROM api_keys k LEFT JOIN merchants m ON m.id = k.merchant_id"
 	auditCols         = "id, created, actor, action, merchant_id, object_id, detail"
 	customerCols      = "merchant_id, id, name, email, description, metadata, version, created, updated"
-	paymentMethodCols = "merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created, processor, processor_token"
+	paymentMethodCols = "merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created, processor, processor_token, processor_customer"
 	paymentCols       = "merchant_id, id, customer_id, payment_method_id, amount, amount_tax, currency, capture_method, " +
 		"status, amount_authorized, amount_captured, amount_refunded, description, metadata, tax, decline_code, " +
 		"failure_message, authorization_ref, transactions, pending, path, version, created, updated"
@@ -87,7 +87,8 @@ func scanCustomer(row pgx.Row) (*surgepay.Customer, error) {
 func scanPaymentMethod(row pgx.Row) (*surgepay.PaymentMethod, error) {
 	var pm surgepay.PaymentMethod
 	err := row.Scan(&pm.MerchantID, &pm.ID, &pm.CustomerID, &pm.Brand, &pm.Last4, &pm.ExpMonth,
-		&pm.ExpYear, &pm.Fingerprint, &pm.HolderName, &pm.SealedPAN, &pm.Created, &pm.Processor, &pm.ProcessorToken)
+		&pm.ExpYear, &pm.Fingerprint, &pm.HolderName, &pm.SealedPAN, &pm.Created, &pm.Processor, &pm.ProcessorToken,
+		&pm.ProcessorCustomer)
 	if err != nil {
 		return nil, err
 	}

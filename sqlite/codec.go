@@ -387,18 +387,19 @@ func scanCustomer(r scanner) (*surgepay.Customer, error) {
 	return &c, nil
 }
 
-const paymentMethodCols = "merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created, processor, processor_token"
+const paymentMethodCols = "merchant_id, id, customer_id, brand, last4, exp_month, exp_year, fingerprint, holder_name, sealed_pan, created, processor, processor_token, processor_customer"
 
 func paymentMethodArgs(pm *surgepay.PaymentMethod) []any {
 	return []any{pm.MerchantID, pm.ID, pm.CustomerID, pm.Brand, pm.Last4, pm.ExpMonth, pm.ExpYear,
-		pm.Fingerprint, pm.HolderName, pm.SealedPAN, timeArg(pm.Created), pm.Processor, pm.ProcessorToken}
+		pm.Fingerprint, pm.HolderName, pm.SealedPAN, timeArg(pm.Created), pm.Processor, pm.ProcessorToken, pm.ProcessorCustomer}
 }
 
 func scanPaymentMethod(r scanner) (*surgepay.PaymentMethod, error) {
 	var pm surgepay.PaymentMethod
 	var created sql.NullInt64
 	if err := r.Scan(&pm.MerchantID, &pm.ID, &pm.CustomerID, &pm.Brand, &pm.Last4, &pm.ExpMonth, &pm.ExpYear,
-		&pm.Fingerprint, &pm.HolderName, &pm.SealedPAN, &created, &pm.Processor, &pm.ProcessorToken); err != nil {
+		&pm.Fingerprint, &pm.HolderName, &pm.SealedPAN, &created, &pm.Processor, &pm.ProcessorToken,
+		&pm.ProcessorCustomer); err != nil {
 		return nil, err
 	}
 	pm.Created = timeOf(created)

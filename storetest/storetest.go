@@ -244,8 +244,9 @@ func samplePaymentMethod(merchantID, customerID string) *surgepay.PaymentMethod 
 		Created:     now(),
 		// A vault card has no token and a token no sealed number; the
 		// store keeps whatever it is given, so the round trip sets both.
-		Processor:      "stripe_eu",
-		ProcessorToken: "pm_1NfixtureTokenAbc",
+		Processor:         "stripe_eu",
+		ProcessorToken:    "pm_1NfixtureTokenAbc",
+		ProcessorCustomer: "cus_1NfixtureCustomer",
 	}
 }
 

@@ -132,6 +132,18 @@ func (p *Provider) DescribeToken(ctx context.Context, processor, token string) (
 	return d.DescribeToken(ctx, processor, token)
 }
 
+var _ surgepay.TokenAttacher = (*Provider)(nil)
+
+// AttachToken passes to the decorated provider, or attaches nothing ("")
+// if it attaches no tokens.
+func (p *Provider) AttachToken(ctx context.Context, processor, token, merchantID, customerID string) (string, error) {
+	a, ok := p.next.(surgepay.TokenAttacher)
+	if !ok {
+		return "", nil
+	}
+	return a.AttachToken(ctx, processor, token, merchantID, customerID)
+}
+
 var _ surgepay.EventParser = (*Provider)(nil)
 
 // ParseEvent passes to the decorated provider, or answers ENOTFOUND if it

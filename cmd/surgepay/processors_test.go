@@ -298,10 +298,24 @@ func TestServeStripeToken(t *testing.T) {
 	var pi struct {
 		PaymentMethod string `json:"payment_method"`
 		Status        string `json:"status"`
+		Customer      string `json:"customer"`
 	}
 	stripedouble.GetJSON(t, ls, "/v1/payment_intents/"+strings.TrimPrefix(p.Transactions[0].ProviderRef, "stripe_test:"), &pi)
-	if pi.PaymentMethod != tok.ID || pi.Status != "succeeded" {
-		t.Fatalf("localstripe's payment intent: %+v, want on %s, succeeded", pi, tok.ID)
+	if pi.PaymentMethod != tok.ID || pi.Status != "succeeded" || !strings.HasPrefix(pi.Customer, "cus_") {
+		t.Fatalf("localstripe's payment intent: %+v, want on %s with its customer, succeeded", pi, tok.ID)
+	}
+	// Saved, the token was attached to a Stripe Customer (issue 39 item 5),
+	// so it is charged again, with that customer.
+	var spm struct {
+		Customer string `json:"customer"`
+	}
+	stripedouble.GetJSON(t, ls, "/v1/payment_methods/"+tok.ID, &spm)
+	if spm.Customer != pi.Customer {
+		t.Fatalf("the token's customer at localstripe: %q, the payment intent's %q", spm.Customer, pi.Customer)
+	}
+	c.must(t, "POST", "/v1/payments", "tok-sale-2", map[string]any{"amount": 995, "currency": "usd", "payment_method": pm.ID}, 200, &p)
+	if p.Status != "succeeded" {
+		t.Fatalf("second sale with the token: %+v", p)
 	}
 
 	for _, tt := range []struct {

@@ -751,6 +751,30 @@ func (r *Router) DescribeToken(ctx context.Context, processor, token string) (*s
 	return d.DescribeToken(ctx, processor, token)
 }
 
+var _ surgepay.TokenAttacher = (*Router)(nil)
+
+// AttachToken attaches a token of the named processor to a customer of
+// its own, within its call budget; "" from a processor that attaches no
+// tokens.
+func (r *Router) AttachToken(ctx context.Context, processor, token, merchantID, customerID string) (string, error) {
+	p, ok := r.t.Load().procs[processor]
+	if !ok || processor == DefaultName {
+		return "", surgepay.Invalid("processor_token.processor", "invalid_value", "no processor named %q takes tokens here", processor)
+	}
+	a, ok := p.Provider.(surgepay.TokenAttacher)
+	if !ok {
+		return "", nil
+	}
+	release, retryAfter, err := p.acquire(ctx, 1, r.shared.Load())
+	if err != nil {
+		r.refused(p.Name, "budget")
+		return "", &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable",
+			RetryAfter: max(int(retryAfter/time.Second), 1), Message: "the processor's call budget is spent; retry later"}
+	}
+	defer release()
+	return a.AttachToken(ctx, processor, token, merchantID, customerID)
+}
+
 var _ surgepay.EventParser = (*Router)(nil)
 
 // ParseEvent verifies and reads a webhook of the named processor, and

@@ -238,6 +238,10 @@ func (p *Provider) Authorize(ctx context.Context, req *surgepay.AuthorizeRequest
 		CaptureMethod:      stripego.String(method),
 		Confirm:            stripego.Bool(true),
 	}
+	if req.TokenCustomer != "" {
+		// A token attached to a Customer is charged with its Customer.
+		params.Customer = stripego.String(req.TokenCustomer)
+	}
 	if req.ReturnURL != "" {
 		// A browser's payment: the issuer may ask for 3-D Secure, which
 		// Stripe then answers with a page to redirect the shopper to,
@@ -573,8 +577,55 @@ func (p *Provider) DescribeToken(ctx context.Context, _ string, token string) (*
 	if pm.Card == nil {
 		return nil, surgepay.Invalid("processor_token.token", "invalid_value", "the token is not a card")
 	}
-	return &surgepay.TokenCard{Brand: string(pm.Card.Brand), Last4: pm.Card.Last4, ExpMonth: int(pm.Card.ExpMonth),
-		ExpYear: int(pm.Card.ExpYear), Fingerprint: pm.Card.Fingerprint}, nil
+	card := &surgepay.TokenCard{Brand: string(pm.Card.Brand), Last4: pm.Card.Last4, ExpMonth: int(pm.Card.ExpMonth),
+		ExpYear: int(pm.Card.ExpYear), Fingerprint: pm.Card.Fingerprint}
+	if pm.Customer != nil {
+		card.Customer = pm.Customer.ID
+	}
+	return card, nil
+}
+
+var _ surgepay.TokenAttacher = (*Provider)(nil)
+
+// AttachToken makes a Stripe Customer for the token (metadata: surgepay's
+// merchant and customer) and attaches the token to it: Stripe lets a
+// PaymentMethod that belongs to no Customer be charged once. Both calls
+// carry an idempotency key derived from the token, so a retry after a
+// failure makes one Customer and attaches once. EUNAVAILABLE (safe to
+// retry) if Stripe did not answer; EINVALID if it refused.
+func (p *Provider) AttachToken(ctx context.Context, _ string, token, merchantID, customerID string) (string, error) {
+	unavailable := &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable", RetryAfter: 1,
+		Message: "the processor did not answer about the token; it is safe to retry"}
+	cp := &stripego.CustomerCreateParams{}
+	cp.AddMetadata(MetadataMerchant, merchantID)
+	cp.AddMetadata("surgepay_customer", customerID)
+	cp.SetIdempotencyKey("surgepay-customer/" + token)
+	var cus *stripego.Customer
+	res, err := p.call(ctx, "attach", func(ctx context.Context) (err error) {
+		cp.Context = ctx
+		cus, err = p.c.V1Customers.Create(ctx, cp)
+		return err
+	})
+	if err != nil {
+		return "", unavailable
+	}
+	if res != nil {
+		return "", surgepay.Invalid("processor_token.token", "invalid_value", "the processor refused a customer for the token: %s", res.Message)
+	}
+	ap := &stripego.PaymentMethodAttachParams{Customer: stripego.String(cus.ID)}
+	ap.SetIdempotencyKey("surgepay-attach/" + token)
+	res, err = p.call(ctx, "attach", func(ctx context.Context) (err error) {
+		ap.Context = ctx
+		_, err = p.c.V1PaymentMethods.Attach(ctx, token, ap)
+		return err
+	})
+	if err != nil {
+		return "", unavailable
+	}
+	if res != nil {
+		return "", surgepay.Invalid("processor_token.token", "invalid_value", "the processor refused to attach the token: %s", res.Message)
+	}
+	return cus.ID, nil
 }
 
 var _ surgepay.OutsideRefunder = (*Provider)(nil)
