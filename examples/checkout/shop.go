@@ -219,9 +219,12 @@ func (s *Shop) checkout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/pay/"+o.ID, http.StatusSeeOther)
 }
 
-// payPage shows the card form for an order awaiting payment. The client
-// secret is read fresh from surgepay each time; a paid order goes to its
-// order page (the back button after paying).
+// payPage shows the card form for an order awaiting payment, with the
+// last card's decline if there was one, or, while the bank waits for the
+// shopper to authenticate (3-D Secure), the way back to the bank's page.
+// The client secret is read fresh from surgepay each time; an order no
+// longer awaiting the shopper goes to its order page (the back button
+// after paying).
 func (s *Shop) payPage(w http.ResponseWriter, r *http.Request) {
 	o, pay, ok := s.orderAndPayment(w, r)
 	if !ok {
@@ -233,8 +236,13 @@ func (s *Shop) payPage(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store") // the page holds a client secret
 	scripts := []string{s.origin + "/checkout/v1/surgepay.js", "/static/shop.js"}
+	// While the bank waits for the shopper (requires_action, 3-D Secure)
+	// the payment takes no card: the page offers the way back to the
+	// bank's page instead of the Pay button (shop.js asks surgepay.js
+	// where it is: only the browser's view of the payment says).
 	s.render(w, http.StatusOK, "pay.html", map[string]any{"Title": "Pay", "Order": o, "Scripts": scripts,
-		"Total": formatMoney(pay.AmountTotal, pay.Currency), "ClientSecret": pay.ClientSecret, "PublishableKey": s.cfg.PublishableKey})
+		"Total": formatMoney(pay.AmountTotal, pay.Currency), "ClientSecret": pay.ClientSecret, "PublishableKey": s.cfg.PublishableKey,
+		"Status": pay.Status, "Authenticating": pay.Status == "requires_action", "LastDecline": lastDecline(pay)})
 }
 
 // orderPage shows the order's state as surgepay has it (never as the
@@ -247,7 +255,39 @@ func (s *Shop) orderPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	s.render(w, http.StatusOK, "order.html", map[string]any{"Title": "Your order", "Order": o,
 		"Total": formatMoney(pay.AmountTotal, pay.Currency), "State": stateOf(pay.Status), "Status": pay.Status,
-		"Refresh": pay.Status == "processing", "Awaiting": awaiting(pay.Status), "Declined": pay.DeclineCode != ""})
+		"Refresh": pay.Status == "processing", "Awaiting": awaiting(pay.Status),
+		"Authenticating": pay.Status == "requires_action", "LastDecline": lastDecline(pay)})
+}
+
+// lastDecline says in words why the last card did not pay, while the
+// payment awaits another; "" if none did. The decline codes are
+// surgepay's (provider.go); an unknown one shows the processor's message.
+func lastDecline(p *payment) string {
+	if p.Status != "requires_payment_method" || p.DeclineCode == "" {
+		return ""
+	}
+	switch p.DeclineCode {
+	case "authentication_failed":
+		return "Your bank did not confirm the payment (3-D Secure authentication failed or was not finished), so nothing was charged."
+	case "authentication_unavailable":
+		return "Your bank's authentication service could not be reached, so nothing was charged."
+	case "authentication_required":
+		return "Your bank asked to confirm the payment and it could not be, so nothing was charged."
+	case "insufficient_funds":
+		return "Your card was declined: insufficient funds."
+	case "expired_card":
+		return "Your card has expired."
+	case "incorrect_cvc":
+		return "Your card's security code was incorrect."
+	case "processing_error":
+		return "Your bank could not process the card, so nothing was charged."
+	case "generic_decline", "lost_card", "stolen_card":
+		return "Your card was declined."
+	}
+	if p.FailureMessage != "" {
+		return "Your card was declined: " + strings.TrimSuffix(p.FailureMessage, ".") + "."
+	}
+	return "Your card was declined."
 }
 
 // orderAndPayment returns the order named in the path and its payment
@@ -329,13 +369,16 @@ type event struct {
 
 // payment is what the shop reads of a surgepay payment.
 type payment struct {
-	ID           string            `json:"id"`
-	Status       string            `json:"status"`
-	AmountTotal  int64             `json:"amount_total"`
-	Currency     string            `json:"currency"`
-	ClientSecret string            `json:"client_secret"`
-	DeclineCode  string            `json:"decline_code"` // the last card's, while awaiting another
-	Metadata     map[string]string `json:"metadata"`
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	AmountTotal  int64  `json:"amount_total"`
+	Currency     string `json:"currency"`
+	ClientSecret string `json:"client_secret"`
+	// DeclineCode and FailureMessage are the last card's decline, while
+	// the payment awaits another (lastDecline).
+	DeclineCode    string            `json:"decline_code"`
+	FailureMessage string            `json:"failure_message"`
+	Metadata       map[string]string `json:"metadata"`
 }
 
 // apiError is an error answer of surgepay's API.

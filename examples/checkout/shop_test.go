@@ -21,6 +21,7 @@ import (
 const (
 	cardOK       = "4242424242424242"
 	cardDeclined = "4000000000000002" // generic_decline
+	card3DS      = "4000000000003220" // 3-D Secure challenge (sim.Card3DSChallenge)
 	expiryOK     = "1230"
 	cvcOK        = "123"
 )
@@ -170,6 +171,38 @@ func (b *browser) payAndSee() string {
 	return b.text("state")
 }
 
+// payInto3DS clicks Pay with a 3-D Secure card typed and waits for the
+// simulator's challenge page, where surgepay.js sends the whole page.
+func (b *browser) payInto3DS(e *env) {
+	b.t.Helper()
+	b.step("pay with the 3-D Secure card", chromedp.Click(chromedp.ID("pay")),
+		chromedp.WaitVisible(chromedp.CSS(`button[value="authenticate"]`)))
+	b.onChallenge(e)
+}
+
+// onChallenge checks that the page is the simulator's challenge page,
+// served by surgepay.
+func (b *browser) onChallenge(e *env) {
+	b.t.Helper()
+	href, err := chromedp.Run(b.ctx, chromedp.Location())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if !strings.HasPrefix(href, e.api+"/simulator/v1/3ds/") {
+		b.t.Fatalf("the page is %s, want the challenge page %s/simulator/v1/3ds/ID", href, e.api)
+	}
+}
+
+// challenge presses the challenge page's button for outcome (sim's
+// authenticate or fail) and waits for the shop's order page, through
+// surgepay's return.
+func (b *browser) challenge(outcome string) string {
+	b.t.Helper()
+	b.step("press "+outcome+" on the challenge page", chromedp.Click(chromedp.CSS(`button[value="`+outcome+`"]`)),
+		chromedp.WaitVisible(chromedp.ID("state")))
+	return b.text("state")
+}
+
 // waitWebhook reloads the order page until it lists a webhook of type
 // typ, within webhookWait; it returns the list's text.
 func (b *browser) waitWebhook(typ string) string {
@@ -264,6 +297,177 @@ func TestBackAfterPaidInChromium(t *testing.T) {
 	id, _ := e.paymentStatus(order)
 	if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Captures != 1 {
 		t.Errorf("the network's effects: %+v; want one authorization and one capture", fx)
+	}
+}
+
+// TestThreeDSecureInChromium: a card whose bank asks for 3-D Secure
+// sends the shopper from the pay page to the bank's (the simulator's)
+// challenge page; Authenticate comes back through surgepay to the order
+// page, which says Paid and shows the verified payment.succeeded webhook.
+func TestThreeDSecureInChromium(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t)
+	order := b.buy(e, false)
+	b.typeCard(card3DS, expiryOK, cvcOK)
+	b.payInto3DS(e)
+	b.shot("3ds-challenge")
+	if id, status := e.paymentStatus(order); status != "requires_action" {
+		t.Errorf("on the challenge page payment %s is %s, want requires_action", id, status)
+	}
+	if got := b.challenge("authenticate"); got != "Paid" {
+		t.Fatalf("the order page says %q after authenticating, want Paid\n%s", got, b.page())
+	}
+	if got, want := b.path(), "/orders/"+order; got != want {
+		t.Errorf("back from the challenge at %s, want %s", got, want)
+	}
+	if got := b.waitWebhook("payment.succeeded"); !strings.Contains(got, "payment.succeeded") || !strings.Contains(got, "signature verified") {
+		t.Errorf("the order page lists the webhooks %q, want payment.succeeded, verified, within %s", got, webhookWait)
+	}
+	b.shot("3ds-paid")
+	id, status := e.paymentStatus(order)
+	if status != "succeeded" {
+		t.Errorf("the API says payment %s is %s, want succeeded", id, status)
+	}
+	if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Captures != 1 || fx.AmountCaptured != 2000 {
+		t.Errorf("the network's effects: %+v; want one authorization, one capture of 2000", fx)
+	}
+}
+
+// TestThreeDSecureFailedThenPayInChromium: Fail on the challenge page
+// comes back to the order page, which says the authentication failed and
+// offers to pay again; another card pays the same payment: one charge.
+func TestThreeDSecureFailedThenPayInChromium(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t)
+	order := b.buy(e, false)
+	b.typeCard(card3DS, expiryOK, cvcOK)
+	b.payInto3DS(e)
+	if got := b.challenge("fail"); got != "Awaiting payment" {
+		t.Fatalf("the order page says %q after a failed authentication, want Awaiting payment\n%s", got, b.page())
+	}
+	if got := b.text("last-decline"); !strings.Contains(got, "did not confirm") || !strings.Contains(got, "nothing was charged") {
+		t.Errorf("the order page explains the failure as %q, want the bank did not confirm, nothing charged", got)
+	}
+	if got := b.text("pay-link"); got != "Pay again" {
+		t.Errorf("the order page's link says %q, want Pay again", got)
+	}
+	if id, status := e.paymentStatus(order); status != "requires_payment_method" {
+		t.Fatalf("after the failed authentication payment %s is %s, want requires_payment_method", id, status)
+	}
+	b.step("pay again", chromedp.Click(chromedp.ID("pay-link")), chromedp.WaitVisible(chromedp.CSS(`#pay:not([disabled])`)))
+	if got := b.text("last-decline"); !strings.Contains(got, "did not confirm") {
+		t.Errorf("the pay page explains the last attempt as %q, want the failed authentication", got)
+	}
+	b.typeCard(cardOK, expiryOK, cvcOK)
+	if got := b.payAndSee(); got != "Paid" {
+		t.Fatalf("the order page says %q after the good card, want Paid\n%s", got, b.page())
+	}
+	id, status := e.paymentStatus(order)
+	if status != "succeeded" {
+		t.Errorf("the API says payment %s is %s, want succeeded", id, status)
+	}
+	if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Captures != 1 || fx.AmountCaptured != 2000 {
+		t.Errorf("the network's effects: %+v; want exactly one successful authorization, one capture of 2000", fx)
+	}
+}
+
+// TestBackFromChallengeInChromium: the back button from the challenge
+// page comes to a pay page whose payment takes no card (the bank waits):
+// the server shows the way back to the bank's page, not the card form, so
+// the shopper cannot pay twice; the way back authenticates and pays once.
+func TestBackFromChallengeInChromium(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t)
+	order := b.buy(e, false)
+	b.typeCard(card3DS, expiryOK, cvcOK)
+	b.payInto3DS(e)
+	b.step("go back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.ID("continue")))
+	if got, want := b.path(), "/pay/"+order; got != want {
+		t.Errorf("back from the challenge: %s, want %s", got, want)
+	}
+	if got := b.text("pending"); !strings.Contains(got, "waiting for you") {
+		t.Errorf("the pay page says %q, want the bank waiting", got)
+	}
+	if n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll('#pay').length`)); err != nil || n != 0 {
+		t.Errorf("the pay page of a payment awaiting authentication has %d Pay buttons (%v), want none", n, err)
+	}
+	b.step("continue to the bank", chromedp.Click(chromedp.ID("continue")),
+		chromedp.WaitVisible(chromedp.CSS(`button[value="authenticate"]`)))
+	b.onChallenge(e)
+	if got := b.challenge("authenticate"); got != "Paid" {
+		t.Fatalf("the order page says %q after authenticating, want Paid\n%s", got, b.page())
+	}
+	id, _ := e.paymentStatus(order)
+	if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Captures != 1 || fx.AmountCaptured != 2000 {
+		t.Errorf("the network's effects: %+v; want one authorization, one capture of 2000", fx)
+	}
+}
+
+// TestStaleFormDuringChallengeInChromium: a pay page opened before the
+// payment went to the bank's page (another tab) still shows the form;
+// its confirm is refused (409 payment_unexpected_state, nothing charged)
+// and the shop sends the shopper to the order page, which says the bank
+// waits and leads back to its page. One charge in all.
+func TestStaleFormDuringChallengeInChromium(t *testing.T) {
+	e := newEnv(t)
+	b := newBrowser(t)
+	order := b.buy(e, false)
+	// A second tab of the same browser, on the same pay page.
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	defer cancel()
+	b2 := &browser{t: t, ctx: ctx, dir: b.dir}
+	b2.step("open the pay page in another tab", chromedp.Navigate(e.url+"/pay/"+order),
+		chromedp.WaitVisible(chromedp.CSS(`#pay:not([disabled])`)))
+	b2.typeCard(card3DS, expiryOK, cvcOK)
+	b2.payInto3DS(e)
+
+	b.typeCard(cardOK, expiryOK, cvcOK)
+	if got := b.payAndSee(); got != "Awaiting payment" {
+		t.Fatalf("the stale form's Pay leads to an order page saying %q, want Awaiting payment\n%s", got, b.page())
+	}
+	if got, want := b.path(), "/orders/"+order; got != want {
+		t.Errorf("the stale form's Pay leads to %s, want %s", got, want)
+	}
+	if got := b.text("awaiting"); !strings.Contains(got, "authentication is pending") || !strings.Contains(got, "Continue paying") {
+		t.Errorf("the order page says %q, want authentication pending and a link to continue", got)
+	}
+	id, status := e.paymentStatus(order)
+	if fx := e.sim.Effects(id); status != "requires_action" || fx.Authorizations != 0 {
+		t.Fatalf("after the stale form's Pay: payment %s is %s, effects %+v; want requires_action, nothing authorized", id, status, fx)
+	}
+	b.step("continue paying", chromedp.Click(chromedp.ID("pay-link")), chromedp.WaitVisible(chromedp.ID("continue")),
+		chromedp.Click(chromedp.ID("continue")), chromedp.WaitVisible(chromedp.CSS(`button[value="authenticate"]`)))
+	b.onChallenge(e)
+	if got := b.challenge("authenticate"); got != "Paid" {
+		t.Fatalf("the order page says %q after authenticating, want Paid\n%s", got, b.page())
+	}
+	if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Captures != 1 || fx.AmountCaptured != 2000 {
+		t.Errorf("the network's effects: %+v; want one authorization, one capture of 2000", fx)
+	}
+	// The first tab, still on the challenge page, finds it ended.
+	b2.step("reload the challenge in the other tab", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`a[href]`)))
+	if got := b2.page(); !strings.Contains(got, "You authenticated this payment") {
+		t.Errorf("the other tab's challenge page: %s, want it ended", got)
+	}
+}
+
+// TestLastDecline: the order and pay pages say why the last card did
+// not pay, in words, only while the payment awaits another card.
+func TestLastDecline(t *testing.T) {
+	for _, c := range []struct {
+		status, code, message string
+		want                  string
+	}{
+		{"requires_payment_method", "authentication_failed", "", "did not confirm"},
+		{"requires_payment_method", "generic_decline", "Declined by the issuer.", "Your card was declined."},
+		{"requires_payment_method", "do_not_honor", "The issuer refused", "Your card was declined: The issuer refused."},
+		{"requires_payment_method", "", "", ""},
+		{"succeeded", "authentication_failed", "", ""},
+	} {
+		got := lastDecline(&payment{Status: c.status, DeclineCode: c.code, FailureMessage: c.message})
+		if (c.want == "" && got != "") || !strings.Contains(got, c.want) {
+			t.Errorf("lastDecline(%s, %s) = %q, want %q", c.status, c.code, got, c.want)
+		}
 	}
 }
 
