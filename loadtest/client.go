@@ -18,10 +18,13 @@ import (
 
 // client sends API requests over one tuned transport. Safe for concurrent use.
 type client struct {
-	http    *http.Client
-	base    string
-	auth    string
-	timeout time.Duration // per request, headers and body
+	http *http.Client
+	base string
+	auth string
+	// publishableAuth is the Authorization of calls marked publishable
+	// (the browser's), "" when the run has no publishable key.
+	publishableAuth string
+	timeout         time.Duration // per request, headers and body
 }
 
 // newClient builds the injector's HTTP client. Connections are kept alive
@@ -58,6 +61,14 @@ func newClient(baseURL, apiKey string, timeout time.Duration, maxInflight int64,
 	return c
 }
 
+// setPublishableKey sets the key that calls marked publishable send;
+// call it before the client is shared.
+func (cl *client) setPublishableKey(key string) {
+	if key != "" {
+		cl.publishableAuth = "Bearer " + key
+	}
+}
+
 func (cl *client) close() { cl.http.CloseIdleConnections() }
 
 // apiError is the JSON error body of the payments API.
@@ -78,6 +89,8 @@ type apiReply struct {
 	Amount         int64     `json:"amount"`
 	AmountCaptured int64     `json:"amount_captured"`
 	AmountRefunded int64     `json:"amount_refunded"`
+	ClientSecret   string    `json:"client_secret"`
+	PaymentMethod  string    `json:"payment_method"`
 	Deleted        bool      `json:"deleted"`
 	HasMore        bool      `json:"has_more"`
 	Data           []listRow `json:"data"`
@@ -101,6 +114,9 @@ type call struct {
 	check func(r *apiReply) string
 	// raw skips decoding a successful body (the "get" scenario).
 	raw bool
+	// publishable sends the publishable key instead of the secret key:
+	// the call is the shopper's browser's.
+	publishable bool
 }
 
 // outcome is how a call ended.
@@ -145,8 +161,12 @@ func (cl *client) send(ctx context.Context, c *call, reply *apiReply) (status in
 	if err != nil {
 		return 0, "request", 0
 	}
-	if cl.auth != "" {
-		req.Header["Authorization"] = []string{cl.auth}
+	auth := cl.auth
+	if c.publishable {
+		auth = cl.publishableAuth
+	}
+	if auth != "" {
+		req.Header["Authorization"] = []string{auth}
 	}
 	if c.body != nil {
 		req.Header["Content-Type"] = []string{"application/json"}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,10 @@ type Config struct {
 	URL string
 	// APIKey is sent as a bearer token; empty sends no Authorization header.
 	APIKey string
+	// PublishableKey (pk_test_… or pk_live_…, of APIKey's merchant) is
+	// the bearer token of the browser's calls in the scenarios that make
+	// them (browser); required by those, unused by the others.
+	PublishableKey string
 	// Mix lists the scenarios and their weights. One entry runs one scenario.
 	Mix []MixEntry
 	// Path is the path the "get" scenario requests. Default "/".
@@ -146,6 +151,9 @@ func (c *Config) Validate() error {
 	if err := validateMix(c.Mix); err != nil {
 		return err
 	}
+	if err := c.validatePublishableKey(); err != nil {
+		return err
+	}
 	if err := c.validateNumbers(); err != nil {
 		return err
 	}
@@ -163,6 +171,19 @@ func (c *Config) Validate() error {
 		return err
 	}
 	return plan.validate()
+}
+
+// validatePublishableKey requires a publishable key when a scenario of the
+// mix makes the browser's calls. A secret key would be let through by the
+// server (a full-access one may call the checkout routes) and measure
+// something else, so it is refused here.
+func (c *Config) validatePublishableKey() error {
+	for _, m := range c.Mix {
+		if sc, _ := scenarioByName(m.Name); sc.publishable && !strings.HasPrefix(c.PublishableKey, "pk_") {
+			return fmt.Errorf("scenario %q needs --publishable-key: a pk_test_… or pk_live_… key of the --api-key's merchant (docs/checkout.md)", m.Name)
+		}
+	}
+	return nil
 }
 
 func (c *Config) validateNumbers() error {

@@ -144,6 +144,31 @@ func appendPaymentBody(b []byte, amount int64, customer, pm, captureMethod, desc
 	return append(b, '}')
 }
 
+// appendAwaitingPaymentBody is a payment for the browser: no card.
+func appendAwaitingPaymentBody(b []byte, amount int64, description string) []byte {
+	b = append(b, `{"amount":`...)
+	b = strconv.AppendInt(b, amount, 10)
+	b = append(b, `,"currency":"usd","description":`...)
+	b = appendJSONString(b, description)
+	return append(b, '}')
+}
+
+// appendCheckoutCardBody is the card frame's guest card.
+func appendCheckoutCardBody(b []byte, card testCard) []byte {
+	b = append(b, `{"card":{"number":`...)
+	b = appendJSONString(b, card.number)
+	return append(b, `,"exp_month":12,"exp_year":2030,"cvc":"123"}}`...)
+}
+
+// appendConfirmBody is the card frame's confirm.
+func appendConfirmBody(b []byte, clientSecret, pm string) []byte {
+	b = append(b, `{"client_secret":`...)
+	b = appendJSONString(b, clientSecret)
+	b = append(b, `,"payment_method":`...)
+	b = appendJSONString(b, pm)
+	return append(b, `,"cvc":"123"}`...)
+}
+
 func appendAmountBody(b []byte, amount int64) []byte {
 	b = append(b, `{"amount":`...)
 	b = strconv.AppendInt(b, amount, 10)

@@ -23,6 +23,7 @@ type fakeAPI struct {
 	customers map[string]bool
 	cards     map[string]string // payment method → card number
 	payments  map[string]*fakePayment
+	secrets   map[string]string // payment awaiting a card → its client secret
 	// captureStatus, when set, is the status capture answers: a bug the
 	// scenario checks must catch.
 	captureStatus string
@@ -35,12 +36,21 @@ type fakePayment struct {
 	Amount         int64  `json:"amount"`
 	AmountCaptured int64  `json:"amount_captured"`
 	AmountRefunded int64  `json:"amount_refunded"`
+	PaymentMethod  string `json:"payment_method,omitempty"`
 }
 
-const fakeAPIKey = "sk_test_fake"
+// fakeAPIKey is the secret key; fakePublishableKey the publishable one,
+// which the fake takes on the /v1/checkout/ routes only, and only it: a
+// real server lets a full-access secret key call them too, but a scenario
+// that sent it there would not be measuring the browser's calls.
+const (
+	fakeAPIKey         = "sk_test_fake"
+	fakePublishableKey = "pk_test_fake"
+)
 
 func newFakeAPI(t *testing.T) (*fakeAPI, *httptest.Server) {
-	f := &fakeAPI{keys: map[string]bool{}, customers: map[string]bool{}, cards: map[string]string{}, payments: map[string]*fakePayment{}}
+	f := &fakeAPI{keys: map[string]bool{}, customers: map[string]bool{}, cards: map[string]string{},
+		payments: map[string]*fakePayment{}, secrets: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/customers", f.createCustomer)
 	mux.HandleFunc("GET /v1/customers", f.listCustomers)
@@ -51,6 +61,8 @@ func newFakeAPI(t *testing.T) (*fakeAPI, *httptest.Server) {
 	mux.HandleFunc("POST /v1/payments", f.createPayment)
 	mux.HandleFunc("POST /v1/payments/{id}/capture", f.capture)
 	mux.HandleFunc("POST /v1/payments/{id}/refunds", f.refund)
+	mux.HandleFunc("POST /v1/checkout/payment_methods", f.checkoutPaymentMethod)
+	mux.HandleFunc("POST /v1/checkout/payments/{id}/confirm", f.confirm)
 	srv := httptest.NewServer(f.middleware(mux))
 	t.Cleanup(srv.Close)
 	return f, srv
@@ -59,7 +71,11 @@ func newFakeAPI(t *testing.T) (*fakeAPI, *httptest.Server) {
 // middleware checks auth and idempotency keys and logs "METHOD /path".
 func (f *fakeAPI) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+fakeAPIKey {
+		key := fakeAPIKey
+		if strings.HasPrefix(r.URL.Path, "/v1/checkout/") {
+			key = fakePublishableKey
+		}
+		if r.Header.Get("Authorization") != "Bearer "+key {
 			writeError(w, 401, "invalid_request_error", "unauthorized", "")
 			return
 		}
@@ -171,6 +187,17 @@ func (f *fakeAPI) createPayment(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewDecoder(r.Body).Decode(&body) // a malformed body stays zero, which the checks below refuse
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if body.PaymentMethod == "" && body.Customer == "" && body.Currency == "usd" && body.Amount > 0 {
+		// For the browser: it awaits a card, with a client secret.
+		p := &fakePayment{ID: f.id("pay_"), Object: "payment", Amount: body.Amount, Status: "requires_payment_method"}
+		f.payments[p.ID] = p
+		f.secrets[p.ID] = p.ID + "_secret_" + strconv.Itoa(f.seq)
+		writeJSON(w, 200, struct {
+			*fakePayment
+			ClientSecret string `json:"client_secret"`
+		}{p, f.secrets[p.ID]})
+		return
+	}
 	card, ok := f.cards[body.PaymentMethod]
 	if !ok || body.Currency != "usd" || body.Amount <= 0 {
 		writeError(w, 400, "invalid_request_error", "parameter_invalid", "")
@@ -222,6 +249,58 @@ func (f *fakeAPI) refund(w http.ResponseWriter, r *http.Request) {
 	if p.AmountRefunded == p.Amount {
 		p.Status = "refunded"
 	}
+	writeJSON(w, 200, p)
+}
+
+// checkoutPaymentMethod saves a guest card, as the card frame does.
+func (f *fakeAPI) checkoutPaymentMethod(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Customer string
+		Card     struct {
+			Number string
+			CVC    string
+		}
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body) // a malformed body stays zero, which the checks below refuse
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if body.Customer != "" || len(body.Card.Number) != 16 || body.Card.CVC == "" {
+		writeError(w, 400, "invalid_request_error", "parameter_invalid", "")
+		return
+	}
+	id := f.id("pm_")
+	f.cards[id] = body.Card.Number
+	writeJSON(w, 200, map[string]any{"id": id, "object": "payment_method", "card": map[string]any{"brand": "visa", "last4": body.Card.Number[12:]}})
+}
+
+// confirm authorizes a payment awaiting a card with the card its client
+// secret's holder saved; a decline leaves it awaiting another.
+func (f *fakeAPI) confirm(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ClientSecret  string `json:"client_secret"`
+		PaymentMethod string `json:"payment_method"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body) // a malformed body stays zero, which the checks below refuse
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := r.PathValue("id")
+	p, ok := f.payments[id]
+	card, known := f.cards[body.PaymentMethod]
+	switch {
+	case !ok || body.ClientSecret != f.secrets[id]:
+		writeError(w, 401, "invalid_request_error", "client_secret_invalid", "")
+		return
+	case !known:
+		writeError(w, 400, "invalid_request_error", "parameter_invalid", "")
+		return
+	case p.Status != "requires_payment_method":
+		writeError(w, 409, "invalid_request_error", "payment_unexpected_state", "")
+		return
+	case card != testCards["success"].number:
+		writeError(w, 402, "card_error", "card_declined", p.ID)
+		return
+	}
+	p.Status, p.AmountCaptured, p.PaymentMethod = "succeeded", p.Amount, body.PaymentMethod
 	writeJSON(w, 200, p)
 }
 

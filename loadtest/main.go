@@ -118,6 +118,8 @@ func parseFlags(name string, args []string, stdout, stderr io.Writer) (cfg Confi
 	fs := c.Flags
 	defineFlags(fs, &cfg, &co)
 	fs.StringVar(&cfg.APIKey, "api-key", os.Getenv("SURGEPAY_API_KEY"), "API key sent as a bearer token (default $SURGEPAY_API_KEY)")
+	fs.StringVar(&cfg.PublishableKey, "publishable-key", os.Getenv("SURGEPAY_PUBLISHABLE_KEY"),
+		"publishable key (pk_…) of the browser scenario's card-frame calls (default $SURGEPAY_PUBLISHABLE_KEY)")
 	fs.StringVar(&scenarioName, "scenario", "checkout", "scenario: "+scenarioNames())
 	fs.StringVar(&scenarioFile, "scenario-file", "", "TOML file with a weighted scenario mix ([[scenario]] name, weight); overrides --scenario")
 	fs.StringVar(&slo, "slo", DefaultSLO, "stress SLO, comma-separated global terms")

@@ -314,8 +314,10 @@ func (r *Recorder) addToMinute(w *Window, all *hdr.Histogram) {
 	c.Requests += w.Requests
 	c.Errors += w.Errors
 	c.Refused += w.Refused
-	if t, ok := w.Types["payment.create"]; ok {
-		c.Sales += t.Requests - t.Errors
+	for _, st := range saleTypes {
+		if t, ok := w.Types[requestTypeNames[st]]; ok {
+			c.Sales += t.Requests - t.Errors
+		}
 	}
 	c.WorstSecondP99 = max(c.WorstSecondP99, w.Corrected.P99)
 	r.minuteHist.Merge(all)

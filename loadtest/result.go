@@ -164,7 +164,8 @@ type Minute struct {
 	Errors   int64   `json:"errors"`
 	// Refused counts 503 and 429 answers.
 	Refused int64 `json:"refused"`
-	// Sales counts payment.create requests answered without error.
+	// Sales counts payment.create and checkout.confirm requests answered
+	// without error.
 	Sales     int64          `json:"sales"`
 	Corrected LatencySummary `json:"corrected"`
 	// WorstSecondP99 is the highest p99 of the minute's one-second windows.

@@ -39,6 +39,7 @@ func Run(ctx context.Context, cfg Config, opts Options) (*Result, error) {
 	plan, _ := cfg.Plan()
 	tc, _ := cfg.clientTLS() // checked by Validate
 	cl := newClient(cfg.URL, cfg.APIKey, cfg.Timeout, cfg.MaxInflight, tc)
+	cl.setPublishableKey(cfg.PublishableKey)
 	defer cl.close()
 	e := &env{
 		cl: cl, pool: &pool{}, runID: newRunID(), path: cfg.Path,

@@ -28,17 +28,28 @@ const (
 	typePaymentRefund
 	typePaymentGet
 	typeGet
+	typePaymentCreateAwaiting
+	typeCheckoutPaymentMethod
+	typeCheckoutConfirm
 	requestTypeCount
 )
 
 // requestTypeNames are the names used in results and thresholds.
 // payment.create is a sale (capture_method=automatic); payment.authorize is
-// capture_method=manual.
+// capture_method=manual. payment.create_awaiting is a payment made without a
+// card for the browser (requires_payment_method and a client secret);
+// checkout.payment_method and checkout.confirm are the card frame's calls
+// with the publishable key, and a confirm that succeeds is a sale.
 var requestTypeNames = [requestTypeCount]string{
 	"customer.create", "customer.get", "customer.update", "customer.list", "customer.delete",
 	"payment_method.create", "payment.create", "payment.authorize", "payment.capture",
 	"payment.refund", "payment.get", "get",
+	"payment.create_awaiting", "checkout.payment_method", "checkout.confirm",
 }
+
+// saleTypes are the request types whose answers without error are sales
+// (a decline is an answer without error).
+var saleTypes = []reqType{typePaymentCreate, typeCheckoutConfirm}
 
 // scenario is a named sequence of API calls.
 type scenario struct {
@@ -47,18 +58,22 @@ type scenario struct {
 	types []reqType
 	// pool says the scenario needs set-up customers with saved cards.
 	pool bool
-	run  func(it *iteration)
+	// publishable says the scenario sends calls with the publishable key
+	// (Config.PublishableKey) as well as the secret one.
+	publishable bool
+	run         func(it *iteration)
 }
 
 // scenarioTable lists the built-in scenarios; a scenario's index is its ID
 // in the recorder.
 var scenarioTable = []scenario{
-	{"checkout", []reqType{typeCustomerCreate, typePaymentMethodCreate, typePaymentCreate}, false, runCheckout},
-	{"returning", []reqType{typePaymentAuthorize, typePaymentCapture}, true, runReturning},
-	{"streamlined", []reqType{typePaymentCreate}, true, runStreamlined},
-	{"refund", []reqType{typePaymentCreate, typePaymentRefund}, true, runRefund},
-	{"crud", []reqType{typeCustomerCreate, typeCustomerGet, typeCustomerUpdate, typeCustomerList, typeCustomerDelete}, true, runCRUD},
-	{"get", []reqType{typeGet}, false, runGet},
+	{"checkout", []reqType{typeCustomerCreate, typePaymentMethodCreate, typePaymentCreate}, false, false, runCheckout},
+	{"returning", []reqType{typePaymentAuthorize, typePaymentCapture}, true, false, runReturning},
+	{"streamlined", []reqType{typePaymentCreate}, true, false, runStreamlined},
+	{"refund", []reqType{typePaymentCreate, typePaymentRefund}, true, false, runRefund},
+	{"crud", []reqType{typeCustomerCreate, typeCustomerGet, typeCustomerUpdate, typeCustomerList, typeCustomerDelete}, true, false, runCRUD},
+	{"get", []reqType{typeGet}, false, false, runGet},
+	{"browser", []reqType{typePaymentCreateAwaiting, typeCheckoutPaymentMethod, typeCheckoutConfirm}, false, true, runBrowser},
 }
 
 func scenarioByName(name string) (scenario, bool) {

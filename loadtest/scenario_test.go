@@ -17,6 +17,7 @@ import (
 func scenarioEnv(t *testing.T, f *fakeAPI, url string, declineRate float64) *env {
 	t.Helper()
 	cl := newClient(url, fakeAPIKey, 5*time.Second, 100, nil)
+	cl.setPublishableKey(fakePublishableKey)
 	t.Cleanup(cl.close)
 	e := &env{cl: cl, pool: &pool{}, runID: "test", declineRate: declineRate, declineCard: testCards["card_declined"], path: "/"}
 	p, err := setupPool(context.Background(), e, 10, 1)
@@ -44,6 +45,7 @@ func TestScenarioSequences(t *testing.T) {
 		{"returning", []string{"POST /v1/payments", "POST /v1/payments/{id}/capture"}},
 		{"streamlined", []string{"POST /v1/payments"}},
 		{"refund", []string{"POST /v1/payments", "POST /v1/payments/{id}/refunds", "POST /v1/payments/{id}/refunds"}},
+		{"browser", []string{"POST /v1/payments", "POST /v1/checkout/payment_methods", "POST /v1/checkout/payments/{id}/confirm"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, srv := newFakeAPI(t)
@@ -108,6 +110,46 @@ func TestScenarioDeclineIsExpected(t *testing.T) {
 	pc, pa := e.rec.types[typePaymentCreate], e.rec.types[typePaymentAuthorize]
 	if pc.declines != 1 || pa.declines != 1 || pc.errors+pa.errors != 0 || pc.status[402] != 1 {
 		t.Errorf("payment.create %+v, payment.authorize %+v: want one 402 decline each and no errors", pc, pa)
+	}
+}
+
+// TestScenarioBrowserDecline: a browser checkout with a decline card is
+// declined at the confirm (402), which is a decline and not an error, and
+// is not a sale.
+func TestScenarioBrowserDecline(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	e := scenarioEnv(t, f, srv.URL, 1)
+	if it := runScenario(e, "browser", 3); it.failed {
+		t.Errorf("iteration failed on an expected decline: %q", it.lastCode)
+	}
+	if got := f.takeLog(); len(got) != 3 {
+		t.Errorf("requests = %v, want the browser's three", got)
+	}
+	c := e.rec.types[typeCheckoutConfirm]
+	if c.declines != 1 || c.errors != 0 || c.status[402] != 1 {
+		t.Errorf("checkout.confirm %+v: want one 402 decline and no errors", c)
+	}
+	for id, p := range f.payments {
+		if p.Status != "requires_payment_method" {
+			t.Errorf("payment %s is %s after a declined confirm, want requires_payment_method", id, p.Status)
+		}
+	}
+}
+
+// TestScenarioBrowserNeedsPublishableKey: the browser scenario without a
+// publishable key, or with a secret key in its place, is a usage error
+// that names the flag.
+func TestScenarioBrowserNeedsPublishableKey(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	for _, key := range []string{"", fakeAPIKey} {
+		code, _, stderr := runMain(t, "--url", srv.URL, "--api-key", fakeAPIKey, "--scenario", "browser",
+			"--publishable-key", key, "--rate", "10", "--duration", "1s", "--quiet")
+		if code != ExitUsage || !strings.Contains(stderr, "--publishable-key") {
+			t.Errorf("--publishable-key %q: exit %d, stderr %q; want %d naming --publishable-key", key, code, stderr, ExitUsage)
+		}
+	}
+	if got := f.takeLog(); len(got) != 0 {
+		t.Errorf("requests %v, want none before the flags are right", got)
 	}
 }
 
@@ -188,12 +230,15 @@ weight = 10
 [[scenario]]
 name = "streamlined"
 weight = 10
+[[scenario]]
+name = "browser"
+weight = 10
 `), 0o644)
 	if writeErr != nil {
 		t.Fatal(writeErr)
 	}
 	out := filepath.Join(dir, "r.json")
-	code, stdout, stderr := runMain(t, "--url", srv.URL, "--api-key", fakeAPIKey, "--scenario-file", mix,
+	code, stdout, stderr := runMain(t, "--url", srv.URL, "--api-key", fakeAPIKey, "--publishable-key", fakePublishableKey, "--scenario-file", mix,
 		"--rate", "80", "--duration", "1s", "--setup-customers", "20", "--decline-rate", "0.1", "--quiet", "--out", out,
 		"--threshold", "errors<0.1%", "--threshold", "returning:p99<5s")
 	if code != ExitOK {
@@ -203,7 +248,7 @@ weight = 10
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"returning", "checkout", "refund", "crud", "streamlined"} {
+	for _, name := range []string{"returning", "checkout", "refund", "crud", "streamlined", "browser"} {
 		if res.Scenarios[name] == nil || res.Scenarios[name].Iterations == 0 {
 			t.Errorf("scenario %s did not run: %+v", name, res.Scenarios)
 		}
@@ -213,6 +258,18 @@ weight = 10
 	}
 	if f.dupKeys+f.noKeys != 0 {
 		t.Errorf("idempotency keys: %v", f)
+	}
+	// Sales are sales (payment.create) and browser confirms, declines
+	// included, but not the payments made for the browser.
+	var sales, want int64
+	for _, m := range res.Minutes {
+		sales += m.Sales
+	}
+	for _, name := range []string{"payment.create", "checkout.confirm"} {
+		want += res.Types[name].Requests - res.Types[name].Errors
+	}
+	if sales != want || res.Types["checkout.confirm"] == nil {
+		t.Errorf("sales %d, want %d (payment.create and checkout.confirm)", sales, want)
 	}
 }
 

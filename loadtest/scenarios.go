@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // The built-in scenarios. Each stops at the first call that does not succeed;
@@ -113,6 +114,41 @@ func runGet(it *iteration) {
 	it.do(&call{typ: typeGet, method: http.MethodGet, path: it.env.path, raw: true})
 }
 
+// runBrowser is a browser checkout (docs/checkout.md): the shop's server
+// makes a payment without a card (requires_payment_method, with a client
+// secret) with the secret key; then the shopper's browser, in the card
+// frame, saves the card as a guest card and confirms the payment with the
+// publishable key. The browser's calls carry no Origin header: the server
+// admits them as not a browser's, so no checkout_origins are needed, and
+// the origin check (a string comparison) is left out of the measure.
+func runBrowser(it *iteration) {
+	amount := it.amount()
+	r, oc := it.do(&call{
+		typ: typePaymentCreateAwaiting, method: http.MethodPost, path: "/v1/payments",
+		body:  appendAwaitingPaymentBody(nil, amount, "loadtest "+it.env.runID),
+		check: expectAwaiting(amount),
+	})
+	if oc != outcomeOK {
+		return
+	}
+	id, secret := r.ID, r.ClientSecret // the next call overwrites r
+	card := it.pickCard()
+	r, oc = it.do(&call{
+		typ: typeCheckoutPaymentMethod, method: http.MethodPost, path: "/v1/checkout/payment_methods",
+		body: appendCheckoutCardBody(nil, card), decline: card.decline, publishable: true,
+		check: expectObject("payment_method", "pm_"),
+	})
+	if oc != outcomeOK {
+		return
+	}
+	pm := r.ID
+	it.do(&call{
+		typ: typeCheckoutConfirm, method: http.MethodPost, path: "/v1/checkout/payments/" + id + "/confirm",
+		body: appendConfirmBody(nil, secret, pm), decline: card.decline, publishable: true,
+		check: expectConfirmed(amount, pm),
+	})
+}
+
 // createCustomer creates a customer and returns its ID.
 func (it *iteration) createCustomer() (string, bool) {
 	r, oc := it.do(&call{
@@ -143,7 +179,7 @@ func (it *iteration) pay(typ reqType, customer, pm, captureMethod string, declin
 		typ: typ, method: http.MethodPost, path: "/v1/payments",
 		body:    appendPaymentBody(nil, amount, customer, pm, captureMethod, "loadtest "+it.env.runID),
 		decline: decline,
-		check:   expectPayment(want, amount, func(r *apiReply) (string, int64) { return "amount", r.Amount }),
+		check:   expectPayment(want, amount, paymentAmount),
 	})
 	return r, oc == outcomeOK
 }
@@ -172,6 +208,38 @@ func expectPayment(status string, amount int64, field func(*apiReply) (string, i
 		}
 		if name, got := field(r); got != amount {
 			return fmt.Sprintf("%s %d, want %d", name, got, amount)
+		}
+		return ""
+	}
+}
+
+func paymentAmount(r *apiReply) (string, int64) { return "amount", r.Amount }
+
+// expectAwaiting checks a payment made for the browser: awaiting a card,
+// with a client secret that names it.
+func expectAwaiting(amount int64) func(*apiReply) string {
+	payment := expectPayment("requires_payment_method", amount, paymentAmount)
+	return func(r *apiReply) string {
+		if bad := payment(r); bad != "" {
+			return bad
+		}
+		if !strings.HasPrefix(r.ClientSecret, r.ID+"_secret_") {
+			return "client_secret does not name the payment"
+		}
+		return ""
+	}
+}
+
+// expectConfirmed checks the browser's view of a confirmed sale: succeeded,
+// with the card it was confirmed with.
+func expectConfirmed(amount int64, pm string) func(*apiReply) string {
+	payment := expectPayment("succeeded", amount, paymentAmount)
+	return func(r *apiReply) string {
+		if bad := payment(r); bad != "" {
+			return bad
+		}
+		if r.PaymentMethod != pm {
+			return "payment_method " + strconv.Quote(r.PaymentMethod) + ", want " + strconv.Quote(pm)
 		}
 		return ""
 	}
