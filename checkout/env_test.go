@@ -36,9 +36,10 @@ import (
 type env struct {
 	t        *testing.T
 	eng      *engine.Engine
-	api      string // surgepay's origin
-	shop     string // the merchant's shop, in checkout_origins
-	other    string // a shop on an origin not in checkout_origins
+	sim      *sim.Provider // the processor: its Effects are the money moved
+	api      string        // surgepay's origin
+	shop     string        // the merchant's shop, in checkout_origins
+	other    string        // a shop on an origin not in checkout_origins
 	merchant *surgepay.Merchant
 	secret   string // the merchant's secret key
 	pk       string // its publishable key
@@ -151,12 +152,13 @@ func newEnv(t *testing.T) *env {
 	}
 	skew := &atomic.Int64{}
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	eng, err := engine.New(engine.Config{Store: store, Provider: sim.New(sim.DefaultConfig()), Vault: keys, Now: now})
+	p := sim.New(sim.DefaultConfig())
+	eng, err := engine.New(engine.Config{Store: store, Provider: p, Vault: keys, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	e := &env{t: t, eng: eng, hits: &hits{n: map[string]int{}}, skew: skew}
+	e := &env{t: t, eng: eng, sim: p, hits: &hits{n: map[string]int{}}, skew: skew}
 	if e.merchant, err = eng.CreateMerchant(ctx, "Test shop"); err != nil {
 		t.Fatal(err)
 	}
@@ -348,14 +350,24 @@ const shopPage = `<!doctype html>
 <p id="status" aria-live="polite"></p>
 <p id="result" data-n="0"></p>
 <p id="checked" data-n="0"></p>
+<p id="returned" data-n="0"></p>
+<p><a id="resume" hidden>Continue to your bank's authentication</a></p>
 </main>
 </body>
 </html>
 `
 
 // shopJS pays on a click and writes the outcome in #result (data-n
-// counts the outcomes). It keeps every message the page received from
-// anywhere in window.seen, as JSON, so the tests can check that no card
+// counts the outcomes). A confirm may leave the page for 3-D Secure: the
+// page notes its client secret in sessionStorage first, and when the
+// shopper comes back (redirect_status in the address, or the back button
+// to a page with a confirm noted) it reads the payment through a freshly
+// mounted frame and writes what it found in #returned: the status and
+// any decline code, or "authentication pending" (data-via says how the
+// shopper came back: return; load, by the back button or a reload; or
+// restored from the back-forward cache). A payment still awaiting
+// authentication offers its challenge again (#resume). It keeps every
+// message the page received from anywhere in window.seen, as JSON, so the tests can check that no card
 // data reached the page. With ?lie=ORIGIN it does not use surgepay.js
 // but embeds the frame itself, claiming to be ORIGIN.
 const shopJS = `'use strict';
@@ -372,18 +384,45 @@ if (q.get('lie')) {
 } else {
   const sp = Surgepay(q.get('key'));
   const card = sp.card();
-  window.shop = { sp, card, secret: q.get('secret') };
+  const secret = q.get('secret');
+  const NOTED = 'shop.confirming'; // the client secret of a confirm that may have left for 3-D Secure
+  window.shop = { sp, card, secret };
+  const outcomeText = (r) => r.error ? 'error ' + r.error.code + (r.error.decline_code ? ' ' + r.error.decline_code : '') :
+    r.payment.status === 'requires_action' ? 'authentication pending' :
+    r.payment.status + (r.payment.last_payment_error ? ' ' + r.payment.last_payment_error.decline_code : '');
+  // readBack shows the payment of a confirm that left for 3-D Secure.
+  // The address's redirect_status only says to look: the page believes
+  // the payment it reads.
+  const readBack = async (via) => {
+    if (!q.has('redirect_status') && sessionStorage.getItem(NOTED) !== secret) return;
+    const out = $('returned');
+    const r = await sp.retrievePayment(secret);
+    const na = r.payment && r.payment.status === 'requires_action' && r.payment.next_action;
+    if (na && na.redirect_to_url) {
+      $('resume').href = na.redirect_to_url.url;
+      $('resume').hidden = false;
+    } else {
+      $('resume').hidden = true;
+      if (!r.error || r.payment) sessionStorage.removeItem(NOTED);
+    }
+    out.textContent = outcomeText(r);
+    out.dataset.via = via;
+    out.dataset.n = String(Number(out.dataset.n) + 1);
+  };
+  window.addEventListener('pageshow', (ev) => { if (ev.persisted) readBack('restored'); });
   card.on('change', (e) => { $('status').textContent = e.error ? e.error.message : (e.complete ? 'Card complete' : ''); });
   card.on('error', (e) => { $('status').textContent = 'error ' + e.error.code; });
   card.mount('#card').then(
-    () => { document.body.dataset.mounted = 'ready'; },
+    () => { document.body.dataset.mounted = 'ready'; readBack(q.has('redirect_status') ? 'return' : 'load'); },
     (err) => { document.body.dataset.mounted = 'error ' + err.code; });
   $('pay').addEventListener('click', async () => {
     const out = $('result');
     let text;
     try {
-      const r = await sp.confirmPayment(q.get('secret'), { card });
-      text = r.error ? 'error ' + r.error.code + (r.error.decline_code ? ' ' + r.error.decline_code : '') : r.payment.status;
+      sessionStorage.setItem(NOTED, secret);
+      const r = await sp.confirmPayment(secret, { card });
+      sessionStorage.removeItem(NOTED); // answered here: the page did not leave
+      text = outcomeText(r);
     } catch (err) {
       text = 'thrown ' + err.code;
     }
@@ -392,7 +431,7 @@ if (q.get('lie')) {
   });
   $('check').addEventListener('click', async () => {
     const out = $('checked');
-    const r = await sp.retrievePayment(q.get('secret'));
+    const r = await sp.retrievePayment(secret);
     out.textContent = r.error ? 'error ' + r.error.code : r.payment.status + ' ' + r.payment.amount + ' ' + r.payment.currency;
     out.dataset.n = String(Number(out.dataset.n) + 1);
   });

@@ -361,6 +361,10 @@
       showError(field, err.message);
     } else if (err.code === 'client_secret_invalid' || err.code === 'client_secret_expired') {
       showFormError('This payment can no longer be completed here. Please reload the page and try again.');
+    } else if (err.code === 'payment_unexpected_state') {
+      // Paid, being processed, or awaiting the bank's authentication:
+      // never charged again from here.
+      showFormError('This payment is already under way. Reload the page to see where it stands.');
     } else if (res.status >= 500) {
       showFormError('Something went wrong on our side. Please try again in a moment.');
     } else {

@@ -48,6 +48,18 @@
     let nextID = 1;
     let lastCard = null;
     let confirming = false;
+    let leftForAction = false; // a confirm sent this page to next_action's URL
+
+    // Back from next_action's page, a page restored from the back-forward
+    // cache keeps its state: the confirm that left stays pending forever,
+    // so it must not hold the guard against a second one. The shopper may
+    // confirm again; the payment's state decides what that does.
+    window.addEventListener('pageshow', (ev) => {
+      if (ev.persisted && leftForAction) {
+        leftForAction = false;
+        confirming = false;
+      }
+    });
 
     function createCard(cardOptions) {
       const style = (cardOptions && cardOptions.style) || null;
@@ -124,6 +136,7 @@
               const p = pending.get(m.id);
               clearTimeout(p.timer);
               pending.delete(m.id); // the page leaves: the promise stays pending
+              leftForAction = true;
               window.location.assign(m.url);
             }
             return;

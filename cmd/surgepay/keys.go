@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/user"
-	"strings"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -16,7 +14,6 @@ import (
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
 	"github.com/surgepay/surgepay/internal/ops"
-	"github.com/surgepay/surgepay/vault"
 )
 
 const keysCreateUsage = `Usage: surgepay keys create [--merchant ID] [--scopes LIST | --publishable] [--expires-in D | --expires-at T] [--config FILE]
@@ -25,9 +22,8 @@ Makes a new API key for a merchant (default: the first one, made by the
 first serve) and prints it once. --scopes restricts it (comma-separated:
 resource:read or resource:write, or the presets read_only,
 payments_no_refunds, full; default full access); see docs/api-keys.md.
---publishable makes a publishable key (pk_test_… or pk_live_…) for the
-merchant's web pages instead: it can only save a card and confirm the
-payment a client secret names (docs/checkout.md).
+--publishable makes a key for web pages instead (pk_test_…, pk_live_…;
+docs/checkout.md).
 `
 
 const keysListUsage = `Usage: surgepay keys list [--merchant ID] [--config FILE]
@@ -196,88 +192,40 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 
 const keysRotateSigningUsage = `Usage: surgepay keys rotate-signing [--config FILE]
 
-Adds a new client-secret signing key to the keyring file and makes it
-primary. Client secrets (browser checkout, docs/checkout.md) signed with
-older keys keep working until those keys are retired. serve reads the
-keyring only at start: restart the servers to sign with the new key
-(docs/vault.md).
+Adds a client-secret signing key to the keyring file as primary; older
+secrets work until their key is retired. Restart serve (docs/vault.md).
 `
 
 const keysRetireSigningUsage = `Usage: surgepay keys retire-signing KEY_ID [--config FILE]
 
-Removes a client-secret signing key from the keyring file at once, for
-example after a leak: the client secrets it signed stop working on each
-server when it restarts (serve reads the keyring only at start; SIGHUP does
-not reload it). The primary key cannot be retired: run 'surgepay keys
-rotate-signing' first (docs/vault.md).
+Retires a client-secret signing key (after a leak): its secrets stop
+working on each server once restarted. Not the primary (docs/vault.md).
 `
 
-// cmdKeysSigning is `surgepay keys rotate-signing|retire-signing`: it
-// changes the client-secret signing keys in the keyring file, as `keys
-// rotate` does the data keys, and leaves the data keys alone.
+// cmdKeysSigning is `surgepay keys rotate-signing|retire-signing`: the
+// client-secret signing keys in the keyring file (ops.RotateSigningKey).
 func cmdKeysSigning(sub string, args []string, stdout, stderr io.Writer) int {
-	usage := map[string]string{"rotate-signing": keysRotateSigningUsage, "retire-signing": keysRetireSigningUsage}[sub]
-	c, path := configFlags("keys "+sub, usage)
-	var rest []string
-	if sub == "retire-signing" {
-		var code int
-		var ok bool
-		if rest, code, ok = c.ParseInterleaved(args, stdout, stderr); !ok {
-			return code
-		}
-		if len(rest) != 1 {
-			return c.Fail(stderr, "want one KEY_ID argument, got %d", len(rest))
-		}
-	} else if code, ok := c.Parse(args, stdout, stderr); !ok {
+	c, path := configFlags("keys "+sub, map[string]string{"rotate-signing": keysRotateSigningUsage, "retire-signing": keysRetireSigningUsage}[sub])
+	rest, code, ok := c.ParseInterleaved(args, stdout, stderr)
+	if !ok {
 		return code
+	}
+	if want := map[string]int{"rotate-signing": 0, "retire-signing": 1}[sub]; len(rest) != want {
+		return c.Fail(stderr, "want %d KEY_ID argument(s), got %d", want, len(rest))
 	}
 	cfg, err := config.Load(*path, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 2
 	}
-	k, err := vault.Load(cfg.KeyringFile)
+	if sub == "rotate-signing" {
+		err = ops.RotateSigningKey(cfg.KeyringFile, stdout)
+	} else {
+		err = ops.RetireSigningKey(cfg.KeyringFile, rest[0], stdout)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 1
 	}
-	var id string
-	if sub == "rotate-signing" {
-		id, err = k.RotateSigning()
-	} else {
-		id = rest[0]
-		err = k.RetireSigning(id)
-	}
-	if err == nil {
-		err = k.Save(cfg.KeyringFile)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "surgepay: %v%s\n", err, signingErrorHint(err, k))
-		return 1
-	}
-	ids := strings.Join(k.SigningKeyIDs(), ", ")
-	if sub == "rotate-signing" {
-		fmt.Fprintf(stdout, "new primary client-secret signing key %s; signing keys: %s\n"+
-			"Restart the servers to sign new client secrets with it (serve reads the keyring only at start); those signed before still verify.\n", id, ids)
-	} else {
-		fmt.Fprintf(stdout, "client-secret signing key %s is retired; signing keys: %s\n"+
-			"Client secrets it signed stop working on each server when it restarts (serve reads the keyring only at start, not on SIGHUP).\n", id, ids)
-	}
-	if os.Getenv(vault.EnvVar) != "" {
-		fmt.Fprintf(stdout, "%s is set here: servers that read it need its new value (base64 -w0 %s).\n", vault.EnvVar, cfg.KeyringFile)
-	}
 	return 0
-}
-
-// signingErrorHint returns what to do about a refused signing-key change.
-func signingErrorHint(err error, k *vault.Keyring) string {
-	switch {
-	case errors.Is(err, vault.ErrKeyPrimary):
-		return " (run 'surgepay keys rotate-signing' first)"
-	case errors.Is(err, vault.ErrKeyUnknown):
-		return " (signing keys: " + strings.Join(k.SigningKeyIDs(), ", ") + ")"
-	case errors.Is(err, vault.ErrKeysFull):
-		return " (retire old signing keys with 'surgepay keys retire-signing KEY_ID')"
-	}
-	return ""
 }

@@ -721,8 +721,7 @@ const keysUsage = `Usage:
   surgepay keys expire KEY_ID --expires-in D   set or bring forward a key's expiry
   surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay keys rotate                    add a new card-vault key and make it primary
-  surgepay keys rotate-signing            add a new client-secret signing key and make it primary
-  surgepay keys retire-signing KEY_ID     retire a client-secret signing key at once (after a leak)
+  surgepay keys rotate-signing | retire-signing KEY_ID   client-secret signing keys (docs/vault.md)
   surgepay keys settlement --out DIR      make the settlement key pair
 
 Run 'surgepay help keys COMMAND' for a command's flags.
