@@ -33,7 +33,9 @@
 #   [merchants.default]
 #   checkout_client_rate = 1000000
 #
-# Environment: SURGEPAY_BIN (default: build ./cmd/surgepay into the work
+# Environment: BENCH_SCENARIO (default browser; checkout: the same three
+# requests made by the merchant's server, a customer, a card and a sale,
+# measured alike as a baseline), SURGEPAY_BIN (default: build ./cmd/surgepay into the work
 # directory), BENCH_DIR (the work directory; default a fresh one,
 # mktemp -d /tmp/surgepay-checkout.XXXXXX), BENCH_PORT and
 # BENCH_ADMIN_PORT (default: free ports), BENCH_KEEP_DATA=1 (keep the
@@ -154,13 +156,17 @@ mallocs() {
 	{ adminapi "http://127.0.0.1:$admin/metrics" || true; } | awk '$1 == "go_memstats_mallocs_total" {printf "%d", $2; found = 1} END {if (!found) print 0}'
 }
 
-label=checkout-$rate-$duration
+# BENCH_SCENARIO=checkout measures the same three requests' server-side
+# counterpart in the same way, as a baseline: a customer, a card sent by
+# the merchant's server, a sale (one write each, no client secret).
+scenario=${BENCH_SCENARIO:-browser}
+label=$scenario-$rate-$duration
 allocs_before=$(mallocs)
 before=$(cpu_ticks "$server")
 code=0
 # shellcheck disable=SC2086 # BENCH_LOADTEST_FLAGS is a list of flags
 SURGEPAY_API_KEY=$(<"$data/dev-api-key") SURGEPAY_PUBLISHABLE_KEY=$pk \
-	"$bin" loadtest --url "http://127.0.0.1:$port" --scenario browser \
+	"$bin" loadtest --url "http://127.0.0.1:$port" --scenario "$scenario" \
 	--rate "$rate" --duration "$duration" --quiet --max-iterations $((rate * seconds + rate)) \
 	--server-pid "$server" --out "$dir/$label.json" --html "$dir/$label.html" \
 	${BENCH_LOADTEST_FLAGS:-} >"$dir/$label.txt" 2>&1 || code=$?
@@ -174,25 +180,31 @@ if ((code != 0 && code != 2)) || [[ ! -s $dir/$label.json ]]; then
 fi
 
 allocs=$((allocs_before > 0 && allocs_after > 0 ? allocs_after - allocs_before : 0))
-python3 - "$dir/$label.json" $((after - before)) "$hz" "$allocs" <<'PY'
+python3 - "$dir/$label.json" $((after - before)) "$hz" "$allocs" "$scenario" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 cpu_us = int(sys.argv[2]) * 1e6 / int(sys.argv[3])
 allocs = int(sys.argv[4])
+scenario = sys.argv[5]
 types, s = d["request_types"], d["summary"]
-confirm = types.get("checkout.confirm", {"requests": 0, "errors": 0, "declines": 0})
-checkouts = confirm["requests"] - confirm["errors"] - confirm["declines"]
-print(f"server CPU per checkout: {cpu_us / max(1, checkouts):.0f} µs (3 requests)  "
+if scenario == "browser":
+    confirm = types.get("checkout.confirm", {"requests": 0, "errors": 0, "declines": 0})
+    checkouts = confirm["requests"] - confirm["errors"] - confirm["declines"]
+else:  # the baseline: iterations without a failure
+    sc = d["scenarios"].get(scenario, {"iterations": 0, "failed": 0})
+    checkouts = sc["iterations"] - sc["failed"]
+print(f"server CPU per checkout ({scenario}): {cpu_us / max(1, checkouts):.0f} µs (3 requests)  "
       f"per request: {cpu_us / max(1, s['requests']):.0f} µs  "
       f"({cpu_us / 1e6:.2f} s CPU, {checkouts} checkouts confirmed, {s['requests']} requests, {s['errors']} errors)")
 if allocs:
     print(f"server heap allocations per checkout: {allocs / max(1, checkouts):.0f} (one /metrics scrape included)")
-for name in ("payment.create_awaiting", "checkout.payment_method", "checkout.confirm"):
+for name in ("payment.create_awaiting", "checkout.payment_method", "checkout.confirm",
+             "customer.create", "payment_method.create", "payment.create"):
     t = types.get(name)
     if t:
         c = t["corrected"]
         print(f"  {name:<24} p50 {c['p50_ms']:8.2f} ms  p99 {c['p99_ms']:8.2f} ms  ({t['requests']} requests, {t['errors']} errors)")
-sc = d["scenarios"].get("browser")
+sc = d["scenarios"].get(scenario)
 if sc:
     print(f"  {'checkout (3 requests)':<24} p50 {sc['corrected']['p50_ms']:8.2f} ms  p99 {sc['corrected']['p99_ms']:8.2f} ms")
 PY
