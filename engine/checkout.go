@@ -204,9 +204,11 @@ func (in *ConfirmInput) validate() error {
 // payment method the browser saved, after checking the client secret.
 // Approved, the payment is succeeded (a sale) or requires_capture;
 // declined, it stays requires_payment_method with the decline recorded,
-// and the answer is EDECLINED; unknown, it stays processing for the
-// reconciler. A payment that no longer awaits a card is ECONFLICT
-// payment_unexpected_state: a confirm is never sent twice.
+// and the answer is EDECLINED; asked to authenticate the cardholder (3-D
+// Secure, with in.ReturnBase set), requires_action with the processor's
+// page; unknown, it stays processing for the reconciler. A payment that
+// no longer awaits a card is ECONFLICT payment_unexpected_state: a
+// confirm is never sent twice.
 //
 // The attempt is stored before the processor is called (the payment in
 // processing, its authorization pending), so a crash during the call
