@@ -230,7 +230,7 @@ func validKey(key string) bool {
 	}
 	for i := 0; i < len(rest); i++ {
 		c := rest[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !alnum(c) && c != '_' && c != '-' {
 			return false
 		}
 	}
@@ -249,8 +249,7 @@ func CanonicalOrigin(s string) (string, bool) {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '-' || c == ':' || c == '/' || c == '[' || c == ']') {
+		if !alnum(c) && !strings.ContainsRune(".-:/[]", rune(c)) {
 			return "", false
 		}
 	}
@@ -279,6 +278,9 @@ func CanonicalOrigin(s string) (string, bool) {
 	return scheme + "://" + host, true
 }
 
+// alnum reports whether c is an ASCII letter or digit.
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+
 // validHost accepts a DNS name (labels of letters, digits and inner
 // hyphens), an IPv4 address, or an IPv6 address (unbracketed here).
 func validHost(h string) bool {
@@ -288,7 +290,7 @@ func validHost(h string) bool {
 	if strings.Contains(h, ":") {
 		for i := 0; i < len(h); i++ {
 			c := h[i]
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == ':' || c == '.') {
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') && c != ':' && c != '.' {
 				return false
 			}
 		}
@@ -300,7 +302,7 @@ func validHost(h string) bool {
 		}
 		for i := 0; i < len(label); i++ {
 			c := label[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
 				return false
 			}
 		}

@@ -318,15 +318,15 @@ func shopHandler(e *env) http.Handler {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self' "+e.api+"; frame-src "+e.api+
 			"; style-src 'self'; base-uri 'none'; form-action 'self'")
-		io.WriteString(w, strings.ReplaceAll(shopPage, "API_ORIGIN", e.api))
+		_, _ = io.WriteString(w, strings.ReplaceAll(shopPage, "API_ORIGIN", e.api))
 	})
 	mux.HandleFunc("GET /shop.js", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-		io.WriteString(w, strings.ReplaceAll(shopJS, "API_ORIGIN", e.api))
+		_, _ = io.WriteString(w, strings.ReplaceAll(shopJS, "API_ORIGIN", e.api))
 	})
 	mux.HandleFunc("GET /shop.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
-		io.WriteString(w, shopCSS)
+		_, _ = io.WriteString(w, shopCSS)
 	})
 	return mux
 }

@@ -156,7 +156,7 @@ func (s *Shop) Handler() http.Handler {
 	mux.HandleFunc("GET /orders/{order}", s.orderPage)
 	mux.HandleFunc("POST /webhooks", s.webhook)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", s.csp)
@@ -416,7 +416,7 @@ func (s *Shop) api(ctx context.Context, method, path string, body any, idempoten
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer res.Body.Close()
+	defer res.Body.Close() //nolint:errcheck // read-only: closing loses nothing
 	b, err := io.ReadAll(io.LimitReader(res.Body, APIAnswerBytesMax))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)

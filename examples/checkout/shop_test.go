@@ -583,7 +583,7 @@ func get(t *testing.T, url string) string {
 	}
 	defer res.Body.Close()
 	var b bytes.Buffer
-	b.ReadFrom(res.Body)
+	_, _ = b.ReadFrom(res.Body)
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s = %d: %s", url, res.StatusCode, b.String())
 	}
