@@ -1,7 +1,6 @@
 package surgepay
 
 import (
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -73,40 +72,89 @@ const CheckoutReturnPath = "/checkout/v1/return/"
 // never crowd out the unknown outcomes.
 func RequiresActionListed(limit int) int { return max(1, limit/4) }
 
-// ValidOrigin reports whether o is a web origin as browsers send it in
-// the Origin header: http or https, a host (a name or an IP address), an
-// optional port, and nothing else (no user, path, query or fragment; no
-// trailing slash), lower case, at most OriginBytesMax bytes. It is put in
-// headers, so nothing that could break one passes.
+// ValidOrigin reports whether o is a web origin written as browsers send
+// it in the Origin header and location.origin: CanonicalOrigin's form
+// (lower case, no default port). A merchant's checkout_origins must be
+// written so, since the Origin header is compared with them as it is.
 func ValidOrigin(o string) bool {
-	if o == "" || len(o) > OriginBytesMax || o != strings.ToLower(o) {
-		return false
+	c, ok := CanonicalOrigin(o)
+	return ok && c == o
+}
+
+// CanonicalOrigin checks that s is a web origin, scheme://host[:port]
+// with scheme http or https, no user info, path, query or fragment, at
+// most OriginBytesMax bytes, of the characters a header may carry
+// unquoted (letters, digits, '.', '-', ':', '/', '[', ']'), and returns
+// it as a browser writes location.origin: scheme and host in lower case,
+// without the scheme's default port.
+func CanonicalOrigin(s string) (string, bool) {
+	if s == "" || len(s) > OriginBytesMax {
+		return "", false
 	}
-	for i := 0; i < len(o); i++ {
-		if c := o[i]; c <= ' ' || c >= 0x7f || c == ';' || c == ',' || c == '\'' || c == '"' {
-			return false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !alnum(c) && !strings.ContainsRune(".-:/[]", rune(c)) {
+			return "", false
 		}
 	}
-	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.HasSuffix(o, "/") ||
-		strings.Contains(o, "?") || strings.Contains(o, "#") {
+	u, err := url.Parse(s)
+	if err != nil || u.Opaque != "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.ForceQuery ||
+		u.Fragment != "" || !strings.HasPrefix(strings.ToLower(s), u.Scheme+"://") {
+		return "", false
+	}
+	scheme := strings.ToLower(u.Scheme)
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if (scheme != "http" && scheme != "https") || !validHost(host) {
+		return "", false
+	}
+	if strings.HasSuffix(u.Host, ":") || (port != "" && !validPort(port)) {
+		return "", false
+	}
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		return scheme + "://" + host + ":" + port, true
+	}
+	return scheme + "://" + host, true
+}
+
+// alnum reports whether c is an ASCII letter or digit.
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+
+// validHost accepts a DNS name (labels of letters, digits and inner
+// hyphens), an IPv4 address, or an IPv6 address (unbracketed here).
+func validHost(h string) bool {
+	if h == "" {
 		return false
 	}
-	host := u.Hostname()
-	if host == "" || strings.Contains(host, "*") {
-		return false
+	if strings.Contains(h, ":") {
+		for i := 0; i < len(h); i++ {
+			c := h[i]
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') && c != ':' && c != '.' {
+				return false
+			}
+		}
+		return true
 	}
-	if p := u.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p {
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return false
 		}
-	} else if strings.HasSuffix(u.Host, ":") {
-		return false
-	}
-	if strings.HasPrefix(u.Host, "[") { // an IPv6 literal
-		return net.ParseIP(host) != nil
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+				return false
+			}
+		}
 	}
 	return true
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && p[0] != '0'
 }

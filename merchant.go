@@ -210,7 +210,7 @@ func (s *MerchantSettings) Validate(field string) error {
 	for i, o := range s.CheckoutOrigins {
 		if !ValidOrigin(o) {
 			return Invalid(field+".checkout_origins", "invalid_value",
-				"%s.checkout_origins[%d] must be an origin: http or https, a host and an optional port, nothing after (like https://shop.example)",
+				"%s.checkout_origins[%d] must be an origin as browsers send it: http or https, a lower-case host, a port only if not the scheme's default, nothing after (like https://shop.example)",
 				field, i)
 		}
 	}

@@ -28,7 +28,6 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -42,9 +41,6 @@ const Prefix = "/checkout/v1/"
 const (
 	// KeyBytesMax bounds the key query parameter of the frame.
 	KeyBytesMax = 200
-	// OriginBytesMax bounds an origin: the frame's origin parameter and
-	// each of the merchant's origins.
-	OriginBytesMax = 200
 	// FrameAncestorsMax bounds how many of a merchant's origins go into
 	// the frame's frame-ancestors (and so may embed it); origins beyond
 	// it are ignored, which keeps the header well under the 8 KiB that
@@ -154,7 +150,7 @@ func serveAsset(w http.ResponseWriter, r *http.Request, a asset) {
 func (h *handler) serveFrame(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	key, rawOrigin := q.Get("key"), q.Get("origin")
-	origin, ok := CanonicalOrigin(rawOrigin)
+	origin, ok := surgepay.CanonicalOrigin(rawOrigin)
 	if !validKey(key) || !ok || len(q["key"]) != 1 || len(q["origin"]) != 1 {
 		refuse(w, http.StatusBadRequest)
 		return
@@ -196,7 +192,7 @@ func frameAncestors(allowed []string, origin string) ([]string, bool) {
 	out := make([]string, 0, min(len(allowed), FrameAncestorsMax))
 	found := false
 	for _, a := range allowed {
-		c, ok := CanonicalOrigin(a)
+		c, ok := surgepay.CanonicalOrigin(a)
 		if !ok || containsString(out, c) {
 			continue
 		}
@@ -237,83 +233,8 @@ func validKey(key string) bool {
 	return true
 }
 
-// CanonicalOrigin checks that s is a web origin, scheme://host[:port]
-// with scheme http or https, no user info, path, query or fragment, at
-// most OriginBytesMax bytes, of the characters a header may carry
-// unquoted (letters, digits, '.', '-', ':', '/', '[', ']'), and returns
-// it as a browser writes location.origin: scheme and host in lower case,
-// without the scheme's default port.
-func CanonicalOrigin(s string) (string, bool) {
-	if s == "" || len(s) > OriginBytesMax {
-		return "", false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !alnum(c) && !strings.ContainsRune(".-:/[]", rune(c)) {
-			return "", false
-		}
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.Opaque != "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.ForceQuery ||
-		u.Fragment != "" || !strings.HasPrefix(strings.ToLower(s), u.Scheme+"://") {
-		return "", false
-	}
-	scheme := strings.ToLower(u.Scheme)
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if (scheme != "http" && scheme != "https") || !validHost(host) {
-		return "", false
-	}
-	if strings.HasSuffix(u.Host, ":") || (port != "" && !validPort(port)) {
-		return "", false
-	}
-	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		port = ""
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if port != "" {
-		return scheme + "://" + host + ":" + port, true
-	}
-	return scheme + "://" + host, true
-}
-
 // alnum reports whether c is an ASCII letter or digit.
 func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
-
-// validHost accepts a DNS name (labels of letters, digits and inner
-// hyphens), an IPv4 address, or an IPv6 address (unbracketed here).
-func validHost(h string) bool {
-	if h == "" {
-		return false
-	}
-	if strings.Contains(h, ":") {
-		for i := 0; i < len(h); i++ {
-			c := h[i]
-			if (c < '0' || c > '9') && (c < 'a' || c > 'f') && c != ':' && c != '.' {
-				return false
-			}
-		}
-		return true
-	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func validPort(p string) bool {
-	n, err := strconv.Atoi(p)
-	return err == nil && n >= 1 && n <= 65535 && p[0] != '0'
-}
 
 // refusalPage is every refusal's body: static, naming nothing of the
 // request.

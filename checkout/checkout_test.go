@@ -287,31 +287,3 @@ func TestFrameAncestorsMax(t *testing.T) {
 		t.Errorf("GET frame from an origin beyond the maximum = %d, want 403", res.StatusCode)
 	}
 }
-
-func TestCanonicalOrigin(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"https://shop.example", "https://shop.example"},
-		{"HTTPS://SHOP.Example", "https://shop.example"},
-		{"https://shop.example:443", "https://shop.example"},
-		{"http://shop.example:80", "http://shop.example"},
-		{"http://shop.example:443", "http://shop.example:443"},
-		{"http://127.0.0.1:8080", "http://127.0.0.1:8080"},
-		{"http://[::1]:8080", "http://[::1]:8080"},
-		{"https://xn--shp-sna.example", "https://xn--shp-sna.example"},
-		{"https://shop.example/", ""},
-		{"https://-shop.example", ""},
-		{"https://shop..example", ""},
-		{"https:shop.example", ""},
-		{"https://shop.example:0", ""},
-		{"https://shop.example:080", ""},
-		{"https://shop.example#x", ""},
-		{"https://shop.example\n", ""},
-		{"", ""},
-	}
-	for _, tc := range tests {
-		got, ok := checkout.CanonicalOrigin(tc.in)
-		if got != tc.want || ok != (tc.want != "") {
-			t.Errorf("CanonicalOrigin(%q) = %q, %v; want %q", tc.in, got, ok, tc.want)
-		}
-	}
-}

@@ -161,7 +161,7 @@ var settingDocs = map[string]settingDoc{
 		"with one of the merchant's publishable keys (bursts of four times as many, at least 20); raise it behind a proxy " +
 		"that hides shoppers' addresses, or for a load test from one machine; see [checkout.md](checkout.md#limits)"},
 	"merchants.<name>.checkout_origins": {Default: "none (browser checkout off)", Doc: "the web origins (`https://shop.example`: " +
-		"scheme, host, optional port, nothing after) of the merchant's pages that may embed the card frame and call the " +
+		"as browsers send them: scheme, lower-case host, a port only if not the default, nothing after) of the merchant's pages that may embed the card frame and call the " +
 		"checkout routes with a publishable key; at most 20; see [checkout.md](checkout.md)"},
 
 	"rate_limits.shared": {Doc: "`auto`: when `[cache.redis]` names a Redis (`global_addrs`, else `server_addr`), a " +
