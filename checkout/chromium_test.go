@@ -1,9 +1,6 @@
 package checkout_test
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,9 +13,6 @@ import (
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/internal/testenv"
 )
-
-// chromiumTimeout bounds the browser's whole visit.
-const chromiumTimeout = 90 * time.Second
 
 // Simulator test cards (provider/sim/cards.go).
 const (
@@ -33,68 +27,22 @@ const (
 )
 
 // browser is a headless Chromium visiting an env's shop, as a shopper
-// would. Screenshots go to $SURGEPAY_TEST_ARTIFACTS (or the test's
-// folder).
-type browser struct {
-	t   *testing.T
-	ctx context.Context
-	dir string
-}
+// would (testenv.Browser; screenshots checkout-NAME.png).
+type browser struct{ *testenv.Browser }
 
 // newBrowser starts Chromium for the test (skipped without one, outside
 // CI), stopped when the test ends.
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
-	bin := testenv.Chromium(t, "the checkout's browser test")
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(900, 800))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(cancel)
-	ctx, cancelTimeout := context.WithTimeout(ctx, chromiumTimeout)
-	t.Cleanup(cancelTimeout)
-	dir := os.Getenv("SURGEPAY_TEST_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	return &browser{t: t, ctx: ctx, dir: dir}
-}
-
-// shot saves a screenshot of the page as checkout-NAME.png.
-func (b *browser) shot(name string) {
-	b.t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		b.t.Fatalf("screenshot %s: %v", name, err)
-	}
-	if err := os.WriteFile(filepath.Join(b.dir, "checkout-"+name+".png"), png, 0o600); err != nil {
-		b.t.Fatal(err)
-	}
-}
-
-// step runs actions, failing the test with the page's address and text
-// if one fails.
-func (b *browser) step(what string, actions ...chromedp.Action[chromedp.Void]) {
-	b.t.Helper()
-	if err := chromedp.Do(b.ctx, actions...); err != nil {
-		b.t.Fatalf("%s: %v\n%s", what, err, b.page())
-	}
-}
-
-// page is the page's address and the start of its text, for a failure.
-func (b *browser) page() string {
-	page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.location.href + "\n" + document.body.innerText.slice(0, 3000)`))
-	return page
+	return &browser{testenv.NewBrowser(t, "the checkout's browser test", "checkout-", 900, 800)}
 }
 
 // open visits a shop page and waits until its card frame is mounted.
 func (b *browser) open(u string) {
-	b.t.Helper()
-	b.step("open the shop", chromedp.Navigate(u), chromedp.WaitReady(chromedp.CSS(`body[data-mounted]`)))
+	b.T.Helper()
+	b.Step("open the shop", chromedp.Navigate(u), chromedp.WaitReady(chromedp.CSS(`body[data-mounted]`)))
 	if got := b.attr("body", "data-mounted"); got != "ready" {
-		b.t.Fatalf("the card frame's mount says %q, want ready\n%s", got, b.page())
+		b.T.Fatalf("the card frame's mount says %q, want ready\n%s", got, b.Page())
 	}
 }
 
@@ -102,10 +50,10 @@ func (b *browser) open(u string) {
 // queried through it: the frame is on the same site as the shop, so
 // Chromium keeps it in the page's process).
 func (b *browser) frame() *chromedp.Node {
-	b.t.Helper()
-	nodes, err := chromedp.Run(b.ctx, chromedp.Nodes(chromedp.CSS(`#card iframe`)))
+	b.T.Helper()
+	nodes, err := chromedp.Run(b.Ctx, chromedp.Nodes(chromedp.CSS(`#card iframe`)))
 	if err != nil || len(nodes) != 1 {
-		b.t.Fatalf("the card frame: %d nodes (%v)\n%s", len(nodes), err, b.page())
+		b.T.Fatalf("the card frame: %d nodes (%v)\n%s", len(nodes), err, b.Page())
 	}
 	return nodes[0]
 }
@@ -116,14 +64,14 @@ func (b *browser) in() chromedp.QueryOption { return chromedp.FromNode(b.frame()
 // typeInto types text into a field of the frame, after deleting what it
 // holds, as a shopper would with the keyboard.
 func (b *browser) typeInto(id, text string) {
-	b.t.Helper()
+	b.T.Helper()
 	in := b.in()
-	b.step("type into #"+id, chromedp.SendKeys(chromedp.ID(id), kb.End+strings.Repeat(kb.Backspace, 25)+text, in))
+	b.Step("type into #"+id, chromedp.SendKeys(chromedp.ID(id), kb.End+strings.Repeat(kb.Backspace, 25)+text, in))
 }
 
 // typeCard types a card into the frame's three fields.
 func (b *browser) typeCard(number, expiry, cvc string) {
-	b.t.Helper()
+	b.T.Helper()
 	b.typeInto("number", number)
 	b.typeInto("expiry", expiry)
 	b.typeInto("cvc", cvc)
@@ -131,20 +79,20 @@ func (b *browser) typeCard(number, expiry, cvc string) {
 
 // text returns the text of an element of the frame.
 func (b *browser) text(id string) string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.TextContent(chromedp.ID(id), b.in()))
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.TextContent(chromedp.ID(id), b.in()))
 	if err != nil {
-		b.t.Fatalf("the text of #%s in the frame: %v", id, err)
+		b.T.Fatalf("the text of #%s in the frame: %v", id, err)
 	}
 	return strings.TrimSpace(got)
 }
 
 // value returns the value of an input of the frame.
 func (b *browser) value(id string) string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.Value(chromedp.ID(id), b.in()))
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.Value(chromedp.ID(id), b.in()))
 	if err != nil {
-		b.t.Fatalf("the value of #%s in the frame: %v", id, err)
+		b.T.Fatalf("the value of #%s in the frame: %v", id, err)
 	}
 	return got
 }
@@ -152,10 +100,10 @@ func (b *browser) value(id string) string {
 // attr returns an attribute of the first element matching a CSS
 // selector, given options such as b.in().
 func (b *browser) attr(css, name string, opts ...chromedp.QueryOption) string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.AttributeValue(chromedp.CSS(css), name, opts...))
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.AttributeValue(chromedp.CSS(css), name, opts...))
 	if err != nil {
-		b.t.Fatalf("attribute %s: %v\n%s", name, err, b.page())
+		b.T.Fatalf("attribute %s: %v\n%s", name, err, b.Page())
 	}
 	return got.Value
 }
@@ -166,37 +114,37 @@ func (b *browser) invalid(id string) string { return b.attr("#"+id, "aria-invali
 // pay clicks the shop's pay button and returns the outcome the shop
 // writes: the payment's status, or "error CODE [DECLINE_CODE]".
 func (b *browser) pay() string {
-	b.t.Helper()
+	b.T.Helper()
 	return b.click("pay", "result")
 }
 
 // check clicks the shop's button that reads the payment (retrievePayment)
 // and returns what the shop writes: "STATUS AMOUNT CURRENCY" or "error CODE".
 func (b *browser) check() string {
-	b.t.Helper()
+	b.T.Helper()
 	return b.click("check", "checked")
 }
 
 // click clicks a button and returns the text of out once its data-n
 // counts one more answer.
 func (b *browser) click(button, out string) string {
-	b.t.Helper()
+	b.T.Helper()
 	n, _ := strconv.Atoi(b.attr("#"+out, "data-n"))
-	b.step("click #"+button, chromedp.Click(chromedp.ID(button)),
+	b.Step("click #"+button, chromedp.Click(chromedp.ID(button)),
 		chromedp.WaitReady(chromedp.CSS(`#`+out+`[data-n="`+strconv.Itoa(n+1)+`"]`)))
-	got, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID(out)))
+	got, err := chromedp.Run(b.Ctx, chromedp.Text(chromedp.ID(out)))
 	if err != nil {
-		b.t.Fatal(err)
+		b.T.Fatal(err)
 	}
 	return strings.TrimSpace(got)
 }
 
 // seen returns the messages the shop's page received, as JSON.
 func (b *browser) seen() string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`window.seen.join("\n")`))
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`window.seen.join("\n")`))
 	if err != nil {
-		b.t.Fatal(err)
+		b.T.Fatal(err)
 	}
 	return got
 }
@@ -221,18 +169,18 @@ func TestPayInChromium(t *testing.T) {
 	b := newBrowser(t)
 	b.open(e.shopURL(e.shop, p.ClientSecret))
 	// Keyboard only: the number, Tab, the expiry, Tab, the CVC.
-	b.step("type the card", chromedp.SendKeys(chromedp.ID("number"), cardOK+kb.Tab+expiryOK+kb.Tab+cvcOK, b.in()))
+	b.Step("type the card", chromedp.SendKeys(chromedp.ID("number"), cardOK+kb.Tab+expiryOK+kb.Tab+cvcOK, b.in()))
 	if got, brand := b.value("number"), b.text("brand"); got != "4242 4242 4242 4242" || brand != "Visa" {
 		t.Errorf("the number field shows %q with brand %q, want 4242 4242 4242 4242 and Visa", got, brand)
 	}
 	if got, cvc := b.value("expiry"), b.value("cvc"); got != "12 / 30" || cvc != cvcOK {
 		t.Errorf("the expiry and CVC fields show %q and %q, want 12 / 30 and %s (Tab moves from field to field)", got, cvc, cvcOK)
 	}
-	b.shot("card")
+	b.Shot("card")
 	if got := b.pay(); got != "succeeded" {
-		t.Fatalf("the shop says %q, want succeeded\n%s", got, b.page())
+		t.Fatalf("the shop says %q, want succeeded\n%s", got, b.Page())
 	}
-	b.shot("succeeded")
+	b.Shot("succeeded")
 	e.wantPaid(p.ID, "4242")
 	if got := b.check(); got != "succeeded 2000 usd" {
 		t.Errorf("retrievePayment says %q, want succeeded 2000 usd", got)
@@ -253,12 +201,12 @@ func TestDeclineThenPayInChromium(t *testing.T) {
 	b.open(e.shopURL(e.shop, p.ClientSecret))
 	b.typeCard(cardDeclined, expiryOK, cvcOK)
 	if got := b.pay(); got != "error card_declined generic_decline" {
-		t.Fatalf("the shop says %q, want the generic decline\n%s", got, b.page())
+		t.Fatalf("the shop says %q, want the generic decline\n%s", got, b.Page())
 	}
 	if got := b.text("form-error"); !strings.Contains(got, "declined") {
 		t.Errorf("the frame's form error says %q, want the decline", got)
 	}
-	b.shot("declined")
+	b.Shot("declined")
 	if got, _ := e.payment(p.ID); got.Status != "requires_payment_method" {
 		t.Fatalf("after the decline the payment is %s, want requires_payment_method", got.Status)
 	}
@@ -267,21 +215,21 @@ func TestDeclineThenPayInChromium(t *testing.T) {
 		t.Errorf("the form error stays after the number changed: %q", got)
 	}
 	if got := b.pay(); got != "error card_declined insufficient_funds" {
-		t.Fatalf("the shop says %q, want insufficient_funds\n%s", got, b.page())
+		t.Fatalf("the shop says %q, want insufficient_funds\n%s", got, b.Page())
 	}
 	if got := b.text("form-error"); !strings.Contains(got, "insufficient funds") {
 		t.Errorf("the frame's form error says %q, want insufficient funds", got)
 	}
 	b.typeInto("number", cardExpired)
 	if got := b.pay(); got != "error card_declined expired_card" {
-		t.Fatalf("the shop says %q, want expired_card\n%s", got, b.page())
+		t.Fatalf("the shop says %q, want expired_card\n%s", got, b.Page())
 	}
 	if inv, msg := b.invalid("expiry"), b.text("expiry-error"); inv != "true" || !strings.Contains(msg, "expired") {
 		t.Errorf("the expiry field after expired_card: aria-invalid=%q, error %q; want true, expired", inv, msg)
 	}
 	b.typeInto("number", cardOK)
 	if got := b.pay(); got != "succeeded" {
-		t.Fatalf("the shop says %q after the good card, want succeeded\n%s", got, b.page())
+		t.Fatalf("the shop says %q after the good card, want succeeded\n%s", got, b.Page())
 	}
 	if inv := b.invalid("expiry"); inv != "false" {
 		t.Errorf("the expiry field after the success: aria-invalid=%q, want false", inv)
@@ -300,7 +248,7 @@ func TestWrongCVCCorrectedInChromium(t *testing.T) {
 	b.open(e.shopURL(e.shop, p.ClientSecret))
 	b.typeCard(cardWrongCVC, expiryOK, "999")
 	if got := b.pay(); got != "error card_declined incorrect_cvc" {
-		t.Fatalf("the shop says %q, want incorrect_cvc\n%s", got, b.page())
+		t.Fatalf("the shop says %q, want incorrect_cvc\n%s", got, b.Page())
 	}
 	if inv, msg := b.invalid("cvc"), b.text("cvc-error"); inv != "true" || !strings.Contains(msg, "security code is incorrect") {
 		t.Errorf("the CVC field: aria-invalid=%q, error %q; want true and the incorrect code", inv, msg)
@@ -311,7 +259,7 @@ func TestWrongCVCCorrectedInChromium(t *testing.T) {
 	if got := b.text("form-error"); got != "" {
 		t.Errorf("an incorrect CVC shows a form error too: %q", got)
 	}
-	b.shot("incorrect-cvc")
+	b.Shot("incorrect-cvc")
 	// The simulator's trigger is the number: change it, then the CVC.
 	b.typeInto("number", cardOK)
 	b.typeInto("cvc", cvcOK)
@@ -319,7 +267,7 @@ func TestWrongCVCCorrectedInChromium(t *testing.T) {
 		t.Errorf("after the fix the CVC field: aria-invalid=%q, error %q; want false, none", inv, msg)
 	}
 	if got := b.pay(); got != "succeeded" {
-		t.Fatalf("the shop says %q after the fix, want succeeded\n%s", got, b.page())
+		t.Fatalf("the shop says %q after the fix, want succeeded\n%s", got, b.Page())
 	}
 	e.wantPaid(p.ID, "4242")
 }
@@ -341,14 +289,14 @@ func TestInlineValidationInChromium(t *testing.T) {
 	b.typeInto("cvc", "12")
 	before := e.hits.prefix("/v1/")
 	if got := b.pay(); got != "error incomplete_card" {
-		t.Fatalf("the shop says %q, want incomplete_card\n%s", got, b.page())
+		t.Fatalf("the shop says %q, want incomplete_card\n%s", got, b.Page())
 	}
 	for id, want := range map[string]string{"number": "invalid", "expiry": "in the past", "cvc": "incomplete"} {
 		if inv, msg := b.invalid(id), b.text(id+"-error"); inv != "true" || !strings.Contains(msg, want) {
 			t.Errorf("#%s: aria-invalid=%q, error %q; want true, %q", id, inv, msg, want)
 		}
 	}
-	b.shot("invalid")
+	b.Shot("invalid")
 	if n := e.hits.prefix("/v1/") - before; n != 0 {
 		t.Errorf("the invalid card sent %d requests to the API, want none", n)
 	}
@@ -367,7 +315,7 @@ func TestInlineValidationInChromium(t *testing.T) {
 		}
 	}
 	if got := b.pay(); got != "succeeded" {
-		t.Fatalf("the shop says %q after the fixes, want succeeded\n%s", got, b.page())
+		t.Fatalf("the shop says %q after the fixes, want succeeded\n%s", got, b.Page())
 	}
 }
 
@@ -387,7 +335,7 @@ func TestIsolationInChromium(t *testing.T) {
 		Frames  int    `json:"frames"`
 		Read    string `json:"read"`
 	}
-	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[probe](`(() => {
+	got, err := chromedp.Run(b.Ctx, chromedp.Evaluate[probe](`(() => {
 		const f = document.querySelector('#card iframe');
 		const out = {docNull: f.contentDocument === null, threw: '', frames: window.frames.length, read: ''};
 		try { out.read = String(f.contentWindow.document.getElementById('number').value); } catch (e) { out.threw = e.name; }
@@ -414,15 +362,15 @@ func TestOtherOriginRefusedInChromium(t *testing.T) {
 	e := newEnv(t)
 	p := e.newPayment()
 	b := newBrowser(t)
-	b.step("open the other shop", chromedp.Navigate(e.shopURL(e.other, p.ClientSecret)),
+	b.Step("open the other shop", chromedp.Navigate(e.shopURL(e.other, p.ClientSecret)),
 		chromedp.WaitReady(chromedp.CSS(`body[data-mounted]`)))
 	if got := b.attr("body", "data-mounted"); got != "error frame_not_ready" {
 		t.Errorf("mount on the other origin says %q, want error frame_not_ready", got)
 	}
-	b.shot("other-origin")
-	b.step("open the lying shop", chromedp.Navigate(e.other+"/?"+"key="+e.pk+"&lie="+e.shop),
+	b.Shot("other-origin")
+	b.Step("open the lying shop", chromedp.Navigate(e.other+"/?"+"key="+e.pk+"&lie="+e.shop),
 		chromedp.WaitReady(chromedp.CSS(`body[data-lie="loaded"]`)))
-	b.step("wait for a late frame", chromedp.Sleep(time.Second))
+	b.Step("wait for a late frame", chromedp.Sleep(time.Second))
 	if n := e.hits.prefix("/checkout/v1/frame.js"); n != 0 {
 		t.Errorf("frame.js was fetched %d times: a frame rendered on an origin not listed", n)
 	}
@@ -456,12 +404,12 @@ func TestClientSecretRefusedInChromium(t *testing.T) {
 	b.open(e.shopURL(e.shop, string(secret)))
 	b.typeCard(cardOK, expiryOK, cvcOK)
 	if got := b.pay(); got != "error client_secret_invalid" {
-		t.Fatalf("the shop says %q, want client_secret_invalid\n%s", got, b.page())
+		t.Fatalf("the shop says %q, want client_secret_invalid\n%s", got, b.Page())
 	}
 	if got := b.text("form-error"); !strings.Contains(got, "can no longer be completed") {
 		t.Errorf("the frame's form error says %q, want the secret's refusal", got)
 	}
-	b.shot("secret-invalid")
+	b.Shot("secret-invalid")
 	if got, _ := e.payment(p.ID); got.Status != "requires_payment_method" {
 		t.Errorf("the payment is %s, want requires_payment_method", got.Status)
 	}
@@ -470,7 +418,7 @@ func TestClientSecretRefusedInChromium(t *testing.T) {
 	b.open(e.shopURL(e.shop, later.ClientSecret))
 	b.typeCard(cardOK, expiryOK, cvcOK)
 	if got := b.pay(); got != "error client_secret_expired" {
-		t.Fatalf("the shop says %q, want client_secret_expired\n%s", got, b.page())
+		t.Fatalf("the shop says %q, want client_secret_expired\n%s", got, b.Page())
 	}
 	if got := b.text("form-error"); !strings.Contains(got, "can no longer be completed") {
 		t.Errorf("the frame's form error says %q, want the secret's refusal", got)
@@ -493,7 +441,7 @@ func TestConfirmAnswerLostInChromium(t *testing.T) {
 	b.typeCard(cardOK, expiryOK, cvcOK)
 	e.loseConfirms.Store(true)
 	if got := b.pay(); got != "succeeded" {
-		t.Fatalf("the shop says %q, want succeeded (read after the lost answer)\n%s", got, b.page())
+		t.Fatalf("the shop says %q, want succeeded (read after the lost answer)\n%s", got, b.Page())
 	}
 	keys := e.hits.confirmKeys()
 	t.Logf("Chromium sent the confirm %d time(s)", len(keys))
@@ -526,7 +474,7 @@ func TestConfirmInProgressInChromium(t *testing.T) {
 	b := newBrowser(t)
 	b.open(e.shopURL(e.shop, p.ClientSecret))
 	b.typeCard(cardOK, expiryOK, cvcOK)
-	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(async () => {
+	got, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`(async () => {
 		const first = shop.sp.confirmPayment(shop.secret, {card: shop.card});
 		let second = 'resolved';
 		try { await shop.sp.confirmPayment(shop.secret, {card: shop.card}); } catch (e) { second = e.code; }

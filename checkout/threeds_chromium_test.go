@@ -25,18 +25,18 @@ import (
 const challengeTitle = "Simulated 3-D Secure"
 
 // waitTimeout bounds a wait for a page after a navigation, well inside
-// chromiumTimeout so that a failure can still show the page.
+// testenv.BrowserTimeout so that a failure can still show the page.
 const waitTimeout = 20 * time.Second
 
 // stepWait runs actions, then waits (at most waitTimeout) for an element
 // matching css, failing the test with the page's address and text if
 // either fails.
 func (b *browser) stepWait(what, css string, actions ...chromedp.Action[chromedp.Void]) {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, waitTimeout)
+	b.T.Helper()
+	ctx, cancel := context.WithTimeout(b.Ctx, waitTimeout)
 	defer cancel()
 	if err := chromedp.Do(ctx, append(actions, chromedp.WaitReady(chromedp.CSS(css)))...); err != nil {
-		b.t.Fatalf("%s, then wait for %s: %v\n%s", what, css, err, b.page())
+		b.T.Fatalf("%s, then wait for %s: %v\n%s", what, css, err, b.Page())
 	}
 }
 
@@ -48,15 +48,15 @@ func (b *browser) stepWait(what, css string, actions ...chromedp.Action[chromedp
 // DOM stays the old page's): so the wait asks the page's script, and
 // chromedp is then attached to the tab afresh to read the DOM again.
 func (b *browser) goHistory(what string, delta int, css string) {
-	b.t.Helper()
+	b.T.Helper()
 	b.eval("history.go(" + strconv.Itoa(delta) + "), ''")
 	b.waitJS(what, css)
-	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithTargetID(chromedp.FromContext(b.ctx).Target.TargetID))
-	b.t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(b.Ctx, chromedp.WithTargetID(chromedp.FromContext(b.Ctx).Target.TargetID))
+	b.T.Cleanup(cancel)
 	if err := chromedp.Do(ctx); err != nil {
-		b.t.Fatalf("%s: attach to the tab again: %v", what, err)
+		b.T.Fatalf("%s: attach to the tab again: %v", what, err)
 	}
-	b.ctx = ctx
+	b.Ctx = ctx
 }
 
 // waitJS waits (at most waitTimeout) until the page has an element
@@ -64,35 +64,35 @@ func (b *browser) goHistory(what string, delta int, css string) {
 // DOM, which a page restored from the back-forward cache does not
 // update (it gets no DOM.documentUpdated).
 func (b *browser) waitJS(what, css string) {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, waitTimeout)
+	b.T.Helper()
+	ctx, cancel := context.WithTimeout(b.Ctx, waitTimeout)
 	defer cancel()
 	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`new Promise((resolve) => {
 		const look = () => document.querySelector(`+strconv.Quote(css)+`) ? resolve(true) : setTimeout(look, 50);
 		look();
 	})`, chromedp.EvalAwaitPromise))
 	if err != nil {
-		b.t.Fatalf("%s: wait for %s: %v\n%s", what, css, err, b.page())
+		b.T.Fatalf("%s: wait for %s: %v\n%s", what, css, err, b.Page())
 	}
 }
 
 // eval evaluates a JavaScript expression of the page and returns its
 // string value.
 func (b *browser) eval(expr string) string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](expr))
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](expr))
 	if err != nil {
-		b.t.Fatalf("evaluate %s: %v\n%s", expr, err, b.page())
+		b.T.Fatalf("evaluate %s: %v\n%s", expr, err, b.Page())
 	}
 	return got
 }
 
 // location returns the address of the page.
 func (b *browser) location() string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.Location())
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.Location())
 	if err != nil {
-		b.t.Fatal(err)
+		b.T.Fatal(err)
 	}
 	return got
 }
@@ -100,10 +100,10 @@ func (b *browser) location() string {
 // pageText returns the text of the first element of the page (not the
 // frame) matching a CSS selector.
 func (b *browser) pageText(css string) string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(css)))
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.Text(chromedp.CSS(css)))
 	if err != nil {
-		b.t.Fatalf("the text of %s: %v\n%s", css, err, b.page())
+		b.T.Fatalf("the text of %s: %v\n%s", css, err, b.Page())
 	}
 	return strings.TrimSpace(got)
 }
@@ -114,15 +114,15 @@ func (b *browser) pageText(css string) string {
 // surgepay's origin, pending (both buttons), for 20.00 USD and the card
 // ending last4.
 func (b *browser) payToChallenge(e *env, id, last4 string) string {
-	b.t.Helper()
+	b.T.Helper()
 	b.stepWait("pay, to the challenge", `button[value="`+sim.OutcomeAuthenticate+`"]`, chromedp.Click(chromedp.ID("pay")))
 	at := b.location()
 	if !strings.HasPrefix(at, e.api+surgepay.PagesPrefix+"3ds/") {
-		b.t.Fatalf("the pay button led to %s, want the challenge page under %s", at, e.api+surgepay.PagesPrefix+"3ds/")
+		b.T.Fatalf("the pay button led to %s, want the challenge page under %s", at, e.api+surgepay.PagesPrefix+"3ds/")
 	}
 	b.wantChallenge(last4)
 	if p, _ := e.payment(id); p.Status != "requires_action" {
-		b.t.Errorf("during the challenge the payment is %s, want requires_action", p.Status)
+		b.T.Errorf("during the challenge the payment is %s, want requires_action", p.Status)
 	}
 	return at
 }
@@ -131,27 +131,27 @@ func (b *browser) payToChallenge(e *env, id, last4 string) string {
 // USD with the card ending last4: its title, heading, amount, card and
 // its two buttons' labels and values.
 func (b *browser) wantChallenge(last4 string) {
-	b.t.Helper()
+	b.T.Helper()
 	type view struct {
 		Title   string   `json:"title"`
 		H1      string   `json:"h1"`
 		Details []string `json:"details"`
 		Buttons []string `json:"buttons"`
 	}
-	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[view](`({
+	got, err := chromedp.Run(b.Ctx, chromedp.Evaluate[view](`({
 		title: document.title,
 		h1: document.querySelector('h1').textContent.trim(),
 		details: Array.from(document.querySelectorAll('dd'), (d) => d.textContent.trim()),
 		buttons: Array.from(document.querySelectorAll('form button[type=submit]'), (x) => x.textContent.trim() + '=' + x.name + ':' + x.value),
 	})`))
 	if err != nil {
-		b.t.Fatal(err)
+		b.T.Fatal(err)
 	}
 	want := view{Title: challengeTitle, H1: challengeTitle, Details: []string{"20.00 USD", "•••• ending in " + last4},
 		Buttons: []string{"Authenticate=outcome:" + sim.OutcomeAuthenticate, "Fail=outcome:" + sim.OutcomeFail}}
 	if got.Title != want.Title || got.H1 != want.H1 || strings.Join(got.Details, "|") != strings.Join(want.Details, "|") ||
 		strings.Join(got.Buttons, "|") != strings.Join(want.Buttons, "|") {
-		b.t.Errorf("the challenge page shows %+v, want %+v\n%s", got, want, b.page())
+		b.T.Errorf("the challenge page shows %+v, want %+v\n%s", got, want, b.Page())
 	}
 }
 
@@ -160,28 +160,28 @@ func (b *browser) wantChallenge(last4 string) {
 // returns what the page shows (see returned). The address must carry
 // surgepay's additions for payment id, redirect_status among them.
 func (b *browser) answer(e *env, id, outcome, wantRedirect string) string {
-	b.t.Helper()
+	b.T.Helper()
 	returns := e.hits.prefix(surgepay.CheckoutReturnPath)
-	b.step("answer the challenge: "+outcome, chromedp.Click(chromedp.CSS(`button[value="`+outcome+`"]`)))
-	ctx, cancel := context.WithTimeout(b.ctx, waitTimeout)
+	b.Step("answer the challenge: "+outcome, chromedp.Click(chromedp.CSS(`button[value="`+outcome+`"]`)))
+	ctx, cancel := context.WithTimeout(b.Ctx, waitTimeout)
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS(`#returned[data-n="1"]`))); err != nil {
 		if at := b.location(); strings.HasPrefix(at, e.api+surgepay.PagesPrefix) && e.hits.prefix(surgepay.CheckoutReturnPath) > returns {
-			b.t.Fatalf("answer the challenge (%s): surgepay's return was requested, but the browser stays on the challenge page %s: "+
-				"the redirect to the shop (%s) was blocked, by the challenge page's CSP form-action?\n%s", outcome, at, e.shop, b.page())
+			b.T.Fatalf("answer the challenge (%s): surgepay's return was requested, but the browser stays on the challenge page %s: "+
+				"the redirect to the shop (%s) was blocked, by the challenge page's CSP form-action?\n%s", outcome, at, e.shop, b.Page())
 		}
-		b.t.Fatalf("answer the challenge (%s), then wait for the shop's page: %v\n%s", outcome, err, b.page())
+		b.T.Fatalf("answer the challenge (%s), then wait for the shop's page: %v\n%s", outcome, err, b.Page())
 	}
 	u, err := url.Parse(b.location())
 	if err != nil {
-		b.t.Fatal(err)
+		b.T.Fatal(err)
 	}
 	if q := u.Query(); q.Get("surgepay_payment") != id || q.Get("redirect_status") != wantRedirect || q.Get("secret") == "" {
-		b.t.Errorf("back on %s: want surgepay_payment=%s, redirect_status=%s and the shop's own query", u, id, wantRedirect)
+		b.T.Errorf("back on %s: want surgepay_payment=%s, redirect_status=%s and the shop's own query", u, id, wantRedirect)
 	}
 	got, via := b.returned()
 	if via != "return" {
-		b.t.Errorf("the shop read the payment on %q, want return", via)
+		b.T.Errorf("the shop read the payment on %q, want return", via)
 	}
 	return got
 }
@@ -189,7 +189,7 @@ func (b *browser) answer(e *env, id, outcome, wantRedirect string) string {
 // returned returns what the shop's page shows of the payment it read on
 // coming back (#returned), and how it came back (data-via).
 func (b *browser) returned() (text, via string) {
-	b.t.Helper()
+	b.T.Helper()
 	return b.pageText("#returned"), b.attr("#returned", "data-via")
 }
 
@@ -215,12 +215,12 @@ func TestThreeDSecureInChromium(t *testing.T) {
 	b.open(e.shopURL(e.shop, p.ClientSecret))
 	b.typeCard(sim.Card3DSChallenge, expiryOK, cvcOK)
 	b.payToChallenge(e, p.ID, "3220")
-	b.shot("3ds-challenge")
+	b.Shot("3ds-challenge")
 	e.wantMoney(p.ID, 0, 0)
 	if got := b.answer(e, p.ID, sim.OutcomeAuthenticate, "succeeded"); got != "succeeded" {
-		t.Fatalf("back on the shop, it shows %q, want succeeded\n%s", got, b.page())
+		t.Fatalf("back on the shop, it shows %q, want succeeded\n%s", got, b.Page())
 	}
-	b.shot("3ds-succeeded")
+	b.Shot("3ds-succeeded")
 	e.wantPaid(p.ID, "3220")
 	e.wantMoney(p.ID, 1, 0)
 	if seen := b.seen(); strings.Contains(seen, "3220") || strings.Contains(seen, `"cvc":`) {
@@ -242,16 +242,16 @@ func TestThreeDSecureFailedInChromium(t *testing.T) {
 	b.payToChallenge(e, p.ID, "3220")
 	want := "requires_payment_method " + surgepay.DeclineAuthenticationFailed
 	if got := b.answer(e, p.ID, sim.OutcomeFail, "failed"); got != want {
-		t.Fatalf("back on the shop, it shows %q, want %q\n%s", got, want, b.page())
+		t.Fatalf("back on the shop, it shows %q, want %q\n%s", got, want, b.Page())
 	}
-	b.shot("3ds-failed")
+	b.Shot("3ds-failed")
 	if got, _ := e.payment(p.ID); got.Status != "requires_payment_method" {
 		t.Fatalf("after the failed challenge the payment is %s, want requires_payment_method", got.Status)
 	}
 	e.wantMoney(p.ID, 0, 1)
 	b.typeCard(cardOK, expiryOK, cvcOK)
 	if got := b.pay(); got != "succeeded" {
-		t.Fatalf("the shop says %q after another card, want succeeded\n%s", got, b.page())
+		t.Fatalf("the shop says %q after another card, want succeeded\n%s", got, b.Page())
 	}
 	if got := b.text("form-error"); got != "" {
 		t.Errorf("the frame still shows %q after the success", got)
@@ -280,7 +280,7 @@ func TestThreeDSecureReloadInChromium(t *testing.T) {
 	}
 	e.wantMoney(p.ID, 0, 0)
 	if got := b.answer(e, p.ID, sim.OutcomeAuthenticate, "succeeded"); got != "succeeded" {
-		t.Fatalf("back on the shop, it shows %q, want succeeded\n%s", got, b.page())
+		t.Fatalf("back on the shop, it shows %q, want succeeded\n%s", got, b.Page())
 	}
 	e.wantPaid(p.ID, "3220")
 	e.wantMoney(p.ID, 1, 0)
@@ -307,12 +307,12 @@ func TestThreeDSecureBackInChromium(t *testing.T) {
 	resume := b.attr("#resume", "href")
 	t.Logf("back on the shop's page by %s", via)
 	if got != "authentication pending" || (via != "restored" && via != "load") {
-		t.Fatalf("back on the shop, it shows %q (by %s), want authentication pending\n%s", got, via, b.page())
+		t.Fatalf("back on the shop, it shows %q (by %s), want authentication pending\n%s", got, via, b.Page())
 	}
 	if resume != at {
 		t.Errorf("the shop offers the challenge at %q, want %q", resume, at)
 	}
-	b.shot("3ds-pending")
+	b.Shot("3ds-pending")
 	// The shopper pays again on that page.
 	if via == "load" {
 		b.typeCard(sim.Card3DSChallenge, expiryOK, cvcOK)
@@ -336,7 +336,7 @@ func TestThreeDSecureBackInChromium(t *testing.T) {
 	}
 	b.wantChallenge("3220")
 	if got := b.answer(e, p.ID, sim.OutcomeAuthenticate, "succeeded"); got != "succeeded" {
-		t.Fatalf("back on the shop, it shows %q, want succeeded\n%s", got, b.page())
+		t.Fatalf("back on the shop, it shows %q, want succeeded\n%s", got, b.Page())
 	}
 	e.wantPaid(p.ID, "3220")
 	e.wantMoney(p.ID, 1, 0)
@@ -358,7 +358,7 @@ func TestThreeDSecureBackInChromium(t *testing.T) {
 		if n := b.eval(`String(document.querySelectorAll('button').length)`); n != "0" {
 			t.Errorf("the ended challenge has %s buttons, want none", n)
 		}
-		b.shot("3ds-ended")
+		b.Shot("3ds-ended")
 		b.stepWait("return to the merchant", `#returned[data-n="1"]`, chromedp.Click(chromedp.CSS(`main a`)))
 		if got, via := b.returned(); got != "succeeded" || via != "return" {
 			t.Errorf("the link back to the shop shows %q by %s, want succeeded by return", got, via)
@@ -389,7 +389,7 @@ func TestThreeDSecureCardsInChromium(t *testing.T) {
 	b.open(u)
 	b.typeCard(sim.Card3DSFrictionless, expiryOK, cvcOK)
 	if got := b.pay(); got != "succeeded" {
-		t.Fatalf("frictionless: the shop says %q, want succeeded\n%s", got, b.page())
+		t.Fatalf("frictionless: the shop says %q, want succeeded\n%s", got, b.Page())
 	}
 	if got := b.location(); got != u {
 		t.Errorf("frictionless: the page moved to %s", got)
@@ -406,9 +406,9 @@ func TestThreeDSecureCardsInChromium(t *testing.T) {
 	b.payToChallenge(e, p.ID, "1629")
 	want := "requires_payment_method " + surgepay.DeclineGeneric
 	if got := b.answer(e, p.ID, sim.OutcomeAuthenticate, "failed"); got != want {
-		t.Fatalf("authenticated then declined: the shop shows %q, want %q\n%s", got, want, b.page())
+		t.Fatalf("authenticated then declined: the shop shows %q, want %q\n%s", got, want, b.Page())
 	}
-	b.shot("3ds-declined")
+	b.Shot("3ds-declined")
 	if got, _ := e.payment(p.ID); got.Status != "requires_payment_method" {
 		t.Errorf("authenticated then declined: the payment is %s, want requires_payment_method", got.Status)
 	}
@@ -421,12 +421,12 @@ func TestThreeDSecureCardsInChromium(t *testing.T) {
 	b.typeCard(sim.Card3DSUnavailable, expiryOK, cvcOK)
 	want = "error card_declined " + surgepay.DeclineAuthenticationUnavailable
 	if got := b.pay(); got != want {
-		t.Fatalf("authentication unavailable: the shop says %q, want %q\n%s", got, want, b.page())
+		t.Fatalf("authentication unavailable: the shop says %q, want %q\n%s", got, want, b.Page())
 	}
 	if got := b.text("form-error"); got != "Your card was declined." {
 		t.Errorf("authentication unavailable: the frame says %q, want Your card was declined.", got)
 	}
-	b.shot("3ds-unavailable")
+	b.Shot("3ds-unavailable")
 	if got := b.location(); got != u || e.hits.prefix(surgepay.PagesPrefix) != pages {
 		t.Errorf("authentication unavailable: the page moved to %s, or asked for a challenge", got)
 	}

@@ -5,8 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,83 +19,36 @@ import (
 	"github.com/surgepay/surgepay/internal/testenv"
 )
 
-// chromiumTimeout bounds the browser's whole visit.
-const chromiumTimeout = 90 * time.Second
-
 // browser is a headless Chromium visiting an env's admin listener, as
-// an operator would. Screenshots go to $SURGEPAY_TEST_ARTIFACTS (or the
-// test's folder).
+// an operator would (testenv.Browser; screenshots console-NAME.png).
 type browser struct {
-	t    *testing.T
-	ctx  context.Context
+	*testenv.Browser
 	base string
-	dir  string
 }
 
 // newBrowser starts Chromium for the test (skipped without one, outside
 // CI), stopped when the test ends.
 func newBrowser(t *testing.T, e *env) *browser {
 	t.Helper()
-	bin := testenv.Chromium(t, "the console's browser test")
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(cancel)
-	ctx, cancelTimeout := context.WithTimeout(ctx, chromiumTimeout)
-	t.Cleanup(cancelTimeout)
-	dir := os.Getenv("SURGEPAY_TEST_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	return &browser{t: t, ctx: ctx, base: e.base, dir: dir}
-}
-
-// shot saves a screenshot of the page as console-NAME.png.
-func (b *browser) shot(name string) {
-	b.t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		b.t.Fatalf("screenshot %s: %v", name, err)
-	}
-	if err := os.WriteFile(filepath.Join(b.dir, "console-"+name+".png"), png, 0o600); err != nil {
-		b.t.Fatal(err)
-	}
-}
-
-// step runs actions, failing the test with the page's address and text
-// if one fails.
-func (b *browser) step(what string, actions ...chromedp.Action[chromedp.Void]) {
-	b.t.Helper()
-	if err := chromedp.Do(b.ctx, actions...); err != nil {
-		b.t.Fatalf("%s: %v\n%s", what, err, b.page())
-	}
-}
-
-// page is the page's address and the start of its text, for a failure.
-func (b *browser) page() string {
-	page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.location.href + "\n" + document.body.innerText.slice(0, 3000)`))
-	return page
+	return &browser{Browser: testenv.NewBrowser(t, "the console's browser test", "console-", 1280, 900), base: e.base}
 }
 
 // text returns the text of the element with id.
 func (b *browser) text(id string) string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID(id)))
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.Text(chromedp.ID(id)))
 	if err != nil {
-		b.t.Fatalf("the text of #%s: %v\n%s", id, err, b.page())
+		b.T.Fatalf("the text of #%s: %v\n%s", id, err, b.Page())
 	}
 	return got
 }
 
 // count returns how many elements of the page match a CSS selector.
 func (b *browser) count(css string) int {
-	b.t.Helper()
-	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+jsString(css)+`).length`))
+	b.T.Helper()
+	n, err := chromedp.Run(b.Ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+jsString(css)+`).length`))
 	if err != nil {
-		b.t.Fatalf("count %s: %v", css, err)
+		b.T.Fatalf("count %s: %v", css, err)
 	}
 	return n
 }
@@ -107,8 +58,8 @@ func jsString(s string) string { return "`" + strings.ReplaceAll(s, "`", "\\`") 
 
 // login logs in through the login page a browser is sent to, with token.
 func (b *browser) login(token string) {
-	b.t.Helper()
-	b.step("log in", chromedp.Navigate(b.base+"/console/"), chromedp.WaitVisible(chromedp.ID("token")),
+	b.T.Helper()
+	b.Step("log in", chromedp.Navigate(b.base+"/console/"), chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Submit(chromedp.ID("token")),
 		chromedp.WaitVisible(chromedp.ID("search")))
 }
@@ -130,22 +81,22 @@ func TestSearchPaymentRefundInChromium(t *testing.T) {
 	b := newBrowser(t, e)
 
 	b.login(testToken)
-	b.step("search by email", chromedp.SendKeys(chromedp.CSS(`input[name=email]`), "zoe@example.com"),
+	b.Step("search by email", chromedp.SendKeys(chromedp.CSS(`input[name=email]`), "zoe@example.com"),
 		chromedp.Click(chromedp.ID("search")), chromedp.WaitVisible(chromedp.ID("results")))
-	b.shot("search")
-	b.step("open the payment", chromedp.Click(chromedp.CSS(`#results a[href$="`+f.sale.ID+`"]`)),
+	b.Shot("search")
+	b.Step("open the payment", chromedp.Click(chromedp.CSS(`#results a[href$="`+f.sale.ID+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("payment-id")))
 	if n := b.count(`#deliveries tr`); n != 2 || !strings.Contains(b.text("deliveries"), surgepay.WebhookPaymentSucceeded) {
 		t.Fatalf("before the refund the deliveries show %d rows: %q; want the sale's one", n-1, b.text("deliveries"))
 	}
-	b.step("ask to refund 3.00", chromedp.SendKeys(chromedp.ID("refund-amount"), "300"),
+	b.Step("ask to refund 3.00", chromedp.SendKeys(chromedp.ID("refund-amount"), "300"),
 		chromedp.Click(chromedp.ID("refund")), chromedp.WaitVisible(chromedp.ID("confirm")))
 	if what := b.text("what"); !strings.Contains(what, "3.00 EUR") {
 		t.Fatalf("the confirmation says %q, want the refund of 3.00 EUR", what)
 	}
-	b.shot("confirm")
-	b.step("confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("notice")))
-	b.shot("payment")
+	b.Shot("confirm")
+	b.Step("confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("notice")))
+	b.Shot("payment")
 	for id, want := range map[string]string{"refunded": "3.00 EUR", "status": "partially_refunded"} {
 		if got := b.text(id); strings.TrimSpace(got) != want {
 			t.Errorf("#%s = %q, want %q", id, got, want)
@@ -161,17 +112,17 @@ func TestSearchPaymentRefundInChromium(t *testing.T) {
 	// Resend the refund's webhook delivery: its row's link, the
 	// confirmation, and the page again with the resend counted.
 	refundRow := `//table[@id="deliveries"]//tr[contains(., "` + surgepay.WebhookPaymentRefunded + `")]`
-	b.step("ask to resend the refund's delivery", chromedp.Click(chromedp.Search(refundRow+`//a[@class="resend"]`)),
+	b.Step("ask to resend the refund's delivery", chromedp.Click(chromedp.Search(refundRow+`//a[@class="resend"]`)),
 		chromedp.WaitVisible(chromedp.ID("confirm")))
-	if h1, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS("h1"))); err != nil || !strings.Contains(h1, "Resend a webhook delivery") {
+	if h1, err := chromedp.Run(b.Ctx, chromedp.Text(chromedp.CSS("h1"))); err != nil || !strings.Contains(h1, "Resend a webhook delivery") {
 		t.Fatalf("the resend's confirmation says %q (%v)", h1, err)
 	}
-	b.shot("resend-confirm")
-	b.step("confirm the resend", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("notice")))
+	b.Shot("resend-confirm")
+	b.Step("confirm the resend", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("notice")))
 	if got := b.text("notice"); !strings.Contains(got, "queued again") {
 		t.Errorf("after the resend the notice says %q, want the delivery queued again", got)
 	}
-	resent, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.Search(refundRow+`/td[7]`)))
+	resent, err := chromedp.Run(b.Ctx, chromedp.Text(chromedp.Search(refundRow+`/td[7]`)))
 	if err != nil || strings.TrimSpace(resent) != "1" {
 		t.Errorf("the refund's delivery shows %q resends (%v), want 1", resent, err)
 	}
@@ -181,9 +132,9 @@ func TestSearchPaymentRefundInChromium(t *testing.T) {
 
 	// The operations views: from the navigation to the audit trail,
 	// filtered by the action, and back to the payment.
-	b.step("open the audit trail", chromedp.Click(chromedp.CSS(`#nav a[href="/console/audit"]`)),
+	b.Step("open the audit trail", chromedp.Click(chromedp.CSS(`#nav a[href="/console/audit"]`)),
 		chromedp.WaitVisible(chromedp.ID("filter")))
-	b.step("filter by refunds", chromedp.SetValue(chromedp.CSS(`select[name=action]`), surgepay.AuditPaymentRefunded),
+	b.Step("filter by refunds", chromedp.SetValue(chromedp.CSS(`select[name=action]`), surgepay.AuditPaymentRefunded),
 		chromedp.Click(chromedp.ID("filter")), // the filtered page is the one whose option is selected by the server
 		chromedp.WaitReady(chromedp.CSS(`option[value="`+surgepay.AuditPaymentRefunded+`"][selected]`)),
 		chromedp.WaitVisible(chromedp.ID("audit")))
@@ -192,10 +143,10 @@ func TestSearchPaymentRefundInChromium(t *testing.T) {
 		strings.Contains(rows, surgepay.AuditMerchantCreated) || strings.Contains(rows, surgepay.AuditWebhookResent) {
 		t.Errorf("the audit trail filtered by refunds shows %q, want the refund of 300 alone", rows)
 	}
-	b.shot("audit")
-	b.step("back to the payment", chromedp.Click(chromedp.CSS(`#audit a[href$="`+f.sale.ID+`"]`)),
+	b.Shot("audit")
+	b.Step("back to the payment", chromedp.Click(chromedp.CSS(`#audit a[href$="`+f.sale.ID+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("payment-id")))
-	cookie, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.cookie`))
+	cookie, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`document.cookie`))
 	if err != nil || strings.Contains(cookie, console.CSRFCookie) {
 		t.Errorf("document.cookie = %q (%v): the CSRF cookie is readable by scripts, want HttpOnly", cookie, err)
 	}
@@ -245,7 +196,7 @@ func TestSearchEachFieldInChromium(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b.t = t
+			b.T = t
 			actions := []chromedp.Action[chromedp.Void]{chromedp.Navigate(b.base + "/console/"), chromedp.WaitVisible(chromedp.ID("search")),
 				chromedp.SetValue(chromedp.CSS(`select[name=merchant]`), e.merchant.ID)}
 			for _, fl := range tc.fields {
@@ -258,15 +209,15 @@ func TestSearchEachFieldInChromium(t *testing.T) {
 			// A fresh form has neither results nor "No payment found":
 			// the one that appears is this search's answer.
 			actions = append(actions, chromedp.Click(chromedp.ID("search")), chromedp.WaitVisible(chromedp.CSS(`#results, #none`)))
-			b.step("search by "+tc.name, actions...)
-			links, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](
+			b.Step("search by "+tc.name, actions...)
+			links, err := chromedp.Run(b.Ctx, chromedp.Evaluate[[]string](
 				`Array.from(document.querySelectorAll("#results a")).map(a => a.getAttribute("href"))`))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range tc.want {
 				if !slices.Contains(links, paymentPath(p)) {
-					t.Errorf("payment %s (%d) not found: results %v\n%s", p.ID, p.Amount, links, b.page())
+					t.Errorf("payment %s (%d) not found: results %v\n%s", p.ID, p.Amount, links, b.Page())
 				}
 			}
 			for _, p := range tc.notWant {
@@ -275,18 +226,18 @@ func TestSearchEachFieldInChromium(t *testing.T) {
 				}
 			}
 			if len(tc.want) == 0 && b.count("#none") != 1 {
-				t.Errorf("no 'No payment found': %s", b.page())
+				t.Errorf("no 'No payment found': %s", b.Page())
 			}
 			for _, fl := range tc.fields { // the answer's form says what was searched
-				got, err := chromedp.Run(b.ctx, chromedp.Value(chromedp.CSS(`[name=`+fl.name+`]`)))
+				got, err := chromedp.Run(b.Ctx, chromedp.Value(chromedp.CSS(`[name=`+fl.name+`]`)))
 				if err != nil || got != fl.value {
 					t.Errorf("the answer's %s field holds %q (%v), want %q", fl.name, got, err, fl.value)
 				}
 			}
 		})
 	}
-	b.t = t
-	b.shot("search-fields")
+	b.T = t
+	b.Shot("search-fields")
 }
 
 // apiListener serves the API of e's engine on 127.0.0.1 until the test
@@ -338,22 +289,22 @@ func TestRevokeKeyInChromium(t *testing.T) {
 	}
 	b := newBrowser(t, e)
 	b.login(testToken)
-	b.step("open the merchants", chromedp.Click(chromedp.CSS(`#nav a[href="/console/merchants"]`)),
+	b.Step("open the merchants", chromedp.Click(chromedp.CSS(`#nav a[href="/console/merchants"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/console/merchants/`+e.merchant.ID+`"]`)))
-	b.step("open the merchant", chromedp.Click(chromedp.CSS(`a[href="/console/merchants/`+e.merchant.ID+`"]`)),
+	b.Step("open the merchant", chromedp.Click(chromedp.CSS(`a[href="/console/merchants/`+e.merchant.ID+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("keys")))
 	row := `//table[@id="keys"]//tr[contains(., "` + k.ID + `")]`
-	b.step("ask to revoke the key", chromedp.Click(chromedp.Search(row+`//a[@class="revoke"]`)),
+	b.Step("ask to revoke the key", chromedp.Click(chromedp.Search(row+`//a[@class="revoke"]`)),
 		chromedp.WaitVisible(chromedp.ID("confirm")))
 	if what := b.text("what"); !strings.Contains(what, "Revoke the key for good") {
 		t.Fatalf("the confirmation says %q, want the revoke", what)
 	}
-	b.step("confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("notice")))
-	b.shot("revoked")
+	b.Step("confirm", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("notice")))
+	b.Shot("revoked")
 	if got := b.text("notice"); !strings.Contains(got, "revoked") {
 		t.Errorf("the notice says %q, want the key revoked", got)
 	}
-	if got, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.Search(row+`/td[7]`))); err != nil || strings.TrimSpace(got) != "revoked" {
+	if got, err := chromedp.Run(b.Ctx, chromedp.Text(chromedp.Search(row+`/td[7]`))); err != nil || strings.TrimSpace(got) != "revoked" {
 		t.Errorf("the key's row says %q (%v) in Revoked, want revoked", got, err)
 	}
 	code, body := apiGet(t, base+"/v1/payments/"+f.sale.ID, secret)
@@ -378,11 +329,11 @@ func TestReadOnlyOperatorInChromium(t *testing.T) {
 	f, k := readOnlyFixture(t, e)
 	b := newBrowser(t, e)
 	b.login(testReadToken)
-	b.step("search by email", chromedp.SendKeys(chromedp.CSS(`input[name=email]`), "zoe@example.com"),
+	b.Step("search by email", chromedp.SendKeys(chromedp.CSS(`input[name=email]`), "zoe@example.com"),
 		chromedp.Click(chromedp.ID("search")), chromedp.WaitVisible(chromedp.ID("results")))
-	b.step("open the authorization", chromedp.Click(chromedp.CSS(`#results a[href$="`+f.auth.ID+`"]`)),
+	b.Step("open the authorization", chromedp.Click(chromedp.CSS(`#results a[href$="`+f.auth.ID+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("payment-id")))
-	b.shot("readonly")
+	b.Shot("readonly")
 	if got := b.text("read-only"); !strings.Contains(got, console.ReadOnlyNotice) {
 		t.Errorf("#read-only says %q, want %q", got, console.ReadOnlyNotice)
 	}
@@ -394,9 +345,9 @@ func TestReadOnlyOperatorInChromium(t *testing.T) {
 			t.Errorf("the read-only payment page has %d %s, want none", n, css)
 		}
 	}
-	b.step("open the merchants", chromedp.Click(chromedp.CSS(`#nav a[href="/console/merchants"]`)),
+	b.Step("open the merchants", chromedp.Click(chromedp.CSS(`#nav a[href="/console/merchants"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/console/merchants/`+e.merchant.ID+`"]`)))
-	b.step("open the merchant", chromedp.Click(chromedp.CSS(`a[href="/console/merchants/`+e.merchant.ID+`"]`)),
+	b.Step("open the merchant", chromedp.Click(chromedp.CSS(`a[href="/console/merchants/`+e.merchant.ID+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("keys")))
 	if !strings.Contains(b.text("keys"), k.ID) || !strings.Contains(b.text("read-only"), console.ReadOnlyNotice) {
 		t.Errorf("the read-only merchant page lacks the key %s or the notice", k.ID)
@@ -408,18 +359,18 @@ func TestReadOnlyOperatorInChromium(t *testing.T) {
 	}
 	for _, p := range []string{paymentPath(f.auth) + "/capture", paymentPath(f.auth) + "/void",
 		merchantKeys(e.merchant.ID) + "/" + k.ID + "/revoke"} {
-		res, err := chromedp.Run(b.ctx, chromedp.NavigateResponse(b.base+p))
+		res, err := chromedp.Run(b.Ctx, chromedp.NavigateResponse(b.base+p))
 		if err != nil {
 			t.Fatalf("visit %s: %v", p, err)
 		}
 		// The page as it is, without waiting for an element that a
 		// wrong answer would not have.
-		body, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		body, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`document.body.innerText`))
 		if err != nil || res.Status != http.StatusForbidden || !strings.Contains(body, console.ReadOnlyNotice) || b.count(`#confirm`) != 0 {
 			t.Errorf("a read-only visit to %s: %d (%v), want 403 saying %q, no confirm button:\n%s", p, res.Status, err, console.ReadOnlyNotice, body)
 		}
 	}
-	b.shot("readonly-refused")
+	b.Shot("readonly-refused")
 	if p := e.payment(f.auth.ID); p.Status != surgepay.StatusRequiresCapture {
 		t.Errorf("the authorization is %s after the read-only visit, want requires_capture", p.Status)
 	}
@@ -439,9 +390,9 @@ func TestDisputesInChromium(t *testing.T) {
 	}
 	b := newBrowser(t, e)
 	b.login(testToken)
-	b.step("search by dispute state", chromedp.SetValue(chromedp.ID("dispute-state"), surgepay.DisputeNeedsResponse),
+	b.Step("search by dispute state", chromedp.SetValue(chromedp.ID("dispute-state"), surgepay.DisputeNeedsResponse),
 		chromedp.Click(chromedp.ID("search-disputes")), chromedp.WaitVisible(chromedp.ID("disputes")))
-	b.shot("disputes")
+	b.Shot("disputes")
 	row := b.text("disputes")
 	for _, want := range []string{sale.ID, ds[0].ID, "fraudulent", surgepay.DisputeNeedsResponse, "91.05 EUR",
 		ds[0].DueBy.UTC().Format("2006-01-02 15:04:05 UTC")} {
@@ -449,7 +400,7 @@ func TestDisputesInChromium(t *testing.T) {
 			t.Errorf("the disputes page lacks %q:\n%s", want, row)
 		}
 	}
-	b.step("open the disputed payment", chromedp.Click(chromedp.CSS(`#disputes a[href$="`+sale.ID+`"]`)),
+	b.Step("open the disputed payment", chromedp.Click(chromedp.CSS(`#disputes a[href$="`+sale.ID+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("payment-id")))
 	if got := b.text("payment-id"); got != sale.ID {
 		t.Errorf("the disputes page's link opened %q, want %s", got, sale.ID)

@@ -2,10 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,86 +24,39 @@ const (
 )
 
 const (
-	// chromiumTimeout bounds the browser's whole visit.
-	chromiumTimeout = 90 * time.Second
 	// webhookWait bounds the wait for a webhook to reach the shop: the
 	// dispatcher is woken by the payment's commit, so it takes well under
 	// a second; the bound is for a loaded CI machine.
 	webhookWait = 20 * time.Second
 )
 
-// browser is a headless Chromium visiting the shop, as a shopper would.
-// Screenshots go to $SURGEPAY_TEST_ARTIFACTS (or the test's folder).
-type browser struct {
-	t   *testing.T
-	ctx context.Context
-	dir string
-}
+// browser is a headless Chromium visiting the shop, as a shopper would
+// (testenv.Browser; screenshots shop-NAME.png).
+type browser struct{ *testenv.Browser }
 
 // newBrowser starts Chromium for the test (skipped without one, outside
 // CI; failed in CI), stopped when the test ends.
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
-	bin := testenv.Chromium(t, "the example shop's browser test")
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(900, 800))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(cancel)
-	ctx, cancelTimeout := context.WithTimeout(ctx, chromiumTimeout)
-	t.Cleanup(cancelTimeout)
-	dir := os.Getenv("SURGEPAY_TEST_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	return &browser{t: t, ctx: ctx, dir: dir}
-}
-
-// shot saves a screenshot of the page as shop-NAME.png.
-func (b *browser) shot(name string) {
-	b.t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		b.t.Fatalf("screenshot %s: %v", name, err)
-	}
-	if err := os.WriteFile(filepath.Join(b.dir, "shop-"+name+".png"), png, 0o600); err != nil {
-		b.t.Fatal(err)
-	}
-}
-
-// step runs actions, failing the test with the page's address and text
-// if one fails.
-func (b *browser) step(what string, actions ...chromedp.Action[chromedp.Void]) {
-	b.t.Helper()
-	if err := chromedp.Do(b.ctx, actions...); err != nil {
-		b.t.Fatalf("%s: %v\n%s", what, err, b.page())
-	}
-}
-
-// page is the page's address and the start of its text, for a failure.
-func (b *browser) page() string {
-	page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.location.href + "\n" + document.body.innerText.slice(0, 3000)`))
-	return page
+	return &browser{testenv.NewBrowser(t, "the example shop's browser test", "shop-", 900, 800)}
 }
 
 // path is the path of the page's address.
 func (b *browser) path() string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`location.pathname`))
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](`location.pathname`))
 	if err != nil {
-		b.t.Fatal(err)
+		b.T.Fatal(err)
 	}
 	return got
 }
 
 // text returns the text of the shop page's element with the id.
 func (b *browser) text(id string) string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID(id)))
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.Text(chromedp.ID(id)))
 	if err != nil {
-		b.t.Fatalf("the text of #%s: %v\n%s", id, err, b.page())
+		b.T.Fatalf("the text of #%s: %v\n%s", id, err, b.Page())
 	}
 	return strings.TrimSpace(got)
 }
@@ -114,33 +64,33 @@ func (b *browser) text(id string) string {
 // typeInto types text into a field of the card frame, after deleting
 // what it holds, as a shopper would with the keyboard.
 func (b *browser) typeInto(id, text string) {
-	b.t.Helper()
-	b.step("type into #"+id, chromedp.SendKeys(chromedp.ID(id), kb.End+strings.Repeat(kb.Backspace, 25)+text, b.in()))
+	b.T.Helper()
+	b.Step("type into #"+id, chromedp.SendKeys(chromedp.ID(id), kb.End+strings.Repeat(kb.Backspace, 25)+text, b.in()))
 }
 
 // in returns the query option that looks inside the card frame (on the
 // same site as the shop, so Chromium keeps it in the page's process).
 func (b *browser) in() chromedp.QueryOption {
-	b.t.Helper()
-	nodes, err := chromedp.Run(b.ctx, chromedp.Nodes(chromedp.CSS(`#card iframe`)))
+	b.T.Helper()
+	nodes, err := chromedp.Run(b.Ctx, chromedp.Nodes(chromedp.CSS(`#card iframe`)))
 	if err != nil || len(nodes) != 1 {
-		b.t.Fatalf("the card frame: %d nodes (%v)\n%s", len(nodes), err, b.page())
+		b.T.Fatalf("the card frame: %d nodes (%v)\n%s", len(nodes), err, b.Page())
 	}
 	return chromedp.FromNode(nodes[0])
 }
 
 // frameText returns the text of an element of the card frame.
 func (b *browser) frameText(id string) string {
-	b.t.Helper()
-	got, err := chromedp.Run(b.ctx, chromedp.TextContent(chromedp.ID(id), b.in()))
+	b.T.Helper()
+	got, err := chromedp.Run(b.Ctx, chromedp.TextContent(chromedp.ID(id), b.in()))
 	if err != nil {
-		b.t.Fatalf("the text of #%s in the frame: %v", id, err)
+		b.T.Fatalf("the text of #%s in the frame: %v", id, err)
 	}
 	return strings.TrimSpace(got)
 }
 
 func (b *browser) typeCard(number, expiry, cvc string) {
-	b.t.Helper()
+	b.T.Helper()
 	b.typeInto("number", number)
 	b.typeInto("expiry", expiry)
 	b.typeInto("cvc", cvc)
@@ -150,32 +100,32 @@ func (b *browser) typeCard(number, expiry, cvc string) {
 // with its card frame ready (the Pay button is enabled once it is). It
 // returns the order's ID.
 func (b *browser) buy(e *env, shot bool) string {
-	b.t.Helper()
-	b.step("open the shop", chromedp.Navigate(e.url+"/"), chromedp.WaitVisible(chromedp.ID("buy-mug")))
+	b.T.Helper()
+	b.Step("open the shop", chromedp.Navigate(e.url+"/"), chromedp.WaitVisible(chromedp.ID("buy-mug")))
 	if shot {
-		b.shot("products")
+		b.Shot("products")
 	}
-	b.step("buy the mug", chromedp.Click(chromedp.ID("buy-mug")),
+	b.Step("buy the mug", chromedp.Click(chromedp.ID("buy-mug")),
 		chromedp.WaitVisible(chromedp.CSS(`#pay:not([disabled])`)))
 	order, ok := strings.CutPrefix(b.path(), "/pay/")
 	if !ok {
-		b.t.Fatalf("after Buy the page is %s, want /pay/ORDER", b.path())
+		b.T.Fatalf("after Buy the page is %s, want /pay/ORDER", b.path())
 	}
 	return order
 }
 
 // payAndSee clicks Pay and waits for the order page.
 func (b *browser) payAndSee() string {
-	b.t.Helper()
-	b.step("pay", chromedp.Click(chromedp.ID("pay")), chromedp.WaitVisible(chromedp.ID("state")))
+	b.T.Helper()
+	b.Step("pay", chromedp.Click(chromedp.ID("pay")), chromedp.WaitVisible(chromedp.ID("state")))
 	return b.text("state")
 }
 
 // payInto3DS clicks Pay with a 3-D Secure card typed and waits for the
 // simulator's challenge page, where surgepay.js sends the whole page.
 func (b *browser) payInto3DS(e *env) {
-	b.t.Helper()
-	b.step("pay with the 3-D Secure card", chromedp.Click(chromedp.ID("pay")),
+	b.T.Helper()
+	b.Step("pay with the 3-D Secure card", chromedp.Click(chromedp.ID("pay")),
 		chromedp.WaitVisible(chromedp.CSS(`button[value="authenticate"]`)))
 	b.onChallenge(e)
 }
@@ -183,13 +133,13 @@ func (b *browser) payInto3DS(e *env) {
 // onChallenge checks that the page is the simulator's challenge page,
 // served by surgepay.
 func (b *browser) onChallenge(e *env) {
-	b.t.Helper()
-	href, err := chromedp.Run(b.ctx, chromedp.Location())
+	b.T.Helper()
+	href, err := chromedp.Run(b.Ctx, chromedp.Location())
 	if err != nil {
-		b.t.Fatal(err)
+		b.T.Fatal(err)
 	}
 	if !strings.HasPrefix(href, e.api+"/simulator/v1/3ds/") {
-		b.t.Fatalf("the page is %s, want the challenge page %s/simulator/v1/3ds/ID", href, e.api)
+		b.T.Fatalf("the page is %s, want the challenge page %s/simulator/v1/3ds/ID", href, e.api)
 	}
 }
 
@@ -197,8 +147,8 @@ func (b *browser) onChallenge(e *env) {
 // authenticate or fail) and waits for the shop's order page, through
 // surgepay's return.
 func (b *browser) challenge(outcome string) string {
-	b.t.Helper()
-	b.step("press "+outcome+" on the challenge page", chromedp.Click(chromedp.CSS(`button[value="`+outcome+`"]`)),
+	b.T.Helper()
+	b.Step("press "+outcome+" on the challenge page", chromedp.Click(chromedp.CSS(`button[value="`+outcome+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("state")))
 	return b.text("state")
 }
@@ -206,13 +156,13 @@ func (b *browser) challenge(outcome string) string {
 // waitWebhook reloads the order page until it lists a webhook of type
 // typ, within webhookWait; it returns the list's text.
 func (b *browser) waitWebhook(typ string) string {
-	b.t.Helper()
+	b.T.Helper()
 	deadline := time.Now().Add(webhookWait)
 	for {
 		if got := b.text("webhooks"); strings.Contains(got, typ) || time.Now().After(deadline) {
 			return got
 		}
-		b.step("reload the order page", chromedp.Sleep(200*time.Millisecond), chromedp.Reload(),
+		b.Step("reload the order page", chromedp.Sleep(200*time.Millisecond), chromedp.Reload(),
 			chromedp.WaitVisible(chromedp.ID("webhooks")))
 	}
 }
@@ -229,9 +179,9 @@ func TestPayInChromium(t *testing.T) {
 		t.Errorf("the pay page shows %q, want a Pay 20.00 USD button", got)
 	}
 	b.typeCard(cardOK, expiryOK, cvcOK)
-	b.shot("pay")
+	b.Shot("pay")
 	if got := b.payAndSee(); got != "Paid" {
-		t.Fatalf("the order page says %q, want Paid\n%s", got, b.page())
+		t.Fatalf("the order page says %q, want Paid\n%s", got, b.Page())
 	}
 	if got, want := b.path(), "/orders/"+order; got != want {
 		t.Errorf("the order page is at %s, want %s", got, want)
@@ -239,7 +189,7 @@ func TestPayInChromium(t *testing.T) {
 	if got := b.waitWebhook("payment.succeeded"); !strings.Contains(got, "payment.succeeded") || !strings.Contains(got, "signature verified") {
 		t.Errorf("the order page lists the webhooks %q, want payment.succeeded, verified, within %s", got, webhookWait)
 	}
-	b.shot("paid")
+	b.Shot("paid")
 	if id, status := e.paymentStatus(order); status != "succeeded" {
 		t.Errorf("the API says payment %s is %s, want succeeded", id, status)
 	}
@@ -253,22 +203,22 @@ func TestDeclineThenPayInChromium(t *testing.T) {
 	b := newBrowser(t)
 	order := b.buy(e, false)
 	b.typeCard(cardDeclined, expiryOK, cvcOK)
-	b.step("pay with the declined card", chromedp.Click(chromedp.ID("pay")),
+	b.Step("pay with the declined card", chromedp.Click(chromedp.ID("pay")),
 		chromedp.WaitVisible(chromedp.CSS(`#pay:not([disabled])`)))
-	b.step("wait for the error", chromedp.Poll[chromedp.Void](`document.getElementById('error').textContent !== ''`))
+	b.Step("wait for the error", chromedp.Poll[chromedp.Void](`document.getElementById('error').textContent !== ''`))
 	if got := b.text("error"); !strings.Contains(got, "not made") {
 		t.Errorf("the pay page's error says %q, want the payment not made", got)
 	}
 	if got := b.frameText("form-error"); !strings.Contains(got, "declined") {
 		t.Errorf("the card frame's error says %q, want the decline", got)
 	}
-	b.shot("declined")
+	b.Shot("declined")
 	if id, status := e.paymentStatus(order); status != "requires_payment_method" {
 		t.Fatalf("after the decline payment %s is %s, want requires_payment_method", id, status)
 	}
 	b.typeInto("number", cardOK)
 	if got := b.payAndSee(); got != "Paid" {
-		t.Fatalf("the order page says %q after the good card, want Paid\n%s", got, b.page())
+		t.Fatalf("the order page says %q after the good card, want Paid\n%s", got, b.Page())
 	}
 	id, status := e.paymentStatus(order)
 	if status != "succeeded" {
@@ -288,9 +238,9 @@ func TestBackAfterPaidInChromium(t *testing.T) {
 	order := b.buy(e, false)
 	b.typeCard(cardOK, expiryOK, cvcOK)
 	if got := b.payAndSee(); got != "Paid" {
-		t.Fatalf("the order page says %q, want Paid\n%s", got, b.page())
+		t.Fatalf("the order page says %q, want Paid\n%s", got, b.Page())
 	}
-	b.step("go back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.ID("state")))
+	b.Step("go back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.ID("state")))
 	if got, want := b.path(), "/orders/"+order; got != want || b.text("state") != "Paid" {
 		t.Errorf("back from the order page: %s saying %q, want %s saying Paid", got, b.text("state"), want)
 	}
@@ -310,12 +260,12 @@ func TestThreeDSecureInChromium(t *testing.T) {
 	order := b.buy(e, false)
 	b.typeCard(card3DS, expiryOK, cvcOK)
 	b.payInto3DS(e)
-	b.shot("3ds-challenge")
+	b.Shot("3ds-challenge")
 	if id, status := e.paymentStatus(order); status != "requires_action" {
 		t.Errorf("on the challenge page payment %s is %s, want requires_action", id, status)
 	}
 	if got := b.challenge("authenticate"); got != "Paid" {
-		t.Fatalf("the order page says %q after authenticating, want Paid\n%s", got, b.page())
+		t.Fatalf("the order page says %q after authenticating, want Paid\n%s", got, b.Page())
 	}
 	if got, want := b.path(), "/orders/"+order; got != want {
 		t.Errorf("back from the challenge at %s, want %s", got, want)
@@ -323,7 +273,7 @@ func TestThreeDSecureInChromium(t *testing.T) {
 	if got := b.waitWebhook("payment.succeeded"); !strings.Contains(got, "payment.succeeded") || !strings.Contains(got, "signature verified") {
 		t.Errorf("the order page lists the webhooks %q, want payment.succeeded, verified, within %s", got, webhookWait)
 	}
-	b.shot("3ds-paid")
+	b.Shot("3ds-paid")
 	id, status := e.paymentStatus(order)
 	if status != "succeeded" {
 		t.Errorf("the API says payment %s is %s, want succeeded", id, status)
@@ -343,7 +293,7 @@ func TestThreeDSecureFailedThenPayInChromium(t *testing.T) {
 	b.typeCard(card3DS, expiryOK, cvcOK)
 	b.payInto3DS(e)
 	if got := b.challenge("fail"); got != "Awaiting payment" {
-		t.Fatalf("the order page says %q after a failed authentication, want Awaiting payment\n%s", got, b.page())
+		t.Fatalf("the order page says %q after a failed authentication, want Awaiting payment\n%s", got, b.Page())
 	}
 	if got := b.text("last-decline"); !strings.Contains(got, "did not confirm") || !strings.Contains(got, "nothing was charged") {
 		t.Errorf("the order page explains the failure as %q, want the bank did not confirm, nothing charged", got)
@@ -354,13 +304,13 @@ func TestThreeDSecureFailedThenPayInChromium(t *testing.T) {
 	if id, status := e.paymentStatus(order); status != "requires_payment_method" {
 		t.Fatalf("after the failed authentication payment %s is %s, want requires_payment_method", id, status)
 	}
-	b.step("pay again", chromedp.Click(chromedp.ID("pay-link")), chromedp.WaitVisible(chromedp.CSS(`#pay:not([disabled])`)))
+	b.Step("pay again", chromedp.Click(chromedp.ID("pay-link")), chromedp.WaitVisible(chromedp.CSS(`#pay:not([disabled])`)))
 	if got := b.text("last-decline"); !strings.Contains(got, "did not confirm") {
 		t.Errorf("the pay page explains the last attempt as %q, want the failed authentication", got)
 	}
 	b.typeCard(cardOK, expiryOK, cvcOK)
 	if got := b.payAndSee(); got != "Paid" {
-		t.Fatalf("the order page says %q after the good card, want Paid\n%s", got, b.page())
+		t.Fatalf("the order page says %q after the good card, want Paid\n%s", got, b.Page())
 	}
 	id, status := e.paymentStatus(order)
 	if status != "succeeded" {
@@ -381,21 +331,21 @@ func TestBackFromChallengeInChromium(t *testing.T) {
 	order := b.buy(e, false)
 	b.typeCard(card3DS, expiryOK, cvcOK)
 	b.payInto3DS(e)
-	b.step("go back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.ID("continue")))
+	b.Step("go back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.ID("continue")))
 	if got, want := b.path(), "/pay/"+order; got != want {
 		t.Errorf("back from the challenge: %s, want %s", got, want)
 	}
 	if got := b.text("pending"); !strings.Contains(got, "waiting for you") {
 		t.Errorf("the pay page says %q, want the bank waiting", got)
 	}
-	if n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll('#pay').length`)); err != nil || n != 0 {
+	if n, err := chromedp.Run(b.Ctx, chromedp.Evaluate[int](`document.querySelectorAll('#pay').length`)); err != nil || n != 0 {
 		t.Errorf("the pay page of a payment awaiting authentication has %d Pay buttons (%v), want none", n, err)
 	}
-	b.step("continue to the bank", chromedp.Click(chromedp.ID("continue")),
+	b.Step("continue to the bank", chromedp.Click(chromedp.ID("continue")),
 		chromedp.WaitVisible(chromedp.CSS(`button[value="authenticate"]`)))
 	b.onChallenge(e)
 	if got := b.challenge("authenticate"); got != "Paid" {
-		t.Fatalf("the order page says %q after authenticating, want Paid\n%s", got, b.page())
+		t.Fatalf("the order page says %q after authenticating, want Paid\n%s", got, b.Page())
 	}
 	id, _ := e.paymentStatus(order)
 	if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Captures != 1 || fx.AmountCaptured != 2000 {
@@ -413,17 +363,17 @@ func TestStaleFormDuringChallengeInChromium(t *testing.T) {
 	b := newBrowser(t)
 	order := b.buy(e, false)
 	// A second tab of the same browser, on the same pay page.
-	ctx, cancel := chromedp.NewContext(b.ctx)
+	ctx, cancel := chromedp.NewContext(b.Ctx)
 	defer cancel()
-	b2 := &browser{t: t, ctx: ctx, dir: b.dir}
-	b2.step("open the pay page in another tab", chromedp.Navigate(e.url+"/pay/"+order),
+	b2 := &browser{&testenv.Browser{T: t, Ctx: ctx, Dir: b.Dir, Prefix: b.Prefix}}
+	b2.Step("open the pay page in another tab", chromedp.Navigate(e.url+"/pay/"+order),
 		chromedp.WaitVisible(chromedp.CSS(`#pay:not([disabled])`)))
 	b2.typeCard(card3DS, expiryOK, cvcOK)
 	b2.payInto3DS(e)
 
 	b.typeCard(cardOK, expiryOK, cvcOK)
 	if got := b.payAndSee(); got != "Awaiting payment" {
-		t.Fatalf("the stale form's Pay leads to an order page saying %q, want Awaiting payment\n%s", got, b.page())
+		t.Fatalf("the stale form's Pay leads to an order page saying %q, want Awaiting payment\n%s", got, b.Page())
 	}
 	if got, want := b.path(), "/orders/"+order; got != want {
 		t.Errorf("the stale form's Pay leads to %s, want %s", got, want)
@@ -435,18 +385,18 @@ func TestStaleFormDuringChallengeInChromium(t *testing.T) {
 	if fx := e.sim.Effects(id); status != "requires_action" || fx.Authorizations != 0 {
 		t.Fatalf("after the stale form's Pay: payment %s is %s, effects %+v; want requires_action, nothing authorized", id, status, fx)
 	}
-	b.step("continue paying", chromedp.Click(chromedp.ID("pay-link")), chromedp.WaitVisible(chromedp.ID("continue")),
+	b.Step("continue paying", chromedp.Click(chromedp.ID("pay-link")), chromedp.WaitVisible(chromedp.ID("continue")),
 		chromedp.Click(chromedp.ID("continue")), chromedp.WaitVisible(chromedp.CSS(`button[value="authenticate"]`)))
 	b.onChallenge(e)
 	if got := b.challenge("authenticate"); got != "Paid" {
-		t.Fatalf("the order page says %q after authenticating, want Paid\n%s", got, b.page())
+		t.Fatalf("the order page says %q after authenticating, want Paid\n%s", got, b.Page())
 	}
 	if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Captures != 1 || fx.AmountCaptured != 2000 {
 		t.Errorf("the network's effects: %+v; want one authorization, one capture of 2000", fx)
 	}
 	// The first tab, still on the challenge page, finds it ended.
-	b2.step("reload the challenge in the other tab", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`a[href]`)))
-	if got := b2.page(); !strings.Contains(got, "You authenticated this payment") {
+	b2.Step("reload the challenge in the other tab", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`a[href]`)))
+	if got := b2.Page(); !strings.Contains(got, "You authenticated this payment") {
 		t.Errorf("the other tab's challenge page: %s, want it ended", got)
 	}
 }
