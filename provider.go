@@ -246,6 +246,28 @@ func PageServerOf(p Provider) PageServer {
 	return nil
 }
 
+// Moder is a Provider that knows whether it moves real money: Mode is
+// "live" (a Stripe live key), "test", or "" when it cannot tell.
+type Moder interface {
+	Mode() string
+}
+
+// ModeOf returns p's mode (Moder), looking through decorators; "" if
+// nothing says.
+func ModeOf(p Provider) string {
+	for p != nil {
+		if m, ok := p.(Moder); ok {
+			return m.Mode()
+		}
+		u, ok := p.(interface{ Unwrap() Provider })
+		if !ok {
+			return ""
+		}
+		p = u.Unwrap()
+	}
+	return ""
+}
+
 // PagesPrefix is where a PageServer's pages are served on the API listener.
 const PagesPrefix = "/simulator/v1/"
 

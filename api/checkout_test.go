@@ -14,6 +14,7 @@ import (
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
+	"github.com/surgepay/surgepay/telemetry"
 )
 
 // shopOrigin is the merchant's page in the checkout tests.
@@ -611,5 +612,25 @@ func TestCheckoutThreeDSecureAbandoned(t *testing.T) {
 	}
 	if fx := p.Effects(id); fx.Authorizations != 0 {
 		t.Fatalf("an abandoned challenge charged: %+v", fx)
+	}
+}
+
+// liveSim is the simulator saying it moves real money, as a live Stripe
+// key does.
+type liveSim struct{ *sim.Provider }
+
+func (liveSim) Mode() string { return "live" }
+
+// TestPublishableKeyLive: a merchant whose processor is live gets
+// pk_live_ keys, through the telemetry decorator too.
+func TestPublishableKeyLive(t *testing.T) {
+	tel, err := telemetry.New(telemetry.DefaultConfig(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, openSQLite(t), func(c *engine.Config) { c.Provider = tel.WrapProvider(liveSim{sim.New(sim.DefaultConfig())}) })
+	pk, _, err := e.eng.CreateAPIKeyWith(context.Background(), e.merchants[0], engine.KeyOptions{Publishable: true})
+	if err != nil || !strings.HasPrefix(pk, surgepay.PublishableKeyPrefixLive) {
+		t.Fatalf("publishable key of a live merchant: %.8s…, %v; want pk_live_", pk, err)
 	}
 }

@@ -35,13 +35,10 @@ const clientSecretDomain = "surgepay client secret v1\x00"
 // requires_payment_method while the charge goes through.
 const ConfirmReconcileGrace = time.Minute
 
-// liveModer is a provider that knows whether it moves real money (a
-// Stripe live key); others are test mode.
-type liveModer interface{ LiveMode() bool }
-
-// publishablePrefix is pk_live_ when the processors are live, else pk_test_.
+// publishablePrefix is pk_live_ when a processor moves real money (a
+// Stripe live key: surgepay.ModeOf), else pk_test_.
 func (e *Engine) publishablePrefix() string {
-	if l, ok := e.provider.(liveModer); ok && l.LiveMode() {
+	if surgepay.ModeOf(e.provider) == "live" {
 		return surgepay.PublishableKeyPrefixLive
 	}
 	return surgepay.PublishableKeyPrefixTest

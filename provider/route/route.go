@@ -751,6 +751,19 @@ func (r *Router) DescribeToken(ctx context.Context, processor, token string) (*s
 	return d.DescribeToken(ctx, processor, token)
 }
 
+var _ surgepay.Moder = (*Router)(nil)
+
+// Mode is "live" if any configured processor moves real money, else
+// "test": a merchant's publishable keys say so (pk_live_).
+func (r *Router) Mode() string {
+	for _, p := range r.t.Load().procs {
+		if surgepay.ModeOf(p.Provider) == "live" {
+			return "live"
+		}
+	}
+	return "test"
+}
+
 var _ surgepay.TokenAttacher = (*Router)(nil)
 
 // AttachToken attaches a token of the named processor to a customer of

@@ -551,3 +551,30 @@ func TestPagesWithoutPageServer(t *testing.T) {
 		t.Fatalf("got %d, want 404", w.Code)
 	}
 }
+
+// liveSim is a simulator that says it moves real money, as a live Stripe
+// key does.
+type liveSim struct{ *sim.Provider }
+
+func (liveSim) Mode() string { return "live" }
+
+// TestModeLiveIfAnyProcessorIs: the router is live (its merchants'
+// publishable keys pk_live_) as soon as one of its processors is.
+func TestModeLiveIfAnyProcessorIs(t *testing.T) {
+	r := route.New(nil)
+	procs := []route.Processor{{Name: route.DefaultName, Provider: sim.New(sim.DefaultConfig())},
+		{Name: "sim_b", Provider: sim.New(sim.DefaultConfig())}}
+	if err := r.Set(procs, fixed("sim_b")); err != nil {
+		t.Fatal(err)
+	}
+	if m := r.Mode(); m != "test" {
+		t.Fatalf("simulators only: mode %q, want test", m)
+	}
+	procs[1].Provider = liveSim{sim.New(sim.DefaultConfig())}
+	if err := r.Set(procs, fixed("sim_b")); err != nil {
+		t.Fatal(err)
+	}
+	if m := surgepay.ModeOf(r); m != "live" {
+		t.Fatalf("with a live processor: mode %q, want live", m)
+	}
+}
