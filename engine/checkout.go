@@ -470,8 +470,11 @@ func (e *Engine) applyAction(ctx context.Context, p *surgepay.Payment) (*surgepa
 
 // ProcessorPages returns the pages the processor serves to shoppers from
 // surgepay's listener (surgepay.PageServer: the simulator's 3-D Secure
-// challenge), or nil.
+// challenge), or nil (also for a nil engine).
 func (e *Engine) ProcessorPages() http.Handler {
+	if e == nil { // a Server made without an engine, for its routes alone
+		return nil
+	}
 	if ps := surgepay.PageServerOf(e.provider); ps != nil {
 		return ps.Pages()
 	}
