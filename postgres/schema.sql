@@ -116,7 +116,8 @@ CREATE TABLE payment_methods (
     sealed_pan bytea NOT NULL,
     created timestamp with time zone NOT NULL,
     processor text DEFAULT ''::text NOT NULL,
-    processor_token text DEFAULT ''::text NOT NULL
+    processor_token text DEFAULT ''::text NOT NULL,
+    processor_customer text DEFAULT ''::text NOT NULL
 );
 CREATE TABLE payments (
     merchant_id text NOT NULL,
@@ -231,6 +232,7 @@ CREATE INDEX payment_methods_last4 ON payment_methods USING btree (merchant_id, 
 CREATE INDEX payments_customer ON payments USING btree (merchant_id, customer_id, id);
 CREATE INDEX payments_processing ON payments USING btree (id) WHERE (status = 'processing'::text);
 CREATE INDEX payments_processor_ref ON payments USING btree (authorization_ref) WHERE (authorization_ref ~~ '%:%'::text);
+CREATE INDEX payments_requires_action ON payments USING btree (id) WHERE (status = 'requires_action'::text);
 CREATE INDEX payments_status ON payments USING btree (merchant_id, status, id);
 CREATE INDEX provider_attempts_created ON provider_attempts USING btree (created);
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries USING btree (next_attempt) WHERE (status = 'pending'::text);

@@ -21,6 +21,7 @@ CREATE INDEX payment_methods_customer ON payment_methods (merchant_id, customer_
 CREATE INDEX payment_methods_last4 ON payment_methods (merchant_id, last4, id);
 CREATE INDEX payments_processing ON payments (id) WHERE status = 'processing';
 CREATE INDEX payments_processor_ref ON payments (processor_ref) WHERE processor_ref IS NOT NULL;
+CREATE INDEX payments_requires_action ON payments (id) WHERE status = 'requires_action';
 CREATE INDEX payments_status ON payments (merchant_id, status, id);
 CREATE INDEX provider_attempts_created ON provider_attempts (created);
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt) WHERE status = 'pending';
@@ -145,7 +146,7 @@ CREATE TABLE payment_methods (
 	fingerprint TEXT NOT NULL,
 	holder_name TEXT NOT NULL,
 	sealed_pan  BLOB,
-	created     INTEGER, processor TEXT NOT NULL DEFAULT '', processor_token TEXT NOT NULL DEFAULT '',
+	created     INTEGER, processor TEXT NOT NULL DEFAULT '', processor_token TEXT NOT NULL DEFAULT '', processor_customer TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (merchant_id, id)
 ) STRICT, WITHOUT ROWID;
 CREATE TABLE payments (
