@@ -184,16 +184,7 @@ func newServeLikeEnv(t *testing.T, cfg api.Config, connsMax int) (*env, *api.Con
 // connection kept.
 func TestSlowBodyRefusalWaitsForItsBody(t *testing.T) {
 	e, conns := newServeLikeEnv(t, api.Config{InflightMax: 8, MerchantInflightMax: 1, BodyReadTimeout: time.Minute}, 3)
-	slow := openSlowBody(t, e, e.keyA, "/v1/customers") // A's one slot, held
-	eventually(t, "A's slot held by its slow body", func() bool {
-		select {
-		case <-slow.res: // refused: it arrived while a probe held A's slot
-			slow = openSlowBody(t, e, e.keyA, "/v1/customers")
-			return false
-		default:
-		}
-		return e.do(e.keyA, "GET", "/v1/customers", "", "").Status == http.StatusTooManyRequests
-	})
+	holdOnlySlot(t, e, e.keyA)
 	// The bound of 3 has the slow body's connection and e.http's, idle.
 	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
 	if err != nil {
@@ -234,6 +225,65 @@ func TestSlowBodyRefusalWaitsForItsBody(t *testing.T) {
 	}
 	if got := conns.Held(); got != 0 {
 		t.Errorf("held %d after the answer, want 0", got)
+	}
+}
+
+// holdOnlySlot takes the one slot of key's merchant (MerchantInflightMax
+// 1) with a slow body, which keeps it until the test ends.
+func holdOnlySlot(t *testing.T, e *env, key string) {
+	t.Helper()
+	slow := openSlowBody(t, e, key, "/v1/customers")
+	eventually(t, "the merchant's slot held by its slow body", func() bool {
+		select {
+		case <-slow.res: // refused: it arrived while a probe held the slot
+			slow = openSlowBody(t, e, key, "/v1/customers")
+			return false
+		default:
+		}
+		return e.do(key, "GET", "/v1/customers", "", "").Status == http.StatusTooManyRequests
+	})
+}
+
+// TestSlowBodyRefusalsAnswerApart is the regression test of issue 34
+// item 10's wave: slow bodies refused together were answered together,
+// refusedBodyWait later, so a flood that reconnects on each answer came
+// back in one wave a second, and each wave delayed another merchant's
+// sales caught in it (p99 2.9-5.0x its own). Each refusal now waits a
+// time drawn within [refusedBodyWait/2, refusedBodyWait]: answers to
+// refusals made within a few milliseconds spread over hundreds.
+func TestSlowBodyRefusalsAnswerApart(t *testing.T) {
+	e, _ := newServeLikeEnv(t, api.Config{InflightMax: 64, MerchantInflightMax: 1, BodyReadTimeout: time.Minute}, 64)
+	holdOnlySlot(t, e, e.keyA)
+	const n = 24
+	slows := make([]*slowBody, n)
+	for i := range slows {
+		slows[i] = openSlowBody(t, e, e.keyA, "/v1/customers")
+	}
+	at := make([]time.Time, n) // when each answer came
+	var wg sync.WaitGroup
+	for i, s := range slows {
+		wg.Go(func() {
+			select {
+			case r := <-s.res:
+				at[i] = time.Now()
+				if r == nil || r.Status != http.StatusTooManyRequests {
+					t.Errorf("slow body %d: got %+v, want 429", i, r)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("slow body %d not answered", i)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	first, last := slices.MinFunc(at, time.Time.Compare), slices.MaxFunc(at, time.Time.Compare)
+	// 24 draws within half a second spread less than 150 ms with a
+	// chance of about 1e-7; a fixed wait spreads them by the few
+	// milliseconds it took to open them.
+	if spread := last.Sub(first); spread < 150*time.Millisecond {
+		t.Errorf("%d refusals made together were answered within %v of each other, want them spread (refusalWait)", n, spread)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -547,14 +548,29 @@ func (s *Server) logError(r *http.Request, status int, err error) {
 // refusal let a client that reconnects as soon as it is answered open
 // connections as fast as the server's CPU could refuse them (issue 34
 // item 10: 1,300 a second from 192 connections, another merchant's p99
-// from 33 ms to 579 ms); held, it opens at most one connection a
+// from 33 ms to 579 ms); held, it opens at most one connection each half
 // refusedBodyWait for each it holds.
+//
+// Each refusal waits a time drawn between half refusedBodyWait and all
+// of it (refusalWait). A fixed wait kept a flood's connections in step:
+// opened together, refused together, answered together a second later,
+// they reconnected in one wave a second, and each wave (176 connections
+// accepted, read and refused within a few milliseconds of two cores)
+// delayed the other merchant's sales caught in it by 3-10 ms, its p99
+// 2.9-5.0x its own without the flood (issue 34 item 10). Drawn apart,
+// the waves spread over the second within a few rounds.
 const refusedBodyWait = time.Second
+
+// refusalWait is how long one refusal waits for its body: uniform within
+// [refusedBodyWait/2, refusedBodyWait].
+func refusalWait() time.Duration {
+	return refusedBodyWait/2 + rand.N(refusedBodyWait/2+1) //nolint:gosec // G404: jitter spreads reconnections; nothing depends on it being unpredictable
+}
 
 // closeIfBodyUnread, for an error answered before the request's body was
 // read (a bad key, a merchant over its share or rate), drains the body
 // (at most surgepay.RequestBodyBytesMax) so the connection is kept, if it
-// arrives within refusedBodyWait, holding only its connection
+// arrives within refusalWait, holding only its connection
 // (holdForRefusal); else it closes the
 // connection: net/http would otherwise read the rest of the body before
 // sending the answer, and a slow body would hold the answer back (and the
@@ -578,7 +594,7 @@ func closeIfBodyUnread(w http.ResponseWriter, r *http.Request) {
 		body := &io.LimitedReader{R: r.Body, N: surgepay.RequestBodyBytesMax + 1}
 		rc := http.NewResponseController(w)
 		done := holdForRefusal(r.Context())
-		drained := drainWithin(rc, body, refusedBodyWait)
+		drained := drainWithin(rc, body, refusalWait())
 		done()
 		if drained && body.N > 0 && rc.SetReadDeadline(time.Time{}) == nil {
 			if ok {
