@@ -193,13 +193,13 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 const keysRotateSigningUsage = `Usage: surgepay keys rotate-signing [--config FILE]
 
 Adds a client-secret signing key to the keyring file as primary; older
-secrets work until their key is retired. Restart serve (docs/vault.md).
+secrets work until their key is retired. Send serve SIGHUP (docs/vault.md).
 `
 
 const keysRetireSigningUsage = `Usage: surgepay keys retire-signing KEY_ID [--config FILE]
 
 Retires a client-secret signing key (after a leak): its secrets stop
-working on each server once restarted. Not the primary (docs/vault.md).
+working on each server as it reloads (SIGHUP). Not the primary (docs/vault.md).
 `
 
 // cmdKeysSigning is `surgepay keys rotate-signing|retire-signing`: the

@@ -45,7 +45,7 @@ func TestKeysSigningCommands(t *testing.T) {
 	}
 
 	code, out, errs := cli("rotate-signing")
-	if code != 0 || !strings.Contains(out, "new primary client-secret signing key s_") || !strings.Contains(out, "Restart the servers") {
+	if code != 0 || !strings.Contains(out, "new primary client-secret signing key s_") || !strings.Contains(out, "SIGHUP") {
 		t.Fatalf("rotate-signing: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	f := readKeyringJSON(t, path)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/surgepay/surgepay/config"
+	"github.com/surgepay/surgepay/internal/ops"
 )
 
 // watchConfig reloads the configuration on SIGHUP and when its file
@@ -20,8 +21,8 @@ func watchConfig(ctx context.Context, a *app, current *atomic.Pointer[config.Con
 	config.Watch(ctx, current.Load().Path(), hup, func(why string) { reloadConfig(a, current, log, why) })
 }
 
-// reloadConfig reads the configuration again and applies its reloadable
-// part, the merchant settings and, when serve started with some, the
+// reloadConfig reads the keyring file and the configuration again and
+// applies their reloadable part: the keyring's keys, the merchant settings and, when serve started with some, the
 // [processors] (adding the first needs a restart). current then holds the running
 // configuration with the new merchant settings: what is in effect, not
 // what the file says. The settings that differ from the running ones but
@@ -31,6 +32,7 @@ func watchConfig(ctx context.Context, a *app, current *atomic.Pointer[config.Con
 func reloadConfig(a *app, current *atomic.Pointer[config.Config], log *slog.Logger, why string) {
 	a.reloadListeners(log, why)
 	old := current.Load()
+	ops.ReloadKeyring(log, a.keys, old.KeyringFile, why) // before the processors, whose secrets it may seal
 	cfg, err := config.Load(old.Path(), os.Getenv)
 	if err != nil {
 		log.Error("configuration reload refused; the running configuration stays", "why", why, "err", err.Error())

@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -730,8 +729,8 @@ Run 'surgepay help keys COMMAND' for a command's flags.
 const keysRotateUsage = `Usage: surgepay keys rotate [--config FILE]
 
 Adds a new card-vault key to the keyring file and makes it primary. Cards
-saved under older keys still decrypt; restart the servers to encrypt new
-cards under the new key (docs/vault.md).
+saved under older keys still decrypt; send the servers SIGHUP (or restart
+them) to encrypt new cards under the new key (docs/vault.md).
 `
 
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -756,25 +755,10 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 2
 	}
-	return rotateVault(cfg, stdout, stderr)
-}
-
-func rotateVault(cfg config.Config, stdout, stderr io.Writer) int {
-	k, err := vault.Load(cfg.KeyringFile)
-	if err != nil {
+	if err := ops.RotateVaultKey(cfg.KeyringFile, stdout); err != nil {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 1
 	}
-	id, err := k.Rotate()
-	if err == nil {
-		err = k.Save(cfg.KeyringFile)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "new primary vault key %s; keys: %s\nRestart the servers to encrypt new cards under it; old cards still decrypt.\n",
-		id, strings.Join(k.KeyIDs(), ", "))
 	return 0
 }
 

@@ -1,0 +1,91 @@
+package ops
+
+import (
+	"bytes"
+	"encoding/base64"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/surgepay/surgepay/vault"
+)
+
+// ReloadKeyring logs what a reload changed by key ID, never a secret;
+// nothing when nothing changed; the refusal when the file cannot be the
+// running keyring; and leaves a keyring from SURGEPAY_KEYRING alone.
+func TestReloadKeyringLogs(t *testing.T) {
+	t.Setenv(vault.EnvVar, "")
+	path := filepath.Join(t.TempDir(), "keyring.json")
+	running, _, err := vault.LoadOrCreate(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var out bytes.Buffer
+	if err := RotateSigningKey(path, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := RotateVaultKey(path, &out); err != nil {
+		t.Fatal(err)
+	}
+	edited, err := vault.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ReloadKeyring(log, running, path, "SIGHUP")
+	line := logs.String()
+	for _, want := range []string{"keyring reloaded", "why=SIGHUP", "data_keys_added=" + edited.PrimaryID(),
+		"primary=" + edited.PrimaryID(), "signing_keys_added=" + edited.SigningPrimaryID(), "signing_primary=" + edited.SigningPrimaryID()} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log %q lacks %q", line, want)
+		}
+	}
+	if strings.Contains(line, "retired") {
+		t.Errorf("log %q names retired keys; none were", line)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range strings.FieldsFunc(string(raw), func(r rune) bool { return r == '"' }) {
+		if len(f) >= 40 && strings.Contains(line, f) { // a base64 secret
+			t.Fatalf("the log holds a secret of the keyring file")
+		}
+	}
+	if running.SigningPrimaryID() != edited.SigningPrimaryID() || running.PrimaryID() != edited.PrimaryID() {
+		t.Fatal("the running keyring was not reloaded")
+	}
+
+	logs.Reset()
+	ReloadKeyring(log, running, path, "SIGHUP")
+	if logs.Len() != 0 {
+		t.Errorf("a reload that changed nothing logged %q at info", logs.String())
+	}
+
+	other, err := vault.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPath := filepath.Join(t.TempDir(), "other.json")
+	if err := other.Save(otherPath); err != nil {
+		t.Fatal(err)
+	}
+	ReloadKeyring(log, running, otherPath, "file changed")
+	if !strings.Contains(logs.String(), "keyring reload refused") || running.PrimaryID() != edited.PrimaryID() {
+		t.Errorf("another keyring: log %q, primary %s; want refused and the running keys kept", logs.String(), running.PrimaryID())
+	}
+
+	logs.Reset()
+	raw, err = os.ReadFile(otherPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(vault.EnvVar, base64.StdEncoding.EncodeToString(raw))
+	ReloadKeyring(log, running, otherPath, "SIGHUP")
+	if logs.Len() != 0 || running.PrimaryID() != edited.PrimaryID() {
+		t.Errorf("with %s set: log %q; want nothing done", vault.EnvVar, logs.String())
+	}
+}
