@@ -6,30 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/surgepay/surgepay/config"
 )
 
 // TestPublishableKeys: `keys create --publishable` and the admin API make
 // a pk_test_ key that serve's API refuses outside the checkout routes,
 // and serve serves the card frame's script.
 func TestPublishableKeys(t *testing.T) {
-	isolateEnv(t)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "surgepay.toml")
-	conf := fmt.Sprintf("data_dir = %q\nlisten = %q\nadmin_listen = %q\nlog_level = \"warn\"\n", dir, freeAddr(t), freeAddr(t))
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(file, envOf(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	startServe(t, cfg)
+	file, cfg, _ := serveFromFile(t, "")
+	dir := cfg.DataDir
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"keys", "create", "--publishable", "--scopes", "read_only", "--config", file}, &stdout, &stderr); code == 0 ||
 		strings.Contains(stdout.String(), "pk_") {

@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/vault"
 )
 
@@ -23,18 +21,8 @@ import (
 // the rotated primary, and a keyring file serve cannot become (another
 // API-key secret) is refused with the running keys kept.
 func TestKeyringReloadOnSIGHUP(t *testing.T) {
-	isolateEnv(t)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "surgepay.toml")
-	conf := fmt.Sprintf("data_dir = %q\nlisten = %q\nadmin_listen = %q\nlog_level = \"info\"\n", dir, freeAddr(t), freeAddr(t))
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(file, envOf(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := startServe(t, cfg)
+	file, cfg, srv := serveFromFile(t, "")
+	dir := cfg.DataDir
 	cli := func(args ...string) string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer

@@ -4,16 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/surgepay/surgepay/config"
 )
 
 // TestMerchantsCLIAndAdminAPI runs a real serve with its admin listener:
@@ -25,20 +20,9 @@ import (
 // show`, `keys list` and `audit list` show every change with the CLI
 // user as actor, and never a secret.
 func TestMerchantsCLIAndAdminAPI(t *testing.T) {
-	isolateEnv(t)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "surgepay.toml")
 	// A short TTL: the CLI's changes reach serve's own cache within it.
-	conf := fmt.Sprintf("data_dir = %q\nlisten = %q\nadmin_listen = %q\nlog_level = \"warn\"\n"+
-		"[cache.entities.api_keys]\nscope = \"process\"\nttl = \"200ms\"\nentries_max = 1000\n", dir, freeAddr(t), freeAddr(t))
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(file, envOf(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := startServe(t, cfg)
+	file, cfg, s := serveFromFile(t, "[cache.entities.api_keys]\nscope = \"process\"\nttl = \"200ms\"\nentries_max = 1000\n")
+	dir := cfg.DataDir
 	ctx := context.Background()
 	cli := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer

@@ -6,12 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/surgepay/surgepay/config"
 )
 
 // TestContradictoryScopesRefused is issue 34 item 12: scopes
@@ -19,18 +15,8 @@ import (
 // and the admin API both refuse them (400 invalid_scope naming scopes on
 // the API) and make no key.
 func TestContradictoryScopesRefused(t *testing.T) {
-	isolateEnv(t)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "surgepay.toml")
-	conf := fmt.Sprintf("data_dir = %q\nlisten = %q\nadmin_listen = %q\nlog_level = \"warn\"\n", dir, freeAddr(t), freeAddr(t))
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(file, envOf(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	startServe(t, cfg)
+	file, cfg, _ := serveFromFile(t, "")
+	dir := cfg.DataDir
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"keys", "create", "--scopes", "read_only,full", "--config", file}, &stdout, &stderr)
 	if code == 0 || strings.Contains(stdout.String(), "sk_") || !strings.Contains(stderr.String(), "--scopes") {

@@ -169,6 +169,27 @@ func startServe(t testing.TB, cfg config.Config) *server {
 	return s
 }
 
+// serveFromFile starts serve in this process, its SURGEPAY_ variables
+// cleared (isolateEnv), from a configuration file it writes in a fresh
+// data folder: data_dir, free loopback listen and admin_listen, log_level
+// warn, then extra (more TOML). It returns the file, the configuration
+// loaded from it and the server.
+func serveFromFile(t *testing.T, extra string) (file string, cfg config.Config, s *server) {
+	t.Helper()
+	isolateEnv(t)
+	dir := t.TempDir()
+	file = filepath.Join(dir, "surgepay.toml")
+	conf := fmt.Sprintf("data_dir = %q\nlisten = %q\nadmin_listen = %q\nlog_level = \"warn\"\n", dir, freeAddr(t), freeAddr(t)) + extra
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(file, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, cfg, startServe(t, cfg)
+}
+
 // stop cancels serve's context and returns what serve returned.
 func (s *server) stop() error {
 	s.t.Helper()
