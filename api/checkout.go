@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -151,13 +150,11 @@ func redirectStatus(s surgepay.Status) string {
 // checkoutClient takes a request of a publishable key from its client
 // address's bucket: a publishable key is public, so its requests are
 // limited by key and client address as well as by the merchant's
-// rate_limit (checkout_client_rate; behind a proxy every shopper has the
-// proxy's address: docs/checkout.md, Limits). ERATELIMIT when it is empty.
+// rate_limit (checkout_client_rate; behind a proxy, the address its
+// X-Forwarded-For names if it is one of TrustedProxies: clientAddr).
+// ERATELIMIT when it is empty.
 func (s *Server) checkoutClient(r *http.Request, merchantID, keyID string) error {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
+	host := clientAddr(r, s.cfg.TrustedProxies)
 	set := s.eng.SettingsFor(merchantID)
 	limit, burst := set.CheckoutClientLimit()
 	wait, ok := s.clientLimits.take(keyID+"\x00"+host, rate.Limit(limit), burst)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/api"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/telemetry"
@@ -301,6 +303,50 @@ func TestCheckoutClientRateLimit(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if r := c.do(c.pk, "GET", "/v1/checkout/payments/"+id+"?client_secret="+secret, "", ""); r.Status != 200 {
 		t.Fatalf("with checkout_client_rate raised: %d %s", r.Status, r.Raw)
+	}
+}
+
+// Behind a trusted proxy (trusted_proxies), each shopper has a bucket of
+// its own, by the address the proxy appends to X-Forwarded-For; what a
+// shopper writes there itself picks no other bucket. Without the setting
+// the header is ignored: every request from the proxy shares one bucket.
+func TestCheckoutClientRateBehindProxy(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		trusted []netip.Prefix
+	}{
+		{"trusted proxy", []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")}},
+		{"no trusted proxies", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, _ := newServeLikeEnv(t, api.Config{TrustedProxies: tt.trusted}, 64)
+			c := newCheckoutEnv(t, e)
+			id, secret := c.awaiting(t, `{"amount":900,"currency":"usd"}`)
+			get := func(xff string) int {
+				return e.doHeader(t, c.pk, "GET", "/v1/checkout/payments/"+id+"?client_secret="+secret, "",
+					http.Header{"X-Forwarded-For": {xff}}).Status
+			}
+			_, burst := e.eng.SettingsFor(e.merchants[0]).CheckoutClientLimit()
+			refused := false
+			for i := 0; i < burst+surgepay.CheckoutClientRateDefault*2 && !refused; i++ {
+				refused = get("198.51.100.1") == 429
+			}
+			if !refused {
+				t.Fatal("shopper 198.51.100.1 was never limited")
+			}
+			// The same shopper, writing another address left of the one
+			// the proxy appends.
+			if got := get("203.0.113.50, 198.51.100.1"); got != 429 {
+				t.Errorf("shopper 198.51.100.1 with a forged entry: %d, want 429", got)
+			}
+			other := get("198.51.100.2")
+			if tt.trusted != nil && other != 200 {
+				t.Errorf("behind a trusted proxy another shopper got %d, want 200: a bucket of its own", other)
+			}
+			if tt.trusted == nil && other != 429 {
+				t.Errorf("without trusted_proxies another X-Forwarded-For got %d, want 429: the header ignored", other)
+			}
+		})
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -77,6 +78,11 @@ type Config struct {
 	// Now is the clock of the per-merchant request rate limit
 	// (merchants.*.rate_limit). Default time.Now; tests set their own.
 	Now func() time.Time
+	// TrustedProxies are the proxies in front (trusted_proxies): a
+	// request whose peer is one of them is counted under the client
+	// address its X-Forwarded-For names (clientAddr). Empty: the peer's
+	// address, and X-Forwarded-For is ignored.
+	TrustedProxies []netip.Prefix
 }
 
 // Server is the API's HTTP handler. Safe for concurrent use.

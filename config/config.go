@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -103,6 +104,15 @@ type Config struct {
 	// each change through the admin API and once a minute). At most
 	// inflight_max. Reloaded without a restart.
 	MerchantInflightMax int `toml:"merchant_inflight_max"`
+	// TrustedProxies are the addresses (192.0.2.10, 2001:db8::1) or
+	// networks (10.0.0.0/8) of the proxies in front of the API listener
+	// whose X-Forwarded-For is believed: a request from one of them is
+	// counted, for the per-address limit of publishable keys
+	// (merchants.*.checkout_client_rate), under the client address the
+	// header names (api.Config.TrustedProxies). At most
+	// TrustedProxiesMax. Env SURGEPAY_TRUSTED_PROXIES, comma-separated.
+	// Read at start.
+	TrustedProxies []string `toml:"trusted_proxies"`
 	// ReadHeaderTimeout bounds reading a request's line and headers.
 	// Default 5s; 100ms to 1m.
 	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
@@ -693,6 +703,9 @@ func (c *Config) applyEnv(env func(string) string) error {
 			*p = n
 		}
 	}
+	if v := env("SURGEPAY_TRUSTED_PROXIES"); v != "" {
+		c.TrustedProxies = strings.Split(v, ",")
+	}
 	if v := env("SURGEPAY_SIM_RECORDS_RETENTION"); v != "" {
 		if err := c.Provider.RecordsRetention.UnmarshalText([]byte(v)); err != nil {
 			return fmt.Errorf("SURGEPAY_SIM_RECORDS_RETENTION: %w", err)
@@ -761,6 +774,9 @@ func (c *Config) Validate() error {
 	}
 	if n := c.ConnectionsMax; n < 0 || n > api.ConnectionsMaxLimit {
 		bad("connections_max", "%d must be 0 (twice inflight_max) to %d", n, api.ConnectionsMaxLimit)
+	}
+	if _, err := c.TrustedProxyPrefixes(); err != nil {
+		bad("trusted_proxies", "%v", err)
 	}
 	if n := c.MerchantInflightMax; n < 0 || n > max(c.InflightMax, 1) {
 		bad("merchant_inflight_max", "%d must be 0 (all of inflight_max for a lone merchant, else a quarter) to inflight_max (%d)", n, c.InflightMax)
@@ -1019,6 +1035,52 @@ type View struct {
 	// configuration agree on them.
 	PendingRestart []string `toml:"pending_restart"`
 	Config
+}
+
+// TrustedProxiesMax bounds trusted_proxies.
+const TrustedProxiesMax = 256
+
+// TrustedProxyPrefixes parses TrustedProxies: an address is a network of
+// one, an IPv4-mapped IPv6 one its IPv4 form. An error names the first
+// entry that is neither, or one given twice, or too many entries.
+func (c *Config) TrustedProxyPrefixes() ([]netip.Prefix, error) {
+	if len(c.TrustedProxies) > TrustedProxiesMax {
+		return nil, fmt.Errorf("holds %d entries; at most %d", len(c.TrustedProxies), TrustedProxiesMax)
+	}
+	var out []netip.Prefix
+	seen := map[netip.Prefix]bool{}
+	for i, s := range c.TrustedProxies {
+		s = strings.TrimSpace(s)
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil || a.Zone() != "" {
+				return nil, fmt.Errorf("entry %d, %q, is not an IP address or a network such as 10.0.0.0/8", i+1, s)
+			}
+			a = a.Unmap()
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		p = p.Masked()
+		if seen[p] {
+			return nil, fmt.Errorf("entry %d, %q, is given twice", i+1, s)
+		}
+		seen[p] = true
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// TrustedProxyNets is TrustedProxyPrefixes of a validated configuration
+// (Validate refuses one it cannot parse): nil if it does not parse.
+func (c *Config) TrustedProxyNets() []netip.Prefix {
+	p, err := c.TrustedProxyPrefixes()
+	if err != nil {
+		return nil
+	}
+	return p
 }
 
 // ConnectionsMaxEffective is the effective connections_max: ConnectionsMax,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -294,6 +295,9 @@ func TestValidate(t *testing.T) {
 			"config provider.records_retention"},
 		{"ErrMerchantInflightNegative", func(c *Config) { c.MerchantInflightMax = -1 }, "config merchant_inflight_max"},
 		{"ErrConnectionsMaxNegative", func(c *Config) { c.ConnectionsMax = -1 }, "config connections_max"},
+		{"ErrTrustedProxyNotAnAddress", func(c *Config) { c.TrustedProxies = []string{"10.0.0.0/8", "proxy.internal"} }, "config trusted_proxies"},
+		{"ErrTrustedProxyTwice", func(c *Config) { c.TrustedProxies = []string{"10.0.0.1/8", "10.0.0.0/8"} }, "config trusted_proxies"},
+		{"ErrTrustedProxiesTooMany", func(c *Config) { c.TrustedProxies = make([]string, TrustedProxiesMax+1) }, "config trusted_proxies"},
 		{"ErrConnectionsMaxOverLimit", func(c *Config) { c.ConnectionsMax = api.ConnectionsMaxLimit + 1 }, "config connections_max"},
 		{"ErrQueueDelayTargetNegative", func(c *Config) { c.SQLite.QueueDelayTarget.Duration = -time.Millisecond }, "config sqlite.queue_delay_target"},
 		{"ErrQueueDelayTargetOverTen", func(c *Config) { c.Postgres.QueueDelayTarget.Duration = 11 * time.Second }, "config postgres.queue_delay_target"},
@@ -361,7 +365,8 @@ func TestValidate(t *testing.T) {
 				tc.name == "ErrMerchantInflightOverInflight" || tc.name == "ErrMemoryLimitNegative" ||
 				tc.name == "ErrMemoryLimitAboveMax" || tc.name == "ErrConnectionsMaxOverLimit" ||
 				tc.name == "ErrStorageUnknown" || tc.name == "ErrProviderKind" ||
-				tc.name == "ErrRecordsMaxOverLimit" || tc.name == "ErrRecordsRetentionOverMax" {
+				tc.name == "ErrRecordsMaxOverLimit" || tc.name == "ErrRecordsRetentionOverMax" ||
+				tc.name == "ErrTrustedProxyTwice" || tc.name == "ErrTrustedProxiesTooMany" {
 				continue // They set fields that other cases already break.
 			}
 			tc.edit(&c)
@@ -415,7 +420,7 @@ var notSecretSettings = []string{"listen", "admin_listen", "data_dir", "storage"
 	"stage.nats_tls_key_file", "cache.namespace", "cache.redis.sentinel_master", "cache.redis.username",
 	"admin_token_file", "admin_read_token_file", "tls.cert_file", "tls.key_file", "tls.admin_client_ca_file", "tls.admin_read_only_clients",
 	"cache.redis.tls_ca_file", "cache.redis.tls_cert_file", "cache.redis.tls_key_file",
-	"rate_limits.shared", "flight_recorder.dir"}
+	"rate_limits.shared", "flight_recorder.dir", "trusted_proxies"}
 
 // fillStrings sets every string (or string list) setting under v, a
 // struct, to fill(its dotted TOML key). Maps (merchants, cache entities)
@@ -798,5 +803,27 @@ func TestRedisPasswordFromEnv(t *testing.T) {
 	}
 	if strings.Contains(string(b), "from-env") || strings.Contains(string(b), "in-file") {
 		t.Errorf("the view shows the Redis password: %s", b)
+	}
+}
+
+// trusted_proxies from the environment, comma-separated: addresses are
+// networks of one, IPv4-mapped addresses and networks their IPv4 form,
+// host bits masked.
+func TestTrustedProxies(t *testing.T) {
+	cfg, err := Load("", envOf(map[string]string{"SURGEPAY_TRUSTED_PROXIES": "10.1.2.3/8, 192.0.2.10,::ffff:198.51.100.7,2001:db8::/32,::ffff:0:0/104"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cfg.TrustedProxyPrefixes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.10/32"),
+		netip.MustParsePrefix("198.51.100.7/32"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("0.0.0.0/8")}
+	if !slices.Equal(got, want) {
+		t.Errorf("trusted proxies %v, want %v", got, want)
+	}
+	if def := Default(); len(def.TrustedProxies) != 0 {
+		t.Errorf("default trusted_proxies %v, want none", def.TrustedProxies)
 	}
 }

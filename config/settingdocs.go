@@ -59,7 +59,9 @@ merchant sections, ` + "`merchant_inflight_max`" + ` and, once serve started wit
 the processors take effect at once; every other setting is read at start: a
 change to one keeps its running value, and the reload logs a warning naming
 it (never its value), as ` + "`GET /config`" + ` does in ` + "`pending_restart`" + ` until a
-restart. ` + "`SIGHUP`" + ` also reads the TLS certificate and the admin tokens again.
+restart. ` + "`SIGHUP`" + ` also reads the TLS certificate, the admin tokens and the
+keyring file again ([vault.md](vault.md#reloading-the-keyring); not
+` + "`SURGEPAY_KEYRING`" + `, which a running process cannot see change).
 
 Types: a duration is written as ` + "`\"250ms\"`, `\"5s\"`, `\"24h\"`" + `; a secret is a string
 never printed. Environment variables outside the table: ` + "`SURGEPAY_ADMIN_TOKEN`" + `
@@ -104,6 +106,11 @@ var settingDocs = map[string]settingDoc{
 	"log_format":   {Env: "SURGEPAY_LOG_FORMAT", Doc: "structured logs on stderr: `json` or `text`"},
 	"log_level":    {Env: "SURGEPAY_LOG_LEVEL", Doc: "`debug`, `info`, `warn` or `error`"},
 	"inflight_max": {Env: "SURGEPAY_INFLIGHT_MAX", Doc: "requests served at once; beyond it 503 with Retry-After; 1 to 1000000"},
+	"trusted_proxies": {Env: "SURGEPAY_TRUSTED_PROXIES", Default: "none", Doc: "addresses (`192.0.2.10`) or networks " +
+		"(`10.0.0.0/8`) of the proxies in front of the API listener whose `X-Forwarded-For` is believed: a request from one " +
+		"is counted, for `merchants.*.checkout_client_rate`, under the client address the header names (its rightmost entry " +
+		"that is not a trusted proxy); the environment variable is comma-separated; at most 256; read at start. See " +
+		"[checkout.md](checkout.md#limits)"},
 	"connections_max": {Env: "SURGEPAY_CONNECTIONS_MAX", Doc: "the API listener's open connections, idle keep-alive ones " +
 		"included; at the bound a new one takes the place of the one idle longest once that one has been idle a second, " +
 		"or waits; " +
@@ -158,8 +165,9 @@ var settingDocs = map[string]settingDoc{
 	"merchants.<name>.routes[].brand":      {Default: "none (any)", Doc: "the card brand this route takes"},
 	"merchants.<name>.routes[].processors": {Default: "required", Doc: "the route's processors, in order; at most 8"},
 	"merchants.<name>.checkout_client_rate": {Default: "`0` (5)", Doc: "requests per second one client address may make " +
-		"with one of the merchant's publishable keys (bursts of four times as many, at least 20); raise it behind a proxy " +
-		"that hides shoppers' addresses, or for a load test from one machine; see [checkout.md](checkout.md#limits)"},
+		"with one of the merchant's publishable keys (bursts of four times as many, at least 20); behind a proxy, the address " +
+		"its `X-Forwarded-For` names if it is in `trusted_proxies`; raise it behind a proxy that is not, or for a load test " +
+		"from one machine; see [checkout.md](checkout.md#limits)"},
 	"merchants.<name>.checkout_origins": {Default: "none (browser checkout off)", Doc: "the web origins (`https://shop.example`: " +
 		"as browsers send them: scheme, lower-case host, a port only if not the default, nothing after) of the merchant's pages that may embed the card frame and call the " +
 		"checkout routes with a publishable key; at most 20; see [checkout.md](checkout.md)"},

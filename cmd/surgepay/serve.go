@@ -575,7 +575,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 	isReady := func() bool { return ready.Load() && a.storeReachable(context.WithoutCancel(ctx)) }
 	a.api = api.New(api.Config{Engine: a.eng, Logger: log, Debug: cfg.Debug, InflightMax: cfg.InflightMax,
 		MerchantInflightMax: cfg.MerchantInflightMax, BodyReadTimeout: cfg.BodyReadTimeout.Duration, Telemetry: a.tel,
-		SharedRateLimiter: sharedLimits, WritesOverloaded: writesOverloaded(a.store), Ready: isReady})
+		SharedRateLimiter: sharedLimits, WritesOverloaded: writesOverloaded(a.store), Ready: isReady, TrustedProxies: cfg.TrustedProxyNets()})
 	merchants := upkeep.NewMerchantCounter(a.eng, a.api.SetMerchantsEnabled, log)
 	merchants.Count(ctx)
 	conns := api.LimitConnections(ln, cfg.ConnectionsMaxEffective())

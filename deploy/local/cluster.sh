@@ -589,6 +589,10 @@ nodes_up() {
 		echo "# requests: HAProxy's inter (1s) x fall (2) plus a second, so that it has"
 		echo "# stopped sending there (docs/configuration.md)."
 		echo "shutdown_delay = \"3s\""
+		echo "# HAProxy (option forwardfor) names each client in X-Forwarded-For. Here it"
+		echo "# shares 127.0.0.1 with every local client, which may then name any address"
+		echo "# it likes; in production list only the proxies' own addresses."
+		echo "trusted_proxies = [\"127.0.0.1\"]"
 		common_toml "$DIR/node1/data"
 		cat <<EOF
 
