@@ -1226,6 +1226,10 @@ func TestDockerfile(t *testing.T) {
 	if got := final.all("CMD"); len(got) != 1 || !jsonArgs(t, got[0], "serve") {
 		t.Errorf(`final stage: CMD %s, want one: ["serve"]`, strings.Join(got, "; "))
 	}
+	// The image has no shell nor curl: its HEALTHCHECK is the binary's own.
+	if got := final.all("HEALTHCHECK"); len(got) != 1 || !strings.Contains(got[0], `CMD ["/surgepay", "healthcheck"`) {
+		t.Errorf(`final stage: HEALTHCHECK %s, want one running ["/surgepay", "healthcheck", ...]`, strings.Join(got, "; "))
+	}
 	copied := false
 	for _, c := range final.all("COPY") {
 		copied = copied || (strings.Contains(c, "--from="+build.name) && strings.HasSuffix(c, " /surgepay"))
@@ -1262,6 +1266,11 @@ func jsonArgs(t *testing.T, s string, want ...string) bool {
 		return false
 	}
 	return slices.Equal(got, want)
+}
+
+// jsonArgsPrefix reports whether args starts with want.
+func jsonArgsPrefix(args []string, want ...string) bool {
+	return len(args) >= len(want) && slices.Equal(args[:len(want)], want)
 }
 
 // goModVersion returns go.mod's go line as major.minor (1.26).
@@ -1579,6 +1588,19 @@ func TestCompose(t *testing.T) {
 			if k, v, ok := strings.Cut(strings.TrimSpace(l), " "); ok && regexp.MustCompile(`(?i)pass`).MatchString(k) && !strings.Contains(v, "${") {
 				t.Errorf("config %s: %q is written in compose.yaml; take it from .env (${...})", name, l)
 			}
+		}
+	}
+
+	// The image's HEALTHCHECK asks a serve: the nodes run it, the other
+	// services of the image (no serve in them) turn it off.
+	for name, s := range cf.Services {
+		switch {
+		case slices.Contains(nodes, name):
+			if s.Healthcheck == nil || s.Healthcheck.Disable || !jsonArgsPrefix(s.Healthcheck.Test, "CMD", "/surgepay", "healthcheck") {
+				t.Errorf("service %s: healthcheck %+v, want [CMD /surgepay healthcheck ...]", name, s.Healthcheck)
+			}
+		case strings.Contains(s.Image, "SURGEPAY_IMAGE") && (s.Healthcheck == nil || !s.Healthcheck.Disable):
+			t.Errorf("service %s runs the surgepay image without serve: want healthcheck: disable: true", name)
 		}
 	}
 

@@ -17,7 +17,7 @@ const runTimeout = 30 * time.Second
 // commandNames are every command and subcommand, as typed after surgepay
 // ("" is surgepay itself).
 var commandNames = []string{
-	"", "serve", "settle", "trace", "migrate", "simulator", "version",
+	"", "serve", "settle", "trace", "migrate", "simulator", "version", "healthcheck",
 	"keys", "keys create", "keys list", "keys revoke", "keys roll", "keys expire", "keys rotate",
 	"keys rotate-signing", "keys retire-signing",
 	"merchants", "merchants create", "merchants list", "merchants show", "merchants disable", "merchants enable",

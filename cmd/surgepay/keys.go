@@ -190,6 +190,13 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 	return 0
 }
 
+const keysRotateUsage = `Usage: surgepay keys rotate [--config FILE]
+
+Adds a new card-vault key to the keyring file and makes it primary. Cards
+saved under older keys still decrypt; send the servers SIGHUP (or restart
+them) to encrypt new cards under the new key (docs/vault.md).
+`
+
 const keysRotateSigningUsage = `Usage: surgepay keys rotate-signing [--config FILE]
 
 Adds a client-secret signing key to the keyring file as primary; older
@@ -202,15 +209,17 @@ Retires a client-secret signing key (after a leak): its secrets stop
 working on each server as it reloads (SIGHUP). Not the primary (docs/vault.md).
 `
 
-// cmdKeysSigning is `surgepay keys rotate-signing|retire-signing`: the
-// client-secret signing keys in the keyring file (ops.RotateSigningKey).
-func cmdKeysSigning(sub string, args []string, stdout, stderr io.Writer) int {
-	c, path := configFlags("keys "+sub, map[string]string{"rotate-signing": keysRotateSigningUsage, "retire-signing": keysRetireSigningUsage}[sub])
+// cmdKeysKeyring is `surgepay keys rotate|rotate-signing|retire-signing`:
+// the card-vault and client-secret signing keys in the keyring file
+// (internal/ops).
+func cmdKeysKeyring(sub string, args []string, stdout, stderr io.Writer) int {
+	c, path := configFlags("keys "+sub, map[string]string{"rotate": keysRotateUsage, "rotate-signing": keysRotateSigningUsage,
+		"retire-signing": keysRetireSigningUsage}[sub])
 	rest, code, ok := c.ParseInterleaved(args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if want := map[string]int{"rotate-signing": 0, "retire-signing": 1}[sub]; len(rest) != want {
+	if want := map[string]int{"retire-signing": 1}[sub]; len(rest) != want {
 		return c.Fail(stderr, "want %d KEY_ID argument(s), got %d", want, len(rest))
 	}
 	cfg, err := config.Load(*path, os.Getenv)
@@ -218,9 +227,12 @@ func cmdKeysSigning(sub string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "surgepay: %v\n", err)
 		return 2
 	}
-	if sub == "rotate-signing" {
+	switch sub {
+	case "rotate":
+		err = ops.RotateVaultKey(cfg.KeyringFile, stdout)
+	case "rotate-signing":
 		err = ops.RotateSigningKey(cfg.KeyringFile, stdout)
-	} else {
+	default:
 		err = ops.RetireSigningKey(cfg.KeyringFile, rest[0], stdout)
 	}
 	if err != nil {

@@ -40,7 +40,7 @@ func TestKeysSigningCommands(t *testing.T) {
 	}
 	cli := func(sub string, args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
-		code := cmdKeysSigning(sub, append(args, "--config", conf), &stdout, &stderr)
+		code := cmdKeysKeyring(sub, append(args, "--config", conf), &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
 

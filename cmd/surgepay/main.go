@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/surgepay/surgepay/internal/cli"
+	"github.com/surgepay/surgepay/internal/probe"
 )
 
 const usage = `surgepay — a self-hosted payment transaction engine
@@ -34,6 +35,7 @@ Usage:
   surgepay trace --scenario checkout      run one flow and show where each request's time goes
   surgepay tax import FILE                validate a tax-rate CSV and install it in the data folder
   surgepay migrate                        apply database migrations and exit
+  surgepay healthcheck [--live]           exit 0 if the running serve is ready (a container's HEALTHCHECK)
   surgepay backup --out FILE              copy the embedded database while it serves (checked, 0600)
   surgepay simulator [flags]              run the card-network simulator as an HTTP server
   surgepay loadtest [flags]               run a load test (see docs/loadtest.md)
@@ -80,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdBackup(ctx, args[1:], stdout, stderr)
 	case "simulator":
 		return cmdSimulator(ctx, args[1:], stdout, stderr)
+	case "healthcheck":
+		return probe.Main(ctx, args[1:], stdout, stderr)
 	case "loadtest":
 		return cmdLoadtest(ctx, args[1:], stdout, stderr)
 	case "processors":

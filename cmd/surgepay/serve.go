@@ -726,13 +726,6 @@ const keysUsage = `Usage:
 Run 'surgepay help keys COMMAND' for a command's flags.
 `
 
-const keysRotateUsage = `Usage: surgepay keys rotate [--config FILE]
-
-Adds a new card-vault key to the keyring file and makes it primary. Cards
-saved under older keys still decrypt; send the servers SIGHUP (or restart
-them) to encrypt new cards under the new key (docs/vault.md).
-`
-
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sub, code, ok := cli.Subcommand(args, "keys", keysUsage,
 		[]string{"create", "list", "roll", "expire", "revoke", "rotate", "rotate-signing", "retire-signing", "settlement"}, stdout, stderr)
@@ -741,25 +734,10 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	case sub == "settlement":
 		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
-	case sub == "rotate-signing" || sub == "retire-signing":
-		return cmdKeysSigning(sub, args[1:], stdout, stderr)
-	case sub != "rotate":
-		return cmdKeysAdmin(ctx, sub, args[1:], stdout, stderr)
+	case sub == "rotate" || sub == "rotate-signing" || sub == "retire-signing":
+		return cmdKeysKeyring(sub, args[1:], stdout, stderr)
 	}
-	c, path := configFlags("keys rotate", keysRotateUsage)
-	if code, ok := c.Parse(args[1:], stdout, stderr); !ok {
-		return code
-	}
-	cfg, err := config.Load(*path, os.Getenv)
-	if err != nil {
-		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 2
-	}
-	if err := ops.RotateVaultKey(cfg.KeyringFile, stdout); err != nil {
-		fmt.Fprintf(stderr, "surgepay: %v\n", err)
-		return 1
-	}
-	return 0
+	return cmdKeysAdmin(ctx, sub, args[1:], stdout, stderr)
 }
 
 const taxUsage = `Usage:
