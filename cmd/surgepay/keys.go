@@ -190,17 +190,19 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 	return 0
 }
 
-const keysRotateUsage = `Usage: surgepay keys rotate [--config FILE]
+const keysRotateUsage = `Usage: surgepay keys rotate [--add-only] [--config FILE]
 
 Adds a new card-vault key to the keyring file and makes it primary. Cards
 saved under older keys still decrypt; send the servers SIGHUP (or restart
-them) to encrypt new cards under the new key (docs/vault.md).
+them) to encrypt new cards under the new key. Several servers: --add-only,
+SIGHUP everywhere, then keys make-primary KEY_ID (docs/vault.md).
 `
 
-const keysRotateSigningUsage = `Usage: surgepay keys rotate-signing [--config FILE]
+const keysRotateSigningUsage = `Usage: surgepay keys rotate-signing [--add-only] [--config FILE]
 
 Adds a client-secret signing key to the keyring file as primary; older
-secrets work until their key is retired. Send serve SIGHUP (docs/vault.md).
+secrets work until their key is retired. Send serve SIGHUP. Several
+servers: --add-only, SIGHUP everywhere, then keys make-primary KEY_ID.
 `
 
 const keysRetireSigningUsage = `Usage: surgepay keys retire-signing KEY_ID [--config FILE]
@@ -209,17 +211,28 @@ Retires a client-secret signing key (after a leak): its secrets stop
 working on each server as it reloads (SIGHUP). Not the primary (docs/vault.md).
 `
 
-// cmdKeysKeyring is `surgepay keys rotate|rotate-signing|retire-signing`:
+const keysMakePrimaryUsage = `Usage: surgepay keys make-primary KEY_ID [--config FILE]
+
+Makes a key of the keyring file primary: a card-vault key (k_…) encrypts
+new cards, a signing key (s_…) signs new client secrets, on each server
+as it reloads (SIGHUP). The second phase of a rotation (docs/vault.md).
+`
+
+// cmdKeysKeyring is `surgepay keys rotate|rotate-signing|retire-signing|make-primary`:
 // the card-vault and client-secret signing keys in the keyring file
 // (internal/ops).
 func cmdKeysKeyring(sub string, args []string, stdout, stderr io.Writer) int {
 	c, path := configFlags("keys "+sub, map[string]string{"rotate": keysRotateUsage, "rotate-signing": keysRotateSigningUsage,
-		"retire-signing": keysRetireSigningUsage}[sub])
+		"retire-signing": keysRetireSigningUsage, "make-primary": keysMakePrimaryUsage}[sub])
+	addOnly := new(bool)
+	if sub == "rotate" || sub == "rotate-signing" {
+		addOnly = c.Flags.Bool("add-only", false, "add the key without making it primary (then: keys make-primary)")
+	}
 	rest, code, ok := c.ParseInterleaved(args, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if want := map[string]int{"retire-signing": 1}[sub]; len(rest) != want {
+	if want := map[string]int{"retire-signing": 1, "make-primary": 1}[sub]; len(rest) != want {
 		return c.Fail(stderr, "want %d KEY_ID argument(s), got %d", want, len(rest))
 	}
 	cfg, err := config.Load(*path, os.Getenv)
@@ -229,9 +242,11 @@ func cmdKeysKeyring(sub string, args []string, stdout, stderr io.Writer) int {
 	}
 	switch sub {
 	case "rotate":
-		err = ops.RotateVaultKey(cfg.KeyringFile, stdout)
+		err = ops.RotateVaultKey(cfg.KeyringFile, *addOnly, stdout)
 	case "rotate-signing":
-		err = ops.RotateSigningKey(cfg.KeyringFile, stdout)
+		err = ops.RotateSigningKey(cfg.KeyringFile, *addOnly, stdout)
+	case "make-primary":
+		err = ops.MakePrimary(cfg.KeyringFile, rest[0], stdout)
 	default:
 		err = ops.RetireSigningKey(cfg.KeyringFile, rest[0], stdout)
 	}

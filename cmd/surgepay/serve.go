@@ -721,6 +721,7 @@ const keysUsage = `Usage:
   surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay keys rotate                    add a new card-vault key and make it primary
   surgepay keys rotate-signing | retire-signing KEY_ID   client-secret signing keys (docs/vault.md)
+  surgepay keys make-primary KEY_ID       the second phase of a rotation across servers (rotate --add-only first)
   surgepay keys settlement --out DIR      make the settlement key pair
 
 Run 'surgepay help keys COMMAND' for a command's flags.
@@ -728,13 +729,13 @@ Run 'surgepay help keys COMMAND' for a command's flags.
 
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sub, code, ok := cli.Subcommand(args, "keys", keysUsage,
-		[]string{"create", "list", "roll", "expire", "revoke", "rotate", "rotate-signing", "retire-signing", "settlement"}, stdout, stderr)
+		[]string{"create", "list", "roll", "expire", "revoke", "rotate", "rotate-signing", "retire-signing", "make-primary", "settlement"}, stdout, stderr)
 	switch {
 	case !ok:
 		return code
 	case sub == "settlement":
 		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
-	case sub == "rotate" || sub == "rotate-signing" || sub == "retire-signing":
+	case sub == "rotate" || sub == "rotate-signing" || sub == "retire-signing" || sub == "make-primary":
 		return cmdKeysKeyring(sub, args[1:], stdout, stderr)
 	}
 	return cmdKeysAdmin(ctx, sub, args[1:], stdout, stderr)

@@ -15,22 +15,72 @@ import (
 // reloadHint is what an operator does after changing the keyring file.
 const reloadHint = "Send SIGHUP to each server (or restart it) to use it: serve reads the keyring file at start and on SIGHUP."
 
+// twoPhaseHint is what an operator does after adding a key that is not
+// primary yet.
+const twoPhaseHint = "Send SIGHUP to every server; once all of them have reloaded it, make it primary with " +
+	"'surgepay keys make-primary %s' and send SIGHUP again (docs/vault.md)."
+
 // RotateVaultKey adds a card-vault data key to the keyring file and makes
 // it primary (docs/vault.md); cards saved under older keys still decrypt.
-func RotateVaultKey(keyringFile string, out io.Writer) error {
+// addOnly adds it without making it primary: the first phase of a
+// rotation across several servers (MakePrimary is the second).
+func RotateVaultKey(keyringFile string, addOnly bool, out io.Writer) error {
 	k, err := vault.Load(keyringFile)
 	if err != nil {
 		return err
 	}
-	id, err := k.Rotate()
+	var id string
+	if addOnly {
+		id, err = k.AddKey()
+	} else {
+		id, err = k.Rotate()
+	}
 	if err == nil {
 		err = k.Save(keyringFile)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "new primary vault key %s; keys: %s\n%s New cards are encrypted under it from then on; old cards still decrypt.\n",
-		id, strings.Join(k.KeyIDs(), ", "), reloadHint)
+	if addOnly {
+		fmt.Fprintf(out, "new vault key %s, not primary; keys: %s\n"+twoPhaseHint+"\n", id, strings.Join(k.KeyIDs(), ", "), id)
+	} else {
+		fmt.Fprintf(out, "new primary vault key %s; keys: %s\n%s New cards are encrypted under it from then on; old cards still decrypt.\n",
+			id, strings.Join(k.KeyIDs(), ", "), reloadHint)
+	}
+	envHint(keyringFile, out)
+	return nil
+}
+
+// MakePrimary makes the key id of the keyring file primary: a signing key
+// (s_…) signs new client secrets, a data key (k_…) encrypts new cards.
+// The second phase of a rotation across several servers.
+func MakePrimary(keyringFile, id string, out io.Writer) error {
+	k, err := vault.Load(keyringFile)
+	if err != nil {
+		return err
+	}
+	signing := strings.HasPrefix(id, "s_")
+	if signing {
+		err = k.SetSigningPrimary(id)
+	} else {
+		err = k.SetPrimary(id)
+	}
+	if err == nil {
+		err = k.Save(keyringFile)
+	}
+	switch {
+	case err != nil && signing:
+		return fmt.Errorf("%w%s", err, signingErrorHint(err, k))
+	case errors.Is(err, vault.ErrKeyUnknown):
+		return fmt.Errorf("%w (vault keys: %s; signing keys start s_)", err, strings.Join(k.KeyIDs(), ", "))
+	case err != nil:
+		return err
+	}
+	what := "vault key %s is primary: new cards are encrypted under it"
+	if signing {
+		what = "client-secret signing key %s is primary: new client secrets are signed with it"
+	}
+	fmt.Fprintf(out, what+".\n%s\n", id, reloadHint)
 	envHint(keyringFile, out)
 	return nil
 }
@@ -79,27 +129,30 @@ func envHint(keyringFile string, out io.Writer) {
 // and makes it primary (docs/vault.md); RetireSigningKey removes one at
 // once. Both leave the card vault's data keys alone and say what the
 // operator must do next: reload the servers.
-func RotateSigningKey(keyringFile string, out io.Writer) error {
-	return changeSigningKeys(keyringFile, "", out)
+func RotateSigningKey(keyringFile string, addOnly bool, out io.Writer) error {
+	return changeSigningKeys(keyringFile, "", addOnly, out)
 }
 
 // RetireSigningKey retires the signing key id (RotateSigningKey).
 func RetireSigningKey(keyringFile, id string, out io.Writer) error {
-	return changeSigningKeys(keyringFile, id, out)
+	return changeSigningKeys(keyringFile, id, false, out)
 }
 
 // changeSigningKeys rotates (retire "") or retires a signing key and
-// saves the keyring.
-func changeSigningKeys(keyringFile, retire string, out io.Writer) error {
+// saves the keyring; addOnly adds the new key without making it primary.
+func changeSigningKeys(keyringFile, retire string, addOnly bool, out io.Writer) error {
 	k, err := vault.Load(keyringFile)
 	if err != nil {
 		return err
 	}
 	id := retire
-	if retire == "" {
-		id, err = k.RotateSigning()
-	} else {
+	switch {
+	case retire != "":
 		err = k.RetireSigning(retire)
+	case addOnly:
+		id, err = k.AddSigningKey()
+	default:
+		id, err = k.RotateSigning()
 	}
 	if err == nil {
 		err = k.Save(keyringFile)
@@ -108,10 +161,13 @@ func changeSigningKeys(keyringFile, retire string, out io.Writer) error {
 		return fmt.Errorf("%w%s", err, signingErrorHint(err, k))
 	}
 	ids := strings.Join(k.SigningKeyIDs(), ", ")
-	if retire == "" {
+	switch {
+	case addOnly:
+		fmt.Fprintf(out, "new client-secret signing key %s, not primary; signing keys: %s\n"+twoPhaseHint+"\n", id, ids, id)
+	case retire == "":
 		fmt.Fprintf(out, "new primary client-secret signing key %s; signing keys: %s\n%s "+
 			"Client secrets signed before still verify.\n", id, ids, reloadHint)
-	} else {
+	default:
 		fmt.Fprintf(out, "client-secret signing key %s is retired; signing keys: %s\n%s "+
 			"Client secrets it signed stop working on each server as it reloads.\n", id, ids, reloadHint)
 	}

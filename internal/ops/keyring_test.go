@@ -3,6 +3,7 @@ package ops
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -25,10 +26,10 @@ func TestReloadKeyringLogs(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var out bytes.Buffer
-	if err := RotateSigningKey(path, &out); err != nil {
+	if err := RotateSigningKey(path, false, &out); err != nil {
 		t.Fatal(err)
 	}
-	if err := RotateVaultKey(path, &out); err != nil {
+	if err := RotateVaultKey(path, false, &out); err != nil {
 		t.Fatal(err)
 	}
 	edited, err := vault.Load(path)
@@ -87,5 +88,54 @@ func TestReloadKeyringLogs(t *testing.T) {
 	ReloadKeyring(log, running, otherPath, "SIGHUP")
 	if logs.Len() != 0 || running.PrimaryID() != edited.PrimaryID() {
 		t.Errorf("with %s set: log %q; want nothing done", vault.EnvVar, logs.String())
+	}
+}
+
+// A rotation across several servers: rotate --add-only adds a key every
+// server can read (after its reload) without any of them using it, and
+// make-primary makes it the one used, data key or signing key alike.
+func TestTwoPhaseRotation(t *testing.T) {
+	t.Setenv(vault.EnvVar, "")
+	path := filepath.Join(t.TempDir(), "keyring.json")
+	running, _, err := vault.LoadOrCreate(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldData, oldSigning := running.PrimaryID(), running.SigningPrimaryID()
+	var out bytes.Buffer
+	if err := RotateVaultKey(path, true, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := RotateSigningKey(path, true, &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := running.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if running.PrimaryID() != oldData || running.SigningPrimaryID() != oldSigning || len(running.KeyIDs()) != 2 ||
+		len(running.SigningKeyIDs()) != 2 {
+		t.Fatalf("after --add-only: primaries %s %s, keys %v %v; want the old primaries and a new key of each kind",
+			running.PrimaryID(), running.SigningPrimaryID(), running.KeyIDs(), running.SigningKeyIDs())
+	}
+	newData, newSigning := running.KeyIDs()[1], running.SigningKeyIDs()[1]
+	if !strings.Contains(out.String(), "make-primary "+newData) || !strings.Contains(out.String(), "make-primary "+newSigning) {
+		t.Errorf("--add-only does not say to run make-primary with the new key IDs: %q", out.String())
+	}
+	for _, id := range []string{newData, newSigning} {
+		if err := MakePrimary(path, id, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := running.Reload(path); err != nil {
+		t.Fatal(err)
+	}
+	if running.PrimaryID() != newData || running.SigningPrimaryID() != newSigning {
+		t.Errorf("after make-primary: primaries %s %s, want %s %s", running.PrimaryID(), running.SigningPrimaryID(), newData, newSigning)
+	}
+	if err := MakePrimary(path, "k_nope", &out); !errors.Is(err, vault.ErrKeyUnknown) || !strings.Contains(err.Error(), newData) {
+		t.Errorf("an unknown data key: %v, want ErrKeyUnknown listing the keys", err)
+	}
+	if err := MakePrimary(path, "s_nope", &out); !errors.Is(err, vault.ErrKeyUnknown) || !strings.Contains(err.Error(), newSigning) {
+		t.Errorf("an unknown signing key: %v, want ErrKeyUnknown listing the signing keys", err)
 	}
 }
