@@ -55,47 +55,12 @@ if [[ ! $rate =~ ^[0-9]+$ ]] || ((rate < 1)); then
 	echo "RATE $rate: want checkouts per second, a positive integer; $usage" >&2
 	exit 2
 fi
-seconds=$(python3 -c 'import re,sys
-d = sys.argv[1]; total = 0.0
-for n, u in re.findall(r"([0-9.]+)(h|ms|m|s)", d):
-    total += float(n) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[u]
-print(int(total))' "$duration")
-if ((seconds < 1)); then
-	echo "DURATION $duration: want a Go duration such as 30s or 5m; $usage" >&2
-	exit 2
-fi
-if [[ -n ${BENCH_DIR:-} ]]; then
-	dir=$BENCH_DIR
-	mkdir -p "$dir"
-else
-	dir=$(mktemp -d /tmp/surgepay-checkout.XXXXXX)
-fi
-# Two free ports at once (both sockets open until both are known), unless
-# given; serve fails loudly if another process takes one meanwhile.
-read -r free1 free2 < <(python3 -c 'import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
-port=${BENCH_PORT:-$free1}
-admin=${BENCH_ADMIN_PORT:-$free2}
-repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
+seconds=$(bench_seconds "$duration" "$usage")
+bench_workdir checkout
+bench_serve_setup checkout
 
-bin=${SURGEPAY_BIN:-}
-if [[ -z $bin ]]; then
-	bin=$dir/surgepay
-	(cd "$repo" && go build -o "$bin" ./cmd/surgepay)
-fi
-for p in "$port" "$admin"; do
-	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-		echo "port $p is already taken; stop what listens there or set BENCH_PORT / BENCH_ADMIN_PORT" >&2
-		exit 1
-	fi
-done
-
-# A fresh data folder for each run, made here (mode 0700): this script
-# removes only what it made, never a folder it found.
-data=$(mktemp -d "$dir/data.XXXXXX")
-echo "checkout: work directory $dir, data folder $data, ports $port (API) and $admin (admin)" >&2
 cat >"$dir/checkout.toml" <<EOF
 listen = "127.0.0.1:$port"
 admin_listen = "127.0.0.1:$admin"

@@ -51,21 +51,8 @@ usage="usage: bench/event.sh RATE DURATION [streamlined|standard]"
 rate=${1:?$usage}
 duration=${2:?$usage}
 path=${3:-streamlined}
-if [[ -n ${BENCH_DIR:-} ]]; then
-	dir=$BENCH_DIR
-	mkdir -p "$dir"
-else
-	dir=$(mktemp -d /tmp/surgepay-event.XXXXXX)
-fi
-# Two free ports at once (both sockets open until both are known), unless
-# given; serve fails loudly if another process takes one meanwhile.
-read -r free1 free2 < <(python3 -c 'import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
-port=${BENCH_PORT:-$free1}
-admin=${BENCH_ADMIN_PORT:-$free2}
-repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 case $path in
 streamlined) merchant=$'processing = "streamlined"\naudit = "minimal"\nanalytics = "off"' ;;
@@ -75,33 +62,12 @@ standard) merchant='processing = "standard"' ;;
 	exit 2
 	;;
 esac
-seconds=$(python3 -c 'import re,sys
-d = sys.argv[1]; total = 0.0
-for n, u in re.findall(r"([0-9.]+)(h|ms|m|s)", d):
-    total += float(n) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[u]
-print(int(total))' "$duration")
-if ((seconds < 1)); then
-	echo "DURATION $duration: want a Go duration such as 30m or 90s" >&2
-	exit 2
-fi
+seconds=$(bench_seconds "$duration" "$usage")
+bench_workdir event
 
-bin=${SURGEPAY_BIN:-}
-if [[ -z $bin ]]; then
-	bin=$dir/surgepay
-	(cd "$repo" && go build -o "$bin" ./cmd/surgepay)
-fi
+bench_serve_setup event
 [[ -f $dir/keys/settlement.pub ]] || "$bin" keys settlement --out "$dir/keys" >/dev/null
-for p in "$port" "$admin"; do
-	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-		echo "port $p is already taken; stop what listens there or set BENCH_PORT / BENCH_ADMIN_PORT" >&2
-		exit 1
-	fi
-done
 
-# A fresh data folder for each run, made here (mode 0700): this script
-# removes only what it made, never a folder it found.
-data=$(mktemp -d "$dir/data.XXXXXX")
-echo "event: work directory $dir, data folder $data, ports $port (API) and $admin (admin)" >&2
 cat >"$dir/event.toml" <<EOF
 listen = "127.0.0.1:$port"
 admin_listen = "127.0.0.1:$admin"

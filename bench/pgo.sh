@@ -31,11 +31,9 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 dir=$BENCH_DIR
 admin=$BENCH_ADMIN_PORT
 out=${PGO_OUT:-$repo/cmd/surgepay/default.pgo}
-seconds=$(python3 -c 'import re,sys
-total = 0.0
-for n, u in re.findall(r"([0-9.]+)(h|ms|m|s)", sys.argv[1]):
-    total += float(n) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[u]
-print(int(total))' "$duration")
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
+seconds=$(bench_seconds "$duration" "bench/pgo.sh RATE DURATION")
 if ((seconds < 240)); then
 	echo "DURATION $duration: want at least 4m (three 30 s profiles apart)" >&2
 	exit 2
