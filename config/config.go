@@ -127,6 +127,13 @@ type Config struct {
 	// to see it not ready and stop sending to it (HAProxy: inter × fall).
 	// Default 0s (one node: stop at once); 0 to 5m.
 	ShutdownDelay Duration `toml:"shutdown_delay"`
+	// DrainTimeout bounds the drain after shutdown_delay: how long the
+	// requests in flight may take to finish once serve stops taking new
+	// ones, before it exits and cuts those left (their clients see the
+	// connection close: an outcome they resolve by retrying with the same
+	// Idempotency-Key). Above provider.timeout, so that a processor call
+	// under way when the drain begins can end. Default 30s; 1s to 10m.
+	DrainTimeout Duration `toml:"drain_timeout"`
 	// GCPercent is the Go garbage collector's target (GOGC) for serve: a
 	// collection starts when the heap has grown by this percentage of the
 	// live heap, or at MemoryLimitMiB, whichever comes first. 75 (the
@@ -504,7 +511,7 @@ func Default() Config {
 		Listen: "127.0.0.1:8080", AdminListen: "127.0.0.1:9090", DataDir: "data", Storage: "sqlite", LogFormat: "json", LogLevel: "info",
 		DevMerchant: true,
 		InflightMax: 4096, GCPercent: GCPercentDefault, MemoryLimitMiB: MemoryLimitMiBDefault, ReadHeaderTimeout: Duration{ReadHeaderTimeoutDefault},
-		BodyReadTimeout: Duration{api.BodyReadTimeoutDefault}, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
+		BodyReadTimeout: Duration{api.BodyReadTimeoutDefault}, DrainTimeout: Duration{DrainTimeoutDefault}, IdempotencyRetention: Duration{24 * time.Hour}, ReconcileInterval: Duration{5 * time.Second},
 		SQLite: SQLiteConfig{BatchSizeMax: sqlite.BatchSizeMaxDefault, ApplyBudget: Duration{sqlite.ApplyBudgetDefault}, QueueDepthMax: 4096, ReadConnsMax: 4,
 			FlushInterval: Duration{SQLiteFlushIntervalDefault}, CheckpointInterval: Duration{sqlite.CheckpointIntervalDefault}, WALPagesMax: sqlite.WALPagesMaxDefault,
 			MmapMiB: 0, PageSize: sqlite.PageSizeDefault, QueueDelayTarget: Duration{QueueDelayTargetDefault},
@@ -781,6 +788,9 @@ func (c *Config) Validate() error {
 	if n := c.MerchantInflightMax; n < 0 || n > max(c.InflightMax, 1) {
 		bad("merchant_inflight_max", "%d must be 0 (all of inflight_max for a lone merchant, else a quarter) to inflight_max (%d)", n, c.InflightMax)
 	}
+	if d := c.DrainTimeout.Duration; d < time.Second || d > 10*time.Minute {
+		bad("drain_timeout", "%s must be 1s to 10m", d)
+	}
 	if d := c.ShutdownDelay.Duration; d < 0 || d > 5*time.Minute {
 		bad("shutdown_delay", "%s must be 0s to 5m", d)
 	}
@@ -1036,6 +1046,10 @@ type View struct {
 	PendingRestart []string `toml:"pending_restart"`
 	Config
 }
+
+// DrainTimeoutDefault is drain_timeout's default: above the default
+// provider.timeout (30s) by nothing, the drain serve always had.
+const DrainTimeoutDefault = 30 * time.Second
 
 // TrustedProxiesMax bounds trusted_proxies.
 const TrustedProxiesMax = 256

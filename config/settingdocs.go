@@ -123,6 +123,10 @@ var settingDocs = map[string]settingDoc{
 	"shutdown_delay": {Doc: "on SIGTERM or SIGINT, how long `/readyz` answers 503 while serve goes on serving, before it " +
 		"stops taking requests and drains those in flight: behind a load balancer, the time it needs to stop sending " +
 		"here (HAProxy: `inter` × `fall`, plus a second); 0s to 5m"},
+	"drain_timeout": {Doc: "after `shutdown_delay`, how long the requests in flight may take to finish before serve " +
+		"exits and cuts those left (their clients retry with the same Idempotency-Key); keep it above `provider.timeout` " +
+		"and the processors' `timeout`; a container's stop timeout must exceed `shutdown_delay` + `drain_timeout` + " +
+		"`webhooks.timeout`; 1s to 10m"},
 	"body_read_timeout": {Doc: "bound on reading a request's body once its headers are read and its API key checked; a " +
 		"slower body gets 408 `body_timeout` and its connection is closed; 100ms to 5m"},
 	"gc_percent": {Doc: "the Go garbage collector's target for serve: a collection when the heap has grown " +

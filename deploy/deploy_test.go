@@ -45,12 +45,6 @@ import (
 	"github.com/surgepay/surgepay/tlsconfig"
 )
 
-// drainTimeout is how long serve lets requests in flight finish after it
-// stops listening (cmd/surgepay/serve.go, docs/operations.md "Stopping a
-// node"): a stop timeout must cover shutdown_delay, this and the webhook
-// deliveries in flight.
-const drainTimeout = 30 * time.Second
-
 // ---------------------------------------------------------------- YAML
 
 // yamlDocs returns the documents of a YAML file (several, separated by
@@ -558,9 +552,9 @@ func TestKubernetes(t *testing.T) {
 				cfg.ShutdownDelay.Duration, out)
 		}
 	}
-	need := cfg.ShutdownDelay.Duration + drainTimeout + cfg.Webhooks.Timeout.Duration
+	need := cfg.ShutdownDelay.Duration + cfg.DrainTimeout.Duration + cfg.Webhooks.Timeout.Duration
 	if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= need {
-		t.Errorf("terminationGracePeriodSeconds %s is not above shutdown_delay + %s drain + webhooks.timeout = %s", intOrUnset(g), drainTimeout, need)
+		t.Errorf("terminationGracePeriodSeconds %s is not above shutdown_delay + %s drain + webhooks.timeout = %s", intOrUnset(g), cfg.DrainTimeout.Duration, need)
 	}
 }
 
@@ -1671,9 +1665,9 @@ func TestCompose(t *testing.T) {
 				cfg.ShutdownDelay.Duration, inter, fall, want)
 		}
 		grace, err := time.ParseDuration(s.StopGracePeriod)
-		if need := cfg.ShutdownDelay.Duration + drainTimeout + cfg.Webhooks.Timeout.Duration; err != nil || grace <= need {
+		if need := cfg.ShutdownDelay.Duration + cfg.DrainTimeout.Duration + cfg.Webhooks.Timeout.Duration; err != nil || grace <= need {
 			t.Errorf("service %s: stop_grace_period %q is not above shutdown_delay + %s drain + webhooks.timeout = %s (Docker's default is 10s)",
-				name, s.StopGracePeriod, drainTimeout, need)
+				name, s.StopGracePeriod, cfg.DrainTimeout.Duration, need)
 		}
 	}
 	// settle reads the same file, in the same way (it watches it too).

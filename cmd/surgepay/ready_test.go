@@ -83,3 +83,41 @@ func TestShutdownTurnsNotReadyFirst(t *testing.T) {
 		t.Fatal("serve did not return after shutdown_delay")
 	}
 }
+
+// TestDrainTimeoutEndsTheDrain: after the signal serve lets requests in
+// flight finish for drain_timeout, then returns, even while one is still
+// waiting for its processor (was a fixed 30 s).
+func TestDrainTimeoutEndsTheDrain(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir, nil)
+	cfg.DrainTimeout = config.Duration{Duration: time.Second}
+	cfg.Provider.Latency = "fixed:5s" // every simulator call, longer than the drain
+	s := startServe(t, cfg)
+	c := newClient(s.url, readDevKey(t, dir))
+	defer c.hc.CloseIdleConnections()
+	var cus, pm object
+	c.must(t, "POST", "/v1/customers", "", map[string]any{"name": "Ada"}, http.StatusOK, &cus)
+	c.must(t, "POST", "/v1/payment_methods", "", map[string]any{"customer": cus.ID,
+		"card": map[string]any{"number": "4242424242424242", "exp_month": 12, "exp_year": 2030, "cvc": "123"}}, http.StatusOK, &pm)
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		_, _ = c.do(context.Background(), "POST", "/v1/payments", "drain-1", map[string]any{"amount": 1500, "currency": "usd",
+			"customer": cus.ID, "payment_method": pm.ID}) // its answer, if any, comes after serve returned
+	}()
+	time.Sleep(500 * time.Millisecond) // the sale reaches the simulator
+	s.cancel()
+	s.ended = true
+	select {
+	case <-s.done:
+	case <-answered:
+		t.Fatal("the sale was answered before serve returned: the drain waited for it, longer than drain_timeout")
+	case <-time.After(stopTimeout):
+		t.Fatal("serve did not return")
+	}
+	select {
+	case <-answered:
+		t.Fatal("the sale was answered before serve returned")
+	default:
+	}
+}

@@ -656,7 +656,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 		}
 	}
 	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout.Duration)
 	defer cancel()
 	err = srv.Shutdown(sctx)
 	stopBG()
