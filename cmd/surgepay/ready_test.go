@@ -109,7 +109,10 @@ func TestDrainTimeoutEndsTheDrain(t *testing.T) {
 	s.cancel()
 	s.ended = true
 	select {
-	case <-s.done:
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("serve returned %v, want nil", err)
+		}
 	case <-answered:
 		t.Fatal("the sale was answered before serve returned: the drain waited for it, longer than drain_timeout")
 	case <-time.After(stopTimeout):
