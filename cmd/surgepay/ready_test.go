@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,8 +112,8 @@ func TestDrainTimeoutEndsTheDrain(t *testing.T) {
 	s.ended = true
 	select {
 	case err := <-s.done:
-		if err != nil {
-			t.Errorf("serve returned %v, want nil", err)
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "drain_timeout") {
+			t.Errorf("serve returned %v, want the drain_timeout it ran out of", err)
 		}
 	case <-answered:
 		t.Fatal("the sale was answered before serve returned: the drain waited for it, longer than drain_timeout")

@@ -658,7 +658,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout.Duration)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	if err = srv.Shutdown(sctx); errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("drain_timeout (%s) passed with requests still in flight, which were cut: %w", cfg.DrainTimeout.Duration, err)
+	}
 	stopBG()
 	wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
