@@ -50,6 +50,10 @@ print(*[s.getsockname()[1] for s in ss])')
 	if [[ -z $bin ]]; then
 		bin=$dir/surgepay
 		(cd "$repo" && go build -o "$bin" ./cmd/surgepay)
+		# The kernel writes a freshly linked binary back some 30 s later,
+		# and that write-back stalls the run's fsyncs for ~100 ms
+		# (bench/RESULTS.md#fairness): write it now.
+		sync
 	fi
 	for p in "$port" "$admin"; do
 		if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then

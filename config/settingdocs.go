@@ -60,7 +60,8 @@ the processors take effect at once; every other setting is read at start: a
 change to one keeps its running value, and the reload logs a warning naming
 it (never its value), as ` + "`GET /config`" + ` does in ` + "`pending_restart`" + ` until a
 restart. ` + "`SIGHUP`" + ` also reads the TLS certificate, the admin tokens and the
-keyring file again ([vault.md](vault.md#reloading-the-keyring); not
+keyring file again (which is also reloaded whenever it changes:
+[vault.md](vault.md#reloading-the-keyring); not
 ` + "`SURGEPAY_KEYRING`" + `, which a running process cannot see change).
 
 Types: a duration is written as ` + "`\"250ms\"`, `\"5s\"`, `\"24h\"`" + `; a secret is a string

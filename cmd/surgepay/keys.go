@@ -193,29 +193,29 @@ func cmdKeysAdmin(ctx context.Context, sub string, args []string, stdout, stderr
 const keysRotateUsage = `Usage: surgepay keys rotate [--add-only] [--config FILE]
 
 Adds a new card-vault key to the keyring file and makes it primary. Cards
-saved under older keys still decrypt; send the servers SIGHUP (or restart
-them) to encrypt new cards under the new key. Several servers: --add-only,
-SIGHUP everywhere, then keys make-primary KEY_ID (docs/vault.md).
+saved under older keys still decrypt; servers reading the file reload it
+within a second (or on SIGHUP). Several servers: --add-only, give each the
+file, then keys make-primary KEY_ID (docs/vault.md).
 `
 
 const keysRotateSigningUsage = `Usage: surgepay keys rotate-signing [--add-only] [--config FILE]
 
 Adds a client-secret signing key to the keyring file as primary; older
-secrets work until their key is retired. Send serve SIGHUP. Several
-servers: --add-only, SIGHUP everywhere, then keys make-primary KEY_ID.
+secrets work until their key is retired. Servers reload the file within a
+second. Several servers: --add-only, give each the file, then make-primary.
 `
 
 const keysRetireSigningUsage = `Usage: surgepay keys retire-signing KEY_ID [--config FILE]
 
 Retires a client-secret signing key (after a leak): its secrets stop
-working on each server as it reloads (SIGHUP). Not the primary (docs/vault.md).
+working on each server as it reloads the file. Not the primary (docs/vault.md).
 `
 
 const keysMakePrimaryUsage = `Usage: surgepay keys make-primary KEY_ID [--config FILE]
 
 Makes a key of the keyring file primary: a card-vault key (k_…) encrypts
 new cards, a signing key (s_…) signs new client secrets, on each server
-as it reloads (SIGHUP). The second phase of a rotation (docs/vault.md).
+as it reloads the file. The second phase of a rotation (docs/vault.md).
 `
 
 // cmdKeysKeyring is `surgepay keys rotate|rotate-signing|retire-signing|make-primary`:

@@ -18,6 +18,7 @@ import (
 // current holds the effective configuration; hup delivers SIGHUP (the
 // caller's signal.Notify, which spans the process's whole run).
 func watchConfig(ctx context.Context, a *app, current *atomic.Pointer[config.Config], hup <-chan os.Signal, log *slog.Logger) {
+	go ops.WatchKeyring(ctx, log, a.keys, current.Load().KeyringFile) // and the keyring file when it changes; ends with ctx
 	config.Watch(ctx, current.Load().Path(), hup, func(why string) { reloadConfig(a, current, log, why) })
 }
 

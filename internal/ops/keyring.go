@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,16 +10,17 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/vault"
 )
 
 // reloadHint is what an operator does after changing the keyring file.
-const reloadHint = "Send SIGHUP to each server (or restart it) to use it: serve reads the keyring file at start and on SIGHUP."
+const reloadHint = "Each server reloads the keyring file within a second of its change (or on SIGHUP) and uses it from then on."
 
 // twoPhaseHint is what an operator does after adding a key that is not
 // primary yet.
-const twoPhaseHint = "Send SIGHUP to every server; once all of them have reloaded it, make it primary with " +
-	"'surgepay keys make-primary %s' and send SIGHUP again (docs/vault.md)."
+const twoPhaseHint = "Give every server the file (each reloads it within a second of its change, or on SIGHUP); once all " +
+	"of them have, make it primary with 'surgepay keys make-primary %s' and give them the file again (docs/vault.md)."
 
 // RotateVaultKey adds a card-vault data key to the keyring file and makes
 // it primary (docs/vault.md); cards saved under older keys still decrypt.
@@ -115,6 +117,14 @@ func ReloadKeyring(log *slog.Logger, keys *vault.Keyring, file, why string) {
 		add("signing_primary", ch.SigningPrimary)
 		log.Info("keyring reloaded", attrs...)
 	}
+}
+
+// WatchKeyring reloads the keyring file into keys (ReloadKeyring)
+// whenever it changes, checked every config.PollInterval, until ctx ends:
+// a rotation written by the CLI, or a Kubernetes Secret's update, takes
+// effect without a signal.
+func WatchKeyring(ctx context.Context, log *slog.Logger, keys *vault.Keyring, file string) {
+	config.Watch(ctx, file, nil, func(why string) { ReloadKeyring(log, keys, file, "keyring "+why) })
 }
 
 // envHint tells an operator who keeps the keyring in SURGEPAY_KEYRING

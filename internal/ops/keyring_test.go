@@ -2,6 +2,7 @@ package ops
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"log/slog"
@@ -9,7 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/vault"
 )
 
@@ -137,5 +140,39 @@ func TestTwoPhaseRotation(t *testing.T) {
 	}
 	if err := MakePrimary(path, "s_nope", &out); !errors.Is(err, vault.ErrKeyUnknown) || !strings.Contains(err.Error(), newSigning) {
 		t.Errorf("an unknown signing key: %v, want ErrKeyUnknown listing the signing keys", err)
+	}
+}
+
+// WatchKeyring reloads the keyring when its file changes, without a
+// signal, and stops with its context.
+func TestWatchKeyring(t *testing.T) {
+	t.Setenv(vault.EnvVar, "")
+	path := filepath.Join(t.TempDir(), "keyring.json")
+	running, _, err := vault.LoadOrCreate(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); WatchKeyring(ctx, slog.New(slog.DiscardHandler), running, path) }()
+	time.Sleep(2 * config.PollInterval) // the watcher has read the file's time
+	var out bytes.Buffer
+	if err := RotateSigningKey(path, false, &out); err != nil {
+		t.Fatal(err)
+	}
+	edited, err := vault.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); running.SigningPrimaryID() != edited.SigningPrimaryID(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the running keyring did not reload after its file changed")
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchKeyring did not return after its context ended")
 	}
 }
