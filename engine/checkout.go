@@ -369,6 +369,16 @@ const ReturnTokenTTL = 24 * time.Hour
 // shopper abandoned (or finished without coming back), not one under way.
 const ActionReconcileAfter = 15 * time.Minute
 
+// ActionAbandonAfter is how long after the confirm an authentication still
+// pending at the processor is taken as abandoned: the reconciler cancels
+// it there (Stripe: the PaymentIntent, which Stripe itself keeps in
+// requires_action for as long as nobody cancels it), and the payment
+// awaits a card again, declined authentication_failed. Long past any
+// issuer's challenge time; a shopper coming back later finds the payment
+// as it is. A processor that ends abandoned challenges itself (the
+// simulator, after its challenge_ttl) answers the lookup before this.
+const ActionAbandonAfter = time.Hour
+
 type returnClaims struct {
 	Merchant  string `json:"m"`
 	Payment   string `json:"p"`
@@ -438,7 +448,7 @@ func (e *Engine) resolveAction(ctx context.Context, merchantID, id string) (*sur
 	if err != nil || p.Status != surgepay.StatusRequiresAction || p.Pending == nil {
 		return p, err
 	}
-	next, err := e.applyAction(ctx, p)
+	next, err := e.applyAction(ctx, p, false)
 	if next == nil || err != nil {
 		return p, err
 	}
@@ -446,9 +456,15 @@ func (e *Engine) resolveAction(ctx context.Context, merchantID, id string) (*sur
 }
 
 // applyAction looks p's pending authorization up and stores its outcome;
-// nil, nil while there is none yet. Called with p's lock held.
-func (e *Engine) applyAction(ctx context.Context, p *surgepay.Payment) (*surgepay.Payment, error) {
+// nil, nil while there is none yet. With abandon (the reconciler, once
+// ActionAbandonAfter has passed), an authentication still pending is
+// cancelled at the processor first (abandonAction). Called with p's lock
+// held.
+func (e *Engine) applyAction(ctx context.Context, p *surgepay.Payment, abandon bool) (*surgepay.Payment, error) {
 	res, lerr := surgepay.LookupOperation(ctx, e.provider, pendingQuery(p))
+	if abandon && lerr == nil && res.RequiresAction && res.Reference != "" {
+		res, lerr = e.abandonAction(ctx, p, res.Reference)
+	}
 	if (lerr != nil && !surgepay.IsNotPerformed(lerr)) || (lerr == nil && res.RequiresAction) {
 		return nil, nil
 	}
@@ -466,6 +482,32 @@ func (e *Engine) applyAction(ctx context.Context, p *surgepay.Payment) (*surgepa
 	}
 	e.cfg.OnPayment("authorize", next)
 	return next, nil
+}
+
+// abandonActionKey is the processor's idempotency key of the cancel of
+// payment id's abandoned authentication.
+func abandonActionKey(id string) string { return id + "/3ds-abandon" }
+
+// abandonAction cancels at the processor the authentication of p that the
+// shopper never finished (ref: the pending authorization's reference) and
+// returns the authorization's outcome: declined authentication_failed once
+// the processor confirms the cancel. A cancel the processor refuses (the
+// shopper finished just before it) returns what a new lookup finds; an
+// unknown one returns its error, and the next pass tries again under the
+// same key.
+func (e *Engine) abandonAction(ctx context.Context, p *surgepay.Payment, ref string) (*surgepay.ProviderResult, error) {
+	v, err := e.provider.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: abandonActionKey(p.ID), AuthorizationRef: ref})
+	switch {
+	case err == nil && v.Approved:
+		e.log.Info("authentication abandoned: cancelled at the processor", "payment", p.ID, "after", ActionAbandonAfter)
+		return &surgepay.ProviderResult{Operation: surgepay.TxAuthorization, Reference: ref, Amount: p.Pending.Amount,
+			DeclineCode: surgepay.DeclineAuthenticationFailed,
+			Message: "the shopper did not finish 3-D Secure authentication within " +
+				strconv.Itoa(int(ActionAbandonAfter/time.Minute)) + " minutes; it was cancelled at the processor and nothing was charged"}, nil
+	case err != nil && !surgepay.IsNotPerformed(err):
+		return nil, err
+	}
+	return surgepay.LookupOperation(ctx, e.provider, pendingQuery(p))
 }
 
 // ProcessorPages returns the pages the processor serves to shoppers from

@@ -51,11 +51,13 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 	switch p.Status {
 	case surgepay.StatusRequiresAction:
 		// A shopper's authentication: looked up once old enough to have
-		// been abandoned (or finished without a return).
-		if q := pendingQuery(p); e.now().Before(q.Attempted.Add(ActionReconcileAfter)) {
+		// been abandoned (or finished without a return), and cancelled at
+		// the processor once surely abandoned.
+		q := pendingQuery(p)
+		if e.now().Before(q.Attempted.Add(ActionReconcileAfter)) {
 			return false, nil
 		}
-		next, err := e.applyAction(ctx, p)
+		next, err := e.applyAction(ctx, p, !e.now().Before(q.Attempted.Add(ActionAbandonAfter)))
 		return next != nil, err
 	case surgepay.StatusProcessing:
 	default:

@@ -1,0 +1,192 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/surgepay/surgepay"
+	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/provider/stripe"
+	"github.com/surgepay/surgepay/provider/stripe/stripedouble"
+)
+
+// threeDSCardStripe is Stripe's test card whose issuer always asks for
+// 3-D Secure.
+const threeDSCardStripe = "4000002500003155"
+
+// TestCheckoutThreeDSecureAbandonedAtStripe: Stripe keeps the
+// PaymentIntent of a shopper who never authenticates in requires_action
+// for as long as nobody cancels it. The reconciler looks it up from
+// ActionReconcileAfter and cancels it at Stripe after ActionAbandonAfter;
+// a shopper who authenticated but never came back is found succeeded.
+// Then surgepay's books and Stripe's agree, payment by payment, and no
+// reconcile pass has anything left to do.
+func TestCheckoutThreeDSecureAbandonedAtStripe(t *testing.T) {
+	c, proxy, advance := stripeCheckout(t, nil)
+	ctx := context.Background()
+	gone, _, goneIntent := c.challenged(t, proxy)
+	back, page, backIntent := c.challenged(t, proxy)
+	// The second shopper authenticates at Stripe's page and closes the
+	// tab before the return reaches surgepay.
+	done, err := noRedirects(c.env).PostForm(page, url.Values{"outcome": {"authenticate"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Body.Close()
+	if done.StatusCode != http.StatusSeeOther {
+		t.Fatalf("authenticating at Stripe's page: %d", done.StatusCode)
+	}
+
+	if n, err := c.eng.ReconcileOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("reconciled authentications under way: %d %v", n, err)
+	}
+	advance(engine.ActionReconcileAfter + time.Second)
+	if n, err := c.eng.ReconcileOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("after %s: reconciled %d, %v; want the authenticated one alone", engine.ActionReconcileAfter, n, err)
+	}
+	if got := c.must(200, c.keyA, "GET", "/v1/payments/"+back, ""); got.str("status") != "succeeded" {
+		t.Fatalf("authenticated without coming back: %s", got.Raw)
+	}
+	if got := c.must(200, c.keyA, "GET", "/v1/payments/"+gone, ""); got.str("status") != "requires_action" {
+		t.Fatalf("abandoned before %s: %s; want it left in requires_action", engine.ActionAbandonAfter, got.Raw)
+	}
+	if s := intentStatus(t, proxy.URL, goneIntent); s != "requires_action" {
+		t.Fatalf("before %s the PaymentIntent is %s, want requires_action", engine.ActionAbandonAfter, s)
+	}
+
+	advance(engine.ActionAbandonAfter - engine.ActionReconcileAfter)
+	if n, err := c.eng.ReconcileOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("after %s: reconciled %d, %v; want the abandoned one", engine.ActionAbandonAfter, n, err)
+	}
+	got := c.must(200, c.keyA, "GET", "/v1/payments/"+gone, "")
+	if got.str("status") != "requires_payment_method" || got.str("decline_code") != surgepay.DeclineAuthenticationFailed ||
+		!strings.Contains(got.str("failure_message"), "cancelled at the processor") {
+		t.Fatalf("abandoned: %s; want requires_payment_method, authentication_failed", got.Raw)
+	}
+	if n, err := c.eng.ReconcileOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("a pass after both ended reconciled %d, %v", n, err)
+	}
+
+	// The books agree with Stripe's.
+	for _, tc := range []struct{ id, intent, status, want string }{
+		{gone, goneIntent, "requires_payment_method", "canceled"},
+		{back, backIntent, "succeeded", "succeeded"},
+	} {
+		if s := intentStatus(t, proxy.URL, tc.intent); s != tc.want {
+			t.Errorf("payment %s is %s at surgepay, its PaymentIntent %s at Stripe; want %s", tc.id, tc.status, s, tc.want)
+		}
+	}
+	// A shopper coming back late finds the payment as it is, and may pay
+	// again with another card, under the fresh client secret the
+	// merchant's server reads (the first one has expired).
+	fresh := c.must(200, c.keyA, "GET", "/v1/payments/"+gone, "").str("client_secret")
+	if r := c.confirm(gone, fresh, c.card(t, "4242424242424242")); r.Status != 200 || r.str("status") != "succeeded" {
+		t.Fatalf("paying again after the abandoned authentication: %d %s", r.Status, r.Raw)
+	}
+}
+
+// TestCheckoutThreeDSecureFinishedAsAbandoned: the shopper authenticates
+// at the very moment the reconciler cancels the authentication as
+// abandoned. Stripe refuses to cancel a PaymentIntent that has succeeded,
+// and the payment is recorded as Stripe has it: succeeded.
+func TestCheckoutThreeDSecureFinishedAsAbandoned(t *testing.T) {
+	var page string
+	var client *http.Client
+	c, proxy, advance := stripeCheckout(t, func(sp *stripe.Provider) surgepay.Provider {
+		return authenticatesBeforeVoid{sp, func() {
+			done, err := client.PostForm(page, url.Values{"outcome": {"authenticate"}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			done.Body.Close()
+		}}
+	})
+	client = noRedirects(c.env)
+	id, p, intent := c.challenged(t, proxy)
+	page = p
+	advance(engine.ActionAbandonAfter + time.Second)
+	if n, err := c.eng.ReconcileOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("reconciled %d, %v; want the payment", n, err)
+	}
+	if got := c.must(200, c.keyA, "GET", "/v1/payments/"+id, ""); got.str("status") != "succeeded" {
+		t.Fatalf("authenticated as it was cancelled: %s; want succeeded, as at Stripe", got.Raw)
+	}
+	if s := intentStatus(t, proxy.URL, intent); s != "succeeded" {
+		t.Fatalf("the PaymentIntent is %s, want succeeded", s)
+	}
+}
+
+// authenticatesBeforeVoid is Stripe with a shopper who finishes
+// authenticating just before each cancel reaches it.
+type authenticatesBeforeVoid struct {
+	*stripe.Provider
+	before func()
+}
+
+func (p authenticatesBeforeVoid) Void(ctx context.Context, req *surgepay.VoidRequest) (*surgepay.ProviderResult, error) {
+	p.before()
+	return p.Provider.Void(ctx, req)
+}
+
+// stripeCheckout is a checkoutEnv whose processor is Stripe (localstripe
+// behind the proxy that gives it Stripe's 3-D Secure redirect), wrapped
+// by wrap if set, on a clock the test moves with advance.
+func stripeCheckout(t *testing.T, wrap func(*stripe.Provider) surgepay.Provider) (*checkoutEnv, *stripedouble.Proxy, func(time.Duration)) {
+	t.Helper()
+	proxy := stripedouble.NewProxy(t, stripedouble.StartLocalstripe(t))
+	sp, err := stripe.New(stripe.Config{SecretKey: "sk_test_surgepay", BaseURL: proxy.URL, CallTimeout: 10 * time.Second,
+		SearchLag: time.Nanosecond, Name: "stripe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p surgepay.Provider = sp
+	if wrap != nil {
+		p = wrap(sp)
+	}
+	now := time.Now().UTC()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	e := newEnvWith(t, openSQLite(t), func(c *engine.Config) { c.Provider, c.Now = p, clock })
+	return newCheckoutEnv(t, e), proxy, advance
+}
+
+// challenged confirms a new payment with Stripe's 3-D Secure card and
+// returns its ID, its authentication page and its PaymentIntent (the
+// proxy's page is /_3ds/ + the PaymentIntent's ID).
+func (c *checkoutEnv) challenged(t *testing.T, proxy *stripedouble.Proxy) (id, page, pi string) {
+	t.Helper()
+	id, secret := c.awaiting(t, `{"amount":3600,"currency":"usd"}`)
+	r := c.confirm3DS(t, id, secret, threeDSCardStripe)
+	na, _ := r.JSON["next_action"].(map[string]any)
+	rt, _ := na["redirect_to_url"].(map[string]any)
+	page, _ = rt["url"].(string)
+	if r.str("status") != "requires_action" || !strings.HasPrefix(page, proxy.URL+"/_3ds/pi_") {
+		t.Fatalf("confirm with Stripe's 3-D Secure card: %d %s", r.Status, r.Raw)
+	}
+	return id, page, page[strings.LastIndexByte(page, '/')+1:]
+}
+
+// intentStatus reads a PaymentIntent's status at the Stripe double.
+func intentStatus(t *testing.T, base, id string) string {
+	t.Helper()
+	var pi struct {
+		Status string `json:"status"`
+	}
+	resp, err := stripedouble.Get(base, "/v1/payment_intents/"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&pi); err != nil {
+		t.Fatal(err)
+	}
+	return pi.Status
+}
