@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # bench/lib.sh: what the bench scripts that run a fresh `surgepay serve`
-# share (bench/event.sh, bench/checkout.sh). Sourced by bash, after
+# share (bench/event.sh, bench/checkout.sh, bench/pgo.sh, and through
+# bench/stripe-mock.sh the processor benchmarks). Sourced by bash, after
 # `set -euo pipefail`; each function says what it sets.
 
 # bench_seconds DURATION USAGE: prints DURATION (a Go duration: 30m, 90s,
@@ -30,19 +31,25 @@ bench_workdir() {
 	fi
 }
 
+# bench_free_ports N: prints N free TCP ports on 127.0.0.1, found with
+# all N sockets open so they differ (another process may still take one
+# before the caller listens there: servers then fail loudly).
+bench_free_ports() {
+	python3 -c 'import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in ss])' "$1"
+}
+
 # bench_serve_setup NAME: sets repo, port and admin (BENCH_PORT and
-# BENCH_ADMIN_PORT, else two free ports, found with both sockets open so
-# they differ; serve fails loudly if another process takes one
-# meanwhile), bin (SURGEPAY_BIN, else ./cmd/surgepay built into $dir) and
-# data, a fresh data folder in $dir (mode 0700), which the caller removes
-# at the end unless BENCH_KEEP_DATA is set: a script removes only what it
-# made, never a folder it found. Exits 1 if a port is already taken.
+# BENCH_ADMIN_PORT, else two bench_free_ports), bin (SURGEPAY_BIN, else
+# ./cmd/surgepay built into $dir) and data, a fresh data folder in $dir
+# (mode 0700), which the caller removes at the end unless BENCH_KEEP_DATA
+# is set: a script removes only what it made, never a folder it found.
+# Exits 1 if a port is already taken.
 bench_serve_setup() {
 	local free1 free2 p
-	read -r free1 free2 < <(python3 -c 'import socket
-ss = [socket.socket() for _ in range(2)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in ss])')
+	read -r free1 free2 < <(bench_free_ports 2)
 	port=${BENCH_PORT:-$free1}
 	admin=${BENCH_ADMIN_PORT:-$free2}
 	repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -156,7 +156,10 @@ func post(c *http.Client, url, key, idem, body string, out any) (status int, hea
 	if err != nil {
 		return resp.StatusCode, resp.Header, err
 	}
-	if out != nil && resp.StatusCode < 300 {
+	if out != nil && resp.StatusCode >= 300 {
+		return resp.StatusCode, resp.Header, fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil {
 		if err := json.NewDecoder(bytes.NewReader(b)).Decode(out); err != nil {
 			return resp.StatusCode, resp.Header, fmt.Errorf("decode %s: %w", url, err)
 		}

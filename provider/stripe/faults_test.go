@@ -2,6 +2,7 @@ package stripe_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -340,6 +341,30 @@ func livePaymentIntents(t *testing.T, base string) map[string][]string {
 		}
 		if !list.HasMore || len(list.Data) == 0 {
 			return out
+		}
+	}
+}
+
+// TestTokenUnavailableSaysWhy: a token Stripe answers about with an
+// error is EUNAVAILABLE to the client, whose answer says only that, and
+// the error the server logs carries Stripe's own message.
+func TestTokenUnavailableSaysWhy(t *testing.T) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"error":{"type":"api_error","message":"the customers shard is down"}}`)
+	})}
+	p := newConnector(t, serve(t, srv), func(c *stripe.Config) { c.RetriesMax = -1 })
+	_, derr := p.DescribeToken(t.Context(), "mer_1", "pm_1")
+	_, aerr := p.AttachToken(t.Context(), "mer_1", "pm_1", "mer_1", "cus_1")
+	for name, err := range map[string]error{"describe": derr, "attach": aerr} {
+		var se *surgepay.Error
+		if !errors.As(err, &se) || se.Code != surgepay.EUNAVAILABLE || strings.Contains(se.Message, "shard") {
+			t.Errorf("%s: %v; want EUNAVAILABLE whose message names no cause", name, err)
+		}
+		if err == nil || !strings.Contains(err.Error(), "the customers shard is down") {
+			t.Errorf("%s: %v; want Stripe's message in the error for the log", name, err)
 		}
 	}
 }

@@ -568,8 +568,7 @@ func (p *Provider) DescribeToken(ctx context.Context, _ string, token string) (*
 		return err
 	})
 	if err != nil {
-		return nil, &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable", RetryAfter: 1,
-			Message: "the processor did not answer about the token; it is safe to retry"}
+		return nil, tokenUnavailable(err)
 	}
 	if res != nil {
 		return nil, surgepay.Invalid("processor_token.token", "invalid_value", "the processor does not know this token: %s", res.Message)
@@ -585,6 +584,14 @@ func (p *Provider) DescribeToken(ctx context.Context, _ string, token string) (*
 	return card, nil
 }
 
+// tokenUnavailable is the answer to a token Stripe did not answer about:
+// EUNAVAILABLE, safe to retry, to the client; the cause (the processor's
+// error, already redacted by call) for the server's log.
+func tokenUnavailable(cause error) error {
+	return fmt.Errorf("%w (%v)", &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable", RetryAfter: 1,
+		Message: "the processor did not answer about the token; it is safe to retry"}, cause)
+}
+
 var _ surgepay.TokenAttacher = (*Provider)(nil)
 
 // AttachToken makes a Stripe Customer for the token (metadata: surgepay's
@@ -594,8 +601,6 @@ var _ surgepay.TokenAttacher = (*Provider)(nil)
 // failure makes one Customer and attaches once. EUNAVAILABLE (safe to
 // retry) if Stripe did not answer; EINVALID if it refused.
 func (p *Provider) AttachToken(ctx context.Context, _ string, token, merchantID, customerID string) (string, error) {
-	unavailable := &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable", RetryAfter: 1,
-		Message: "the processor did not answer about the token; it is safe to retry"}
 	cp := &stripego.CustomerCreateParams{}
 	cp.AddMetadata(MetadataMerchant, merchantID)
 	cp.AddMetadata("surgepay_customer", customerID)
@@ -607,7 +612,7 @@ func (p *Provider) AttachToken(ctx context.Context, _ string, token, merchantID,
 		return err
 	})
 	if err != nil {
-		return "", unavailable
+		return "", tokenUnavailable(err)
 	}
 	if res != nil {
 		return "", surgepay.Invalid("processor_token.token", "invalid_value", "the processor refused a customer for the token: %s", res.Message)
@@ -620,7 +625,7 @@ func (p *Provider) AttachToken(ctx context.Context, _ string, token, merchantID,
 		return err
 	})
 	if err != nil {
-		return "", unavailable
+		return "", tokenUnavailable(err)
 	}
 	if res != nil {
 		return "", surgepay.Invalid("processor_token.token", "invalid_value", "the processor refused to attach the token: %s", res.Message)
