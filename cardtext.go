@@ -332,6 +332,61 @@ func TextHasCardNumber(s string) bool {
 	return c.inGroup && c.groupEnd()
 }
 
+// RedactCardText returns s with each card number TextHasCardNumber finds
+// in it replaced by with, and s itself, without allocating, if it holds
+// none. What is replaced is the whole sequence of digit groups the number
+// was found in, from its first digit to the end of the number's last
+// group: digits of any script, the separators between them and any
+// shorter number the sequence began with ("order 12 4242 4242 4242 4242"
+// loses "12" too), so that the log and trace scrubber
+// (telemetry.Redact) misses nothing the request guard refuses.
+func RedactCardText(s, with string) string {
+	if !TextHasCardNumber(s) {
+		return s
+	}
+	var out []byte
+	last, start := 0, -1 // start: the byte where the current sequence of groups began
+	var c cardScan
+	found := func(end int) { // a number ended at byte end
+		out = append(append(out, s[last:start]...), with...)
+		last, start, c = end, -1, cardScan{}
+	}
+	for i := 0; i < len(s); {
+		if n := hexTokenBytes(s, i); n > 0 {
+			if c.inGroup && c.groupEnd() {
+				found(i)
+			}
+			c.n, start = 0, -1
+			i += n
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		kind, v := cardKind(r)
+		if kind == runeDigit {
+			if !c.inGroup && (start < 0 || c.n == 0 || c.seps > textCardSeparatorsMax) {
+				start = i // digit() starts a new sequence here
+			}
+			c.digit(v)
+			i += size
+			continue
+		}
+		if c.inGroup && c.groupEnd() {
+			found(i)
+		}
+		switch kind {
+		case runeLetter:
+			c.n, start = 0, -1
+		case runeSeparator:
+			c.separator(r, true)
+		}
+		i += size
+	}
+	if c.inGroup && c.groupEnd() {
+		found(len(s))
+	}
+	return string(append(out, s[last:]...))
+}
+
 // URLHasCardNumber reports whether a URL holds a card number, as written
 // or once its percent-escapes are decoded ("/hooks/4242%204242%20…",
 // "?card=4242+4242+…"): a webhook endpoint's URL is stored, returned and

@@ -66,7 +66,7 @@ func (t *Telemetry) extract(ctx context.Context, h http.Header) context.Context 
 	}
 	tid, sid := sc.TraceID(), sc.SpanID()
 	if surgepay.DigitsHaveCardNumber(hex.EncodeToString(tid[:])) || surgepay.DigitsHaveCardNumber(hex.EncodeToString(sid[:])) ||
-		mayHoldPAN(sc.TraceState().String()) || surgepay.TextHasCardNumber(sc.TraceState().String()) {
+		mayHoldPAN(sc.TraceState().String()) {
 		return ctx
 	}
 	return out

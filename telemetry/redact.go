@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"regexp"
 	"runtime/debug"
+
+	"github.com/surgepay/surgepay"
 )
 
 // Card numbers have 12 to 19 digits, printed plain or in groups separated
@@ -20,29 +22,42 @@ var panRun = regexp.MustCompile(`\d(?:[ ._/-]?\d){11,}`)
 const Redacted = "[redacted]"
 
 // Redact returns s with every run of 12 to 19 digits (optionally grouped
-// by single spaces, dashes, dots, underscores or slashes) replaced by "[redacted]": whatever a card
-// number might be doing in a panic value, an error from a dependency or a
-// span attribute, it does not leave the process. An unbroken run of more
-// than 19 digits is not a card number and is kept; a longer grouped run is
-// redacted whole. Strings without such a run are
-// returned as they are, without allocating.
+// by single spaces, dashes, dots, underscores or slashes), and every card
+// number the request guard would refuse (surgepay.TextHasCardNumber:
+// digits of any script, groups joined by up to four separators of any
+// kind), replaced by "[redacted]": whatever a card number might be doing
+// in a panic value, an error from a dependency or a span attribute, it
+// does not leave the process. An unbroken run of more than 19 digits is
+// not a card number and is kept; a longer grouped run is redacted whole.
+// Strings without such a run are returned as they are, without
+// allocating.
 func Redact(s string) string {
-	if !mayHoldPAN(s) {
-		return s
+	if mayHoldDigitRun(s) {
+		s = panRun.ReplaceAllStringFunc(s, func(m string) string {
+			// An unbroken run of more than 19 digits is not a card number; a
+			// longer grouped run may be one followed by other numbers.
+			if n := countDigits(m); n > panDigitsMax && n == len(m) {
+				return m
+			}
+			return Redacted
+		})
 	}
-	return panRun.ReplaceAllStringFunc(s, func(m string) string {
-		// An unbroken run of more than 19 digits is not a card number; a
-		// longer grouped run may be one followed by other numbers.
-		if n := countDigits(m); n > panDigitsMax && n == len(m) {
-			return m
-		}
-		return Redacted
-	})
+	// What the request guard reads as a card number beyond that: digits
+	// of any script, and groups joined by up to four separators of any
+	// kind (cardtext.go).
+	return surgepay.RedactCardText(s, Redacted)
 }
 
-// mayHoldPAN reports whether s has 12 digits with at most single
-// separators between them: a cheap scan before the regular expression.
+// mayHoldPAN reports whether Redact may change s: the gate of the
+// redacting log handler and span exporter.
 func mayHoldPAN(s string) bool {
+	return mayHoldDigitRun(s) || surgepay.TextHasCardNumber(s)
+}
+
+// mayHoldDigitRun reports whether s has 12 ASCII digits with at most
+// single separators between them: a cheap scan before the regular
+// expression.
+func mayHoldDigitRun(s string) bool {
 	run, sep := 0, false
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {

@@ -33,6 +33,11 @@ func TestRedact(t *testing.T) {
 		{"short 12345678901", "short 12345678901"},
 		{"long 12345678901234567890123", "long 12345678901234567890123"},
 		{"ts 1700000000 and 42", "ts 1700000000 and 42"},
+		// What the request guard refuses beyond ASCII runs (cardtext.go).
+		{"card ４２４２ ４２４２ ４２４２ ４２４２ declined", "card [redacted] declined"},
+		{"pan ٤١١١١١١١١١١١١١١١", "pan [redacted]"},
+		{"4111 -- 1111 -- 1111 -- 1111", "[redacted]"},
+		{"4111\u200b1111\u200b1111\u200b1111!", "[redacted]!"},
 	} {
 		if got := Redact(tc.in); got != tc.want {
 			t.Errorf("Redact(%q): got %q, want %q", tc.in, got, tc.want)
@@ -55,15 +60,15 @@ func TestRedactingHandler(t *testing.T) {
 	var b bytes.Buffer
 	log := slog.New(RedactingHandler(slog.NewJSONHandler(&b, nil))).With("card", "4242424242424242")
 	log.Info("charging 4111111111111111", "err", errors.New("bad card 5555555555554444"),
-		slog.Group("g", "n", "378282246310005"), "ok", "pay_123")
+		slog.Group("g", "n", "378282246310005"), "ok", "pay_123", "wide", "６０１１ ０００９ ９０１３ ９４２４")
 	out := b.String()
-	for _, pan := range []string{"4242424242424242", "4111111111111111", "5555555555554444", "378282246310005"} {
+	for _, pan := range []string{"4242424242424242", "4111111111111111", "5555555555554444", "378282246310005", "６０１１"} {
 		if strings.Contains(out, pan) {
 			t.Errorf("log holds %s: %s", pan, out)
 		}
 	}
-	if !strings.Contains(out, "pay_123") || strings.Count(out, Redacted) != 4 {
-		t.Errorf("got %s, want 4 redactions and pay_123 kept", out)
+	if !strings.Contains(out, "pay_123") || strings.Count(out, Redacted) != 5 {
+		t.Errorf("got %s, want 5 redactions and pay_123 kept", out)
 	}
 }
 
