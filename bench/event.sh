@@ -191,7 +191,9 @@ print(f"event: {sales} sales in {s['elapsed_seconds']:.0f} s, refused {refused} 
       f"server CPU {d['resources']['server']['cpu_percent_avg'] * 10000 / max(1, s['request_rate']):.0f} us/request, "
       + (f"{sum(a for a, _ in allocs) / max(1, sum(r for _, r in allocs)):.1f} allocations/request, " if allocs else "")
       + (f"longest commit {1000 * worst['stall_max_seconds']:.0f} ms at second {worst['stall_max_second']}, "
-         f"shed {sum(sum((w.get('shed') or {}).values()) for w in ws)}" if worst else "writer not scraped"))
+         f"shed {sum(sum((w.get('shed') or {}).values()) for w in ws)}" if worst else "writer not scraped")
+      + (f", host CPU stolen max {h['steal_percent_max']:.1f} % at second {h['steal_max_second']}"
+         if (h := d['resources'].get('host')) else ""))
 PY
 [[ -s $dir/$label.restarts ]] && cat "$dir/$label.restarts"
 echo "reports: $dir/$label.json $dir/$label.html"

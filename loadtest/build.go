@@ -33,6 +33,7 @@ func (r *run) result(interrupted bool) *Result {
 	res.Resources = Resources{
 		Server:   summarizeResources(r.res.serverSource, r.res.serverSamples),
 		Injector: summarizeResources("proc", r.res.injectorSamples),
+		Host:     summarizeHost(r.res.hostSamples),
 		Cores:    runtime.NumCPU(),
 	}
 	if r.monitor != nil {
@@ -168,6 +169,10 @@ func (r *run) addWindows(res *Result) {
 	res.Windows = r.rec.windows
 	server := bySecond(r.res.serverSamples)
 	injector := bySecond(r.res.injectorSamples)
+	host := make(map[int]*HostSample, len(r.res.hostSamples))
+	for i := range r.res.hostSamples {
+		host[r.res.hostSamples[i].Second] = &r.res.hostSamples[i]
+	}
 	for i := range res.Windows {
 		w := &res.Windows[i]
 		k := w.Second
@@ -176,7 +181,7 @@ func (r *run) addWindows(res *Result) {
 		if r.plan.FloodCount == 0 {
 			w.TargetRate = r.plan.CountAt(secondsToDuration(k+1)) - r.plan.CountAt(secondsToDuration(k))
 		}
-		w.Server, w.Injector = server[k], injector[k]
+		w.Server, w.Injector, w.Host = server[k], injector[k], host[k]
 	}
 }
 
@@ -185,6 +190,7 @@ func (r *run) addWindows(res *Result) {
 // per sale during the minute, and the data folder's bytes per sale so far.
 func (r *run) addMinutes(res *Result) {
 	res.Minutes = r.rec.minutes
+	addMinutesHost(res.Minutes, r.res.hostSamples)
 	samples := r.res.serverSamples
 	if len(samples) == 0 {
 		return
@@ -252,6 +258,22 @@ func (r *run) addMinutes(res *Result) {
 			mr.DataDirBytesPerSale = float64(mr.DataDirBytes) / float64(sales)
 		}
 		m.Server = &mr
+	}
+}
+
+// addMinutesHost summarises the machine's CPU samples of each minute.
+func addMinutesHost(ms []Minute, samples []HostSample) {
+	j := 0
+	for i := range ms {
+		for j < len(samples) && samples[j].Second/MinuteWindows < ms[i].Minute {
+			j++
+		}
+		k := j
+		for k < len(samples) && samples[k].Second/MinuteWindows == ms[i].Minute {
+			k++
+		}
+		ms[i].Host = summarizeHost(samples[j:k])
+		j = k
 	}
 }
 

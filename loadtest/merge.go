@@ -215,12 +215,13 @@ func mergeWindows(dst, src []Window) []Window {
 
 // mergeMinutes adds src's minutes into dst by minute: counts add up,
 // latencies take the larger (an upper bound, as for windows); the server's
-// resources are the first result's (one server, sampled by each injector).
+// resources and the machine's CPU are the first result's (one server,
+// sampled by each injector).
 func mergeMinutes(dst, src []Minute) []Minute {
 	for _, m := range src {
 		i, found := slices.BinarySearchFunc(dst, m.Minute, func(a Minute, n int) int { return a.Minute - n })
 		if !found {
-			dst = slices.Insert(dst, i, Minute{Minute: m.Minute, Server: m.Server})
+			dst = slices.Insert(dst, i, Minute{Minute: m.Minute, Server: m.Server, Host: m.Host})
 		}
 		d := &dst[i]
 		d.Seconds = max(d.Seconds, m.Seconds)

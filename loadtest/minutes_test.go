@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -252,4 +253,69 @@ func TestMinuteFoldMergesLatencies(t *testing.T) {
 		t.Errorf("folded minute p50 %v p99 %v max %v ms, want the run's %v, %v, %v for the same requests",
 			m.Corrected.P50, m.Corrected.P99, m.Corrected.Max, run.P50, run.P99, run.Max)
 	}
+}
+
+// The machine's CPU comes from /proc/stat's "cpu" line: steal and busy
+// in percent of all cores between two readings, summarised per minute
+// (average, and the worst second) and shown in the minutes table.
+func TestHostSamples(t *testing.T) {
+	a, ok := parseProcCPU("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n")
+	if !ok || a != (procCPU{total: 1000, idle: 850, steal: 0}) {
+		t.Fatalf("parse: %+v %v", a, ok)
+	}
+	// 200 ticks later: 60 user, 20 system, 70 idle, 10 iowait, 40 stolen.
+	b, _ := parseProcCPU("cpu  160 0 70 870 60 0 0 40 0 0")
+	s, ok := hostSampleOf(7, a, b)
+	if !ok || s.Second != 7 || s.StealPercent != 20 || s.BusyPercent != 40 {
+		t.Fatalf("sample: %+v %v; want steal 20 %%, busy 40 %%", s, ok)
+	}
+	if _, ok := hostSampleOf(8, b, b); ok {
+		t.Error("a sample with no time between the readings")
+	}
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 3", "cpu a b c d e f g h i j"} {
+		if _, ok := parseProcCPU(bad); ok {
+			t.Errorf("parsed %q", bad)
+		}
+	}
+
+	ms := []Minute{{Minute: 0}, {Minute: 1}, {Minute: 2}}
+	addMinutesHost(ms, []HostSample{{Second: 1, StealPercent: 1, BusyPercent: 50}, {Second: 59, StealPercent: 3, BusyPercent: 70},
+		{Second: 61, StealPercent: 40, BusyPercent: 10}, {Second: 62, StealPercent: 0, BusyPercent: 90}})
+	if h := ms[0].Host; h == nil || h.Samples != 2 || h.StealPercentAvg != 2 || h.StealPercentMax != 3 || h.StealMaxSecond != 59 || h.BusyPercentAvg != 60 {
+		t.Errorf("minute 0: %+v", h)
+	}
+	if h := ms[1].Host; h == nil || h.Samples != 2 || h.StealPercentMax != 40 || h.StealMaxSecond != 61 {
+		t.Errorf("minute 1: %+v", h)
+	}
+	if ms[2].Host != nil {
+		t.Errorf("minute 2 has no samples: %+v", ms[2].Host)
+	}
+	var out strings.Builder
+	printMinutes(&out, ms)
+	if lines := strings.Split(out.String(), "\n"); !strings.HasSuffix(strings.TrimSpace(lines[0]), "steal max %") ||
+		!strings.HasSuffix(strings.TrimSpace(lines[2]), "40.0") || !strings.HasSuffix(strings.TrimSpace(lines[3]), "-") {
+		t.Errorf("minutes table:\n%s", out.String())
+	}
+}
+
+// The monitor reads the machine's CPU while it runs (on Linux).
+func TestHostTrackerReadsProcStat(t *testing.T) {
+	var h hostTracker
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		t.Skip("no /proc/stat on this system")
+	}
+	if _, ok := h.next(0); ok {
+		t.Fatal("the first reading gave a sample")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		if s, ok := h.next(1); ok {
+			if s.StealPercent < 0 || s.StealPercent > 100 || s.BusyPercent < 0 || s.BusyPercent > 100 {
+				t.Fatalf("sample out of range: %+v", s)
+			}
+			return
+		}
+	}
+	t.Fatal("no sample from /proc/stat in 5 s")
 }

@@ -266,6 +266,7 @@ type resourceMonitor struct {
 
 	serverSamples   []ResourceSample
 	injectorSamples []ResourceSample
+	hostSamples     []HostSample
 	serverErr       error
 }
 
@@ -297,14 +298,19 @@ func (m *resourceMonitor) loop(ctx context.Context) {
 	var server, injector cpuTracker
 	tick := time.NewTicker(ResourceSampleInterval)
 	defer tick.Stop()
+	var host hostTracker
 	server.prime(ctx, m.server)
 	injector.prime(ctx, m.injector)
+	host.next(0) // primes it
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
 			second := int(now.Sub(m.start) / WindowDuration)
+			if s, ok := host.next(second); ok {
+				m.hostSamples = append(m.hostSamples, s)
+			}
 			if s, err := injector.next(ctx, m.injector, now, second); err == nil {
 				m.injectorSamples = append(m.injectorSamples, s)
 			}
@@ -355,6 +361,91 @@ func (c *cpuTracker) next(ctx context.Context, s sampler, now time.Time, second 
 	}
 	c.cpu, c.at, c.have = v.cpu, now, true
 	return out, nil
+}
+
+// hostTracker turns /proc/stat's cumulative CPU times into HostSamples.
+type hostTracker struct {
+	prev procCPU
+	have bool
+}
+
+// next reads /proc/stat and returns the second since the last read;
+// false on the first read, or where /proc/stat cannot be read.
+func (h *hostTracker) next(second int) (HostSample, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return HostSample{}, false
+	}
+	cur, ok := parseProcCPU(string(b))
+	if !ok {
+		return HostSample{}, false
+	}
+	prev, had := h.prev, h.have
+	h.prev, h.have = cur, true
+	if !had {
+		return HostSample{}, false
+	}
+	return hostSampleOf(second, prev, cur)
+}
+
+// procCPU is the machine's cumulative CPU time in ticks, from the "cpu"
+// line of /proc/stat: all of it, idle (with I/O wait) and stolen.
+type procCPU struct{ total, idle, steal uint64 }
+
+// parseProcCPU reads the first line of /proc/stat: "cpu  user nice
+// system idle iowait irq softirq steal guest guest_nice" (guest time is
+// counted in user already).
+func parseProcCPU(s string) (procCPU, bool) {
+	line, _, _ := strings.Cut(s, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return procCPU{}, false
+	}
+	var v [8]uint64
+	for i := range v {
+		n, err := strconv.ParseUint(f[i+1], 10, 64)
+		if err != nil {
+			return procCPU{}, false
+		}
+		v[i] = n
+	}
+	c := procCPU{idle: v[3] + v[4], steal: v[7]}
+	for _, n := range v {
+		c.total += n
+	}
+	return c, true
+}
+
+// hostSampleOf is the HostSample between two readings; false if no time
+// passed between them.
+func hostSampleOf(second int, prev, cur procCPU) (HostSample, bool) {
+	if cur.total <= prev.total {
+		return HostSample{}, false
+	}
+	total := float64(cur.total - prev.total)
+	steal := float64(cur.steal - min(prev.steal, cur.steal))
+	idle := float64(cur.idle - min(prev.idle, cur.idle))
+	return HostSample{Second: second, StealPercent: steal / total * 100,
+		BusyPercent: max(total-idle-steal, 0) / total * 100}, true
+}
+
+// summarizeHost reduces host samples to a summary; nil if there are none.
+func summarizeHost(samples []HostSample) *HostSummary {
+	if len(samples) == 0 {
+		return nil
+	}
+	out := &HostSummary{Samples: len(samples), StealMaxSecond: samples[0].Second}
+	var steal, busy float64
+	for _, s := range samples {
+		steal += s.StealPercent
+		busy += s.BusyPercent
+		if s.StealPercent > out.StealPercentMax {
+			out.StealPercentMax, out.StealMaxSecond = s.StealPercent, s.Second
+		}
+	}
+	out.StealPercentAvg = steal / float64(len(samples))
+	out.BusyPercentAvg = busy / float64(len(samples))
+	return out
 }
 
 // summarizeResources reduces samples to a summary.

@@ -153,6 +153,7 @@ type Window struct {
 	Types           map[string]TypeWindow `json:"types"`
 	Server          *ResourceSample       `json:"server,omitempty"`
 	Injector        *ResourceSample       `json:"injector,omitempty"`
+	Host            *HostSample           `json:"host,omitempty"`
 }
 
 // Minute summarises one minute of the run (MinuteWindows windows): the
@@ -171,6 +172,7 @@ type Minute struct {
 	// WorstSecondP99 is the highest p99 of the minute's one-second windows.
 	WorstSecondP99 float64          `json:"worst_second_p99_ms"`
 	Server         *MinuteResources `json:"server,omitempty"`
+	Host           *HostSummary     `json:"host,omitempty"`
 }
 
 // MinuteResources are the server's resources over one minute.
@@ -256,11 +258,34 @@ type WriterSample struct {
 	Shed map[string]int64 `json:"shed,omitempty"`
 }
 
-// Resources summarises CPU and RSS of the server and the injector.
+// Resources summarises CPU and RSS of the server and the injector, and
+// the machine's CPU (nil where /proc/stat cannot be read).
 type Resources struct {
 	Server   ResourceSummary `json:"server"`
 	Injector ResourceSummary `json:"injector"`
+	Host     *HostSummary    `json:"host,omitempty"`
 	Cores    int             `json:"cores"`
+}
+
+// HostSample is the injector's machine's CPU over one second, from
+// /proc/stat, in percent of all its cores: Steal is the time the
+// hypervisor ran other machines while this one had work (on a shared
+// virtual machine, a stall that neither the server nor the injector
+// caused), Busy the time spent running anything here.
+type HostSample struct {
+	Second       int     `json:"second"`
+	StealPercent float64 `json:"steal_percent"`
+	BusyPercent  float64 `json:"busy_percent"`
+}
+
+// HostSummary summarises HostSamples over a minute or the run.
+type HostSummary struct {
+	Samples         int     `json:"samples"`
+	StealPercentAvg float64 `json:"steal_percent_avg"`
+	StealPercentMax float64 `json:"steal_percent_max"`
+	// StealMaxSecond is the run's second of StealPercentMax.
+	StealMaxSecond int     `json:"steal_max_second"`
+	BusyPercentAvg float64 `json:"busy_percent_avg"`
 }
 
 // ResourceSummary summarises a process's samples; Source says where they

@@ -40,6 +40,10 @@ func printSummary(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "resources: injector CPU avg %.0f%% max %.0f%% RSS max %d B; server (%s) CPU avg %.0f%% max %.0f%% RSS max %d B\n",
 		res.Injector.CPUPercentAvg, res.Injector.CPUPercentMax, res.Injector.RSSBytesMax,
 		orNone(res.Server.Source), res.Server.CPUPercentAvg, res.Server.CPUPercentMax, res.Server.RSSBytesMax)
+	if h := res.Host; h != nil {
+		fmt.Fprintf(w, "host (all %d cores): busy avg %.0f%%; stolen by the hypervisor avg %.1f%%, max %.1f%% at second %d\n",
+			res.Cores, h.BusyPercentAvg, h.StealPercentAvg, h.StealPercentMax, h.StealMaxSecond)
+	}
 	for _, t := range r.Thresholds {
 		verdict := "ok"
 		if !t.OK {
@@ -55,9 +59,12 @@ func printMinutes(w io.Writer, ms []Minute) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "minute	requests	sales	refused	p50 ms	p99 ms	worst 1s p99	max ms	CPU us/req	allocs/req	RSS MiB	written/sale	stored/sale	stall ms	queue max	shed	")
+	fmt.Fprintln(tw, "minute	requests	sales	refused	p50 ms	p99 ms	worst 1s p99	max ms	CPU us/req	allocs/req	RSS MiB	written/sale	stored/sale	stall ms	queue max	shed	steal max %	")
 	for _, m := range ms {
-		cpu, allocs, rss, written, stored, stall, queue, shed := "-", "-", "-", "-", "-", "-", "-", "-"
+		cpu, allocs, rss, written, stored, stall, queue, shed, steal := "-", "-", "-", "-", "-", "-", "-", "-", "-"
+		if h := m.Host; h != nil {
+			steal = fmt.Sprintf("%.1f", h.StealPercentMax)
+		}
 		if s := m.Server; s != nil {
 			if s.CPUMicrosPerRequest > 0 {
 				cpu = fmt.Sprintf("%.1f", s.CPUMicrosPerRequest)
@@ -76,8 +83,8 @@ func printMinutes(w io.Writer, ms []Minute) {
 				stall, queue, shed = fmt.Sprintf("%.0f", wr.StallMaxSeconds*1000), strconv.FormatInt(wr.QueueDepthMax, 10), shedText(wr.Shed)
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.Minute, m.Requests, m.Sales, m.Refused,
-			m.Corrected.P50, m.Corrected.P99, m.WorstSecondP99, m.Corrected.Max, cpu, allocs, rss, written, stored, stall, queue, shed)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.Minute, m.Requests, m.Sales, m.Refused,
+			m.Corrected.P50, m.Corrected.P99, m.WorstSecondP99, m.Corrected.Max, cpu, allocs, rss, written, stored, stall, queue, shed, steal)
 	}
 	tw.Flush()
 }
