@@ -41,9 +41,11 @@ type Store interface {
 	// ListProcessing returns, for reconciliation, up to limit payments of
 	// any merchant in StatusProcessing, oldest first, then up to
 	// RequiresActionListed(limit) in StatusRequiresAction (a browser's
-	// authentication, which the reconciler looks up once it is old),
-	// oldest first.
-	ListProcessing(ctx context.Context, limit int) ([]*Payment, error)
+	// authentication, which the reconciler looks up once it is old) with
+	// IDs greater than actionsAfter ("" for all), oldest first: the
+	// reconciler goes through them a page a pass, so that more of them
+	// than a page are all looked up in turn.
+	ListProcessing(ctx context.Context, limit int, actionsAfter string) ([]*Payment, error)
 	// ListEvents returns a payment's audit trail, oldest first.
 	ListEvents(ctx context.Context, merchantID, paymentID string) ([]*Event, error)
 

@@ -661,6 +661,52 @@ func TestCheckoutThreeDSecureAbandoned(t *testing.T) {
 	}
 }
 
+// TestCheckoutThreeDSecureManyPending: more authentications pending than
+// a reconcile pass looks at (a quarter of ReconcileBatchMax) are all
+// looked up in turn, a page a pass: the newest one, authenticated by a
+// shopper who never came back, is recorded by the second pass, though
+// the older ones stay pending at the processor.
+func TestCheckoutThreeDSecureManyPending(t *testing.T) {
+	now := time.Now().UTC()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	cfg := sim.DefaultConfig()
+	cfg.ChallengeTTL = sim.Duration(sim.ChallengeTTLMax) // the processor keeps them pending
+	p := sim.New(cfg)
+	e := newEnvWith(t, openSQLite(t), func(c *engine.Config) { c.Provider, c.Now = p, clock })
+	e.sim = p
+	c := newCheckoutEnv(t, e)
+	e.setSetting(e.merchants[0], func(s *surgepay.MerchantSettings) { s.CheckoutClientRate = 1000 }) // one test client, many shoppers
+	page := surgepay.RequiresActionListed(engine.ReconcileBatchMax)
+	var last string
+	var action string
+	for range page + 5 {
+		id, secret := c.awaiting(t, `{"amount":1200,"currency":"usd"}`)
+		r := c.confirm3DS(t, id, secret, sim.Card3DSChallenge)
+		if r.str("status") != "requires_action" {
+			t.Fatalf("confirm: %s", r.Raw)
+		}
+		last = id
+		action = r.JSON["next_action"].(map[string]any)["redirect_to_url"].(map[string]any)["url"].(string)
+	}
+	done, err := noRedirects(e).PostForm(action, url.Values{"outcome": {sim.OutcomeAuthenticate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Body.Close()
+	mu.Lock()
+	now = now.Add(engine.ActionReconcileAfter + time.Second)
+	mu.Unlock()
+	for pass, want := range []int{0, 1, 0} { // the oldest page, the rest, the oldest again
+		if n, err := e.eng.ReconcileOnce(context.Background()); err != nil || n != want {
+			t.Fatalf("pass %d: reconciled %d, %v; want %d", pass+1, n, err, want)
+		}
+	}
+	if got := c.must(200, c.keyA, "GET", "/v1/payments/"+last, ""); got.str("status") != "succeeded" {
+		t.Fatalf("the newest, authenticated without a return: %s", got.Raw)
+	}
+}
+
 // liveSim is the simulator saying it moves real money, as a live Stripe
 // key does.
 type liveSim struct{ *sim.Provider }

@@ -168,7 +168,7 @@ func (e *Engine) ListUnknownOutcomes(ctx context.Context, limit int) ([]*surgepa
 	if limit < 1 || limit > UnknownOutcomesMax {
 		return nil, surgepay.Invalid("limit", "invalid_value", "limit must be 1 to %d", UnknownOutcomesMax)
 	}
-	return e.store.ListProcessing(ctx, limit)
+	return e.store.ListProcessing(ctx, limit, "")
 }
 
 // ProcessorNames returns the names of the configured processors

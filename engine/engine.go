@@ -99,6 +99,10 @@ type Engine struct {
 	// (KeyLookupsInflightMax).
 	keyLookups chan struct{}
 
+	// actionsAfter is where the next reconcile pass goes on through the
+	// payments in requires_action (ReconcileOnce).
+	actionsAfter atomic.Pointer[string]
+
 	node string // this engine's name as the holder of leases (Lease)
 }
 

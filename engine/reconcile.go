@@ -20,13 +20,31 @@ const ReconcileBatchMax = 100
 // moves the payment to the outcome. An operation the provider never
 // performed fails (authorization) or returns the payment to its previous
 // status (capture, void, refund), from where the client may retry it.
-// Still-unknown outcomes are left for the next pass. It returns how many
-// payments it resolved.
+// Still-unknown outcomes are left for the next pass. Payments awaiting a
+// shopper's authentication (requires_action) take a quarter of a pass at
+// most, a page of them each pass, oldest first, going on from where the
+// last pass stopped and back to the oldest after the newest: however
+// many there are, each is looked up in turn. It returns how many payments
+// it resolved.
 func (e *Engine) ReconcileOnce(ctx context.Context) (int, error) {
-	ps, err := e.store.ListProcessing(ctx, ReconcileBatchMax)
+	after := ""
+	if p := e.actionsAfter.Load(); p != nil {
+		after = *p
+	}
+	ps, err := e.store.ListProcessing(ctx, ReconcileBatchMax, after)
 	if err != nil {
 		return 0, err
 	}
+	next, actions := "", 0
+	for _, p := range ps {
+		if p.Status == surgepay.StatusRequiresAction {
+			next, actions = p.ID, actions+1
+		}
+	}
+	if actions < surgepay.RequiresActionListed(ReconcileBatchMax) {
+		next = "" // the page was the last: the next pass starts again from the oldest
+	}
+	e.actionsAfter.Store(&next)
 	n := 0
 	for _, p := range ps {
 		ok, err := e.reconcile(ctx, p.MerchantID, p.ID)

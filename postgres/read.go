@@ -246,8 +246,8 @@ func (db *DB) ListPayments(ctx context.Context, merchantID string, f surgepay.Pa
 
 // ListProcessing returns up to limit (at most 1000) payments of any
 // merchant in StatusProcessing, oldest first, then those in
-// requires_action (surgepay.Store).
-func (db *DB) ListProcessing(ctx context.Context, limit int) ([]*surgepay.Payment, error) {
+// requires_action after actionsAfter (surgepay.Store).
+func (db *DB) ListProcessing(ctx context.Context, limit int, actionsAfter string) ([]*surgepay.Payment, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -256,8 +256,8 @@ func (db *DB) ListProcessing(ctx context.Context, limit int) ([]*surgepay.Paymen
 	// Each side through its partial index: payments_processing (0001),
 	// payments_requires_action (0015).
 	rows, _ := db.pool.Query(ctx, "(SELECT "+paymentCols+" FROM payments WHERE status = 'processing' ORDER BY id LIMIT $1)"+
-		" UNION ALL (SELECT "+paymentCols+" FROM payments WHERE status = 'requires_action' ORDER BY id LIMIT $2)",
-		limit, surgepay.RequiresActionListed(limit))
+		" UNION ALL (SELECT "+paymentCols+" FROM payments WHERE status = 'requires_action' AND id > $3 ORDER BY id LIMIT $2)",
+		limit, surgepay.RequiresActionListed(limit), actionsAfter)
 	ps, err := collect(rows, scanPayment)
 	if err != nil {
 		return nil, readErr(fmt.Errorf("list processing payments: %w", err))

@@ -17,7 +17,7 @@ func TestListProcessingUsesIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+processingQuery, 10, 2)
+	rows, err := db.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+processingQuery, 10, "pay_01", 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -262,18 +262,18 @@ func (db *DB) ListEvents(ctx context.Context, merchantID, paymentID string) ([]*
 // partial index: payments_processing (0001), payments_requires_action
 // (0020); TestListProcessingUsesIndexes holds it to them.
 const processingQuery = "SELECT * FROM (SELECT " + paymentCols + " FROM payments WHERE status = 'processing' ORDER BY id LIMIT ?)" +
-	" UNION ALL SELECT * FROM (SELECT " + paymentCols + " FROM payments WHERE status = 'requires_action' ORDER BY id LIMIT ?)"
+	" UNION ALL SELECT * FROM (SELECT " + paymentCols + " FROM payments WHERE status = 'requires_action' AND id > ? ORDER BY id LIMIT ?)"
 
 // ListProcessing returns up to limit (at most ProcessingListMax) payments
 // in processing, of every merchant, oldest first, then those in
-// requires_action (surgepay.Store).
-func (db *DB) ListProcessing(ctx context.Context, limit int) ([]*surgepay.Payment, error) {
+// requires_action after actionsAfter (surgepay.Store).
+func (db *DB) ListProcessing(ctx context.Context, limit int, actionsAfter string) ([]*surgepay.Payment, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	defer counted(ctx)()
 	limit = min(limit, ProcessingListMax)
-	ps, err := queryAll(ctx, db.readSt.processing, scanPayment, limit, surgepay.RequiresActionListed(limit))
+	ps, err := queryAll(ctx, db.readSt.processing, scanPayment, limit, actionsAfter, surgepay.RequiresActionListed(limit))
 	if err != nil {
 		return nil, fmt.Errorf("list processing payments: %w", err)
 	}

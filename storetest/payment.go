@@ -286,7 +286,7 @@ func testListProcessing(t *testing.T, s surgepay.Store) {
 	}
 	slicesSortAsc(want)
 	for _, limit := range []int{1, 3, 5, 100} {
-		ps, err := s.ListProcessing(t.Context(), limit)
+		ps, err := s.ListProcessing(t.Context(), limit, "")
 		if err != nil {
 			t.Fatalf("ListProcessing(%d): %v", limit, err)
 		}
@@ -437,7 +437,7 @@ func testListProcessingRequiresAction(t *testing.T, s surgepay.Store) {
 		}
 	}
 	for _, limit := range []int{4, 100} {
-		ps, err := s.ListProcessing(t.Context(), limit)
+		ps, err := s.ListProcessing(t.Context(), limit, "")
 		if err != nil {
 			t.Fatalf("ListProcessing(%d): %v", limit, err)
 		}
@@ -448,6 +448,23 @@ func testListProcessingRequiresAction(t *testing.T, s surgepay.Store) {
 		}
 		if d := diff(want, got); d != "" {
 			t.Errorf("ListProcessing(%d): processing then requires_action, oldest first (-want +got):\n%s", limit, d)
+		}
+	}
+	// After an ID: the next page of those in requires_action, the
+	// processing ones all the same.
+	for _, after := range []int{0, 2, len(action) - 1} {
+		ps, err := s.ListProcessing(t.Context(), 4, action[after])
+		if err != nil {
+			t.Fatalf("ListProcessing(4, %s): %v", action[after], err)
+		}
+		rest := action[after+1:]
+		want := append(append([]string(nil), processing...), rest[:min(len(rest), surgepay.RequiresActionListed(4))]...)
+		var got []string
+		for _, p := range ps {
+			got = append(got, p.ID)
+		}
+		if d := diff(want, got); d != "" {
+			t.Errorf("ListProcessing(4) after the %d-th in requires_action (-want +got):\n%s", after, d)
 		}
 	}
 }

@@ -287,7 +287,7 @@ func testStatementCounts(t *testing.T, s surgepay.Store) {
 			_, _, err := s.ListCustomers(ctx, m.ID, surgepay.Page{Limit: 10})
 			return err
 		}},
-		{"ListProcessing", func(ctx context.Context) error { _, err := s.ListProcessing(ctx, 10); return err }},
+		{"ListProcessing", func(ctx context.Context) error { _, err := s.ListProcessing(ctx, 10, ""); return err }},
 	}
 	for _, r := range reads {
 		ctx, c := ctxCounter(t)

@@ -157,10 +157,10 @@ func (s *Store) ListPayments(ctx context.Context, merchantID string, f surgepay.
 	return s.next.ListPayments(ctx, merchantID, f)
 }
 
-func (s *Store) ListProcessing(ctx context.Context, limit int) (v []*surgepay.Payment, err error) {
+func (s *Store) ListProcessing(ctx context.Context, limit int, actionsAfter string) (v []*surgepay.Payment, err error) {
 	ctx, end := s.span(ctx, "ListProcessing", attribute.Int("surgepay.page.limit", limit))
 	defer func() { end(err) }()
-	return s.next.ListProcessing(ctx, limit)
+	return s.next.ListProcessing(ctx, limit, actionsAfter)
 }
 
 func (s *Store) ListEvents(ctx context.Context, merchantID, paymentID string) (v []*surgepay.Event, err error) {
