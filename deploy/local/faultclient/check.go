@@ -248,7 +248,9 @@ func check(args []string) error {
 	}
 
 	// Webhooks: every standard sale and every refund answered 200 was
-	// told to the merchant's endpoint.
+	// told to the merchant's endpoint: a sale by payment.succeeded, or by
+	// payment.failed if it was answered "processing" and the reconciler
+	// found it failed.
 	received, err := readReceived(*dir)
 	if err != nil {
 		return err
@@ -262,7 +264,11 @@ func check(args []string) error {
 	}
 	var noSaleEvent, noRefundEvent int
 	for _, s := range l.Sales {
-		if s.Kind == "standard" && !byPayment[s.Payment]["payment.succeeded"] {
+		want := "payment.succeeded"
+		if s.Status == "processing" && stored[s.Payment].status == "failed" {
+			want = "payment.failed"
+		}
+		if s.Kind == "standard" && !byPayment[s.Payment][want] {
 			noSaleEvent++
 		}
 	}
@@ -271,7 +277,7 @@ func check(args []string) error {
 			noRefundEvent++
 		}
 	}
-	log("webhooks: %d events received; standard sales without payment.succeeded: %d; refunds without payment.refunded: %d",
+	log("webhooks: %d events received; standard sales without their outcome's event: %d; refunds without payment.refunded: %d",
 		len(received), noSaleEvent, noRefundEvent)
 	if noSaleEvent > 0 || noRefundEvent > 0 {
 		c.fail("a sale or refund answered 200 was never told to the merchant's webhook endpoint")
