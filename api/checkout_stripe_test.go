@@ -91,6 +91,53 @@ func TestCheckoutThreeDSecureAbandonedAtStripe(t *testing.T) {
 	}
 }
 
+// TestCheckoutThreeDSecureAbandonedTwice: a shopper abandons 3-D Secure,
+// comes back after the reconciler cancelled it, pays again with a card
+// that asks for 3-D Secure too, and abandons that one as well. Each
+// cancel is its own request to Stripe: a key shared by both would be
+// refused as reused for another PaymentIntent (Stripe's idempotency
+// layer, which the proxy keeps), and the second would stay pending for
+// good.
+func TestCheckoutThreeDSecureAbandonedTwice(t *testing.T) {
+	c, proxy, advance := stripeCheckout(t, nil)
+	ctx := context.Background()
+	id, _, first := c.challenged(t, proxy)
+	advance(engine.ActionAbandonAfter + time.Second)
+	if n, err := c.eng.ReconcileOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("first abandon: reconciled %d, %v", n, err)
+	}
+	secret := c.must(200, c.keyA, "GET", "/v1/payments/"+id, "").str("client_secret")
+	r := c.confirm3DS(t, id, secret, threeDSCardStripe)
+	page := ""
+	if na, ok := r.JSON["next_action"].(map[string]any); ok {
+		rt, _ := na["redirect_to_url"].(map[string]any)
+		page, _ = rt["url"].(string)
+	}
+	if r.str("status") != "requires_action" || !strings.HasPrefix(page, proxy.URL+"/_3ds/pi_") {
+		t.Fatalf("paying again with a 3-D Secure card: %d %s", r.Status, r.Raw)
+	}
+	second := page[strings.LastIndexByte(page, '/')+1:]
+	if second == first {
+		t.Fatalf("the second attempt reused PaymentIntent %s", first)
+	}
+	advance(engine.ActionAbandonAfter + time.Second)
+	if n, err := c.eng.ReconcileOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("second abandon: reconciled %d, %v; want the payment", n, err)
+	}
+	got := c.must(200, c.keyA, "GET", "/v1/payments/"+id, "")
+	if got.str("status") != "requires_payment_method" || got.str("decline_code") != surgepay.DeclineAuthenticationFailed {
+		t.Fatalf("abandoned twice: %s; want requires_payment_method, authentication_failed", got.Raw)
+	}
+	for _, pi := range []string{first, second} {
+		if s := intentStatus(t, proxy.URL, pi); s != "canceled" {
+			t.Errorf("PaymentIntent %s is %s at Stripe, want canceled", pi, s)
+		}
+	}
+	if n, err := c.eng.ReconcileOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("a pass after both ended reconciled %d, %v", n, err)
+	}
+}
+
 // TestCheckoutThreeDSecureFinishedAsAbandoned: the shopper authenticates
 // at the very moment the reconciler cancels the authentication as
 // abandoned. Stripe refuses to cancel a PaymentIntent that has succeeded,

@@ -485,8 +485,11 @@ func (e *Engine) applyAction(ctx context.Context, p *surgepay.Payment, abandon b
 }
 
 // abandonActionKey is the processor's idempotency key of the cancel of
-// payment id's abandoned authentication.
-func abandonActionKey(id string) string { return id + "/3ds-abandon" }
+// p's abandoned authentication: one for each authorization attempt (its
+// key, numbered by the payment's attempts, and /abandon), since a payment
+// may be confirmed and abandoned more than once, each attempt with its own
+// PaymentIntent at Stripe, which refuses a key reused for another.
+func abandonActionKey(p *surgepay.Payment) string { return p.Pending.IdempotencyKey + "/abandon" }
 
 // abandonAction cancels at the processor the authentication of p that the
 // shopper never finished (ref: the pending authorization's reference) and
@@ -496,7 +499,7 @@ func abandonActionKey(id string) string { return id + "/3ds-abandon" }
 // unknown one returns its error, and the next pass tries again under the
 // same key.
 func (e *Engine) abandonAction(ctx context.Context, p *surgepay.Payment, ref string) (*surgepay.ProviderResult, error) {
-	v, err := e.provider.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: abandonActionKey(p.ID), AuthorizationRef: ref})
+	v, err := e.provider.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: abandonActionKey(p), AuthorizationRef: ref})
 	switch {
 	case err == nil && v.Approved:
 		e.log.Info("authentication abandoned: cancelled at the processor", "payment", p.ID, "after", ActionAbandonAfter)
