@@ -141,6 +141,12 @@ type Pending struct {
 	// ReturnURL is where the merchant asked the shopper to be sent once
 	// the authentication is over (a browser's confirm's return_url).
 	ReturnURL string
+	// Reference, while the payment is requires_action, is the processor's
+	// reference of the authorization awaiting authentication (Stripe's
+	// PaymentIntent), if it gave one: looked up by it, not by its key
+	// (which Stripe finds only through its lagging search), and cancelled
+	// by it when abandoned.
+	Reference string
 }
 
 // Tax is the tax request and result of a payment.

@@ -166,8 +166,12 @@ type LookupQuery struct {
 	Processor        string // the processor it was sent to; "" the default.
 	MerchantID       string
 	AuthorizationRef string // for a capture, void or refund.
-	Amount           int64
-	Currency         string
+	// Reference is the operation's own reference, when the processor gave
+	// one before its outcome (an authorization awaiting 3-D Secure): the
+	// processor looks it up by it rather than by Key.
+	Reference string
+	Amount    int64
+	Currency  string
 	// Attempted is when the operation's last attempt ended (the call
 	// returned, or the pending operation was stored): an attempt may go
 	// on executing at the processor after its caller gave up, so a lookup

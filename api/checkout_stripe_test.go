@@ -138,6 +138,65 @@ func TestCheckoutThreeDSecureAbandonedTwice(t *testing.T) {
 	}
 }
 
+// TestCheckoutThreeDSecureBackBeforeSearch: Stripe's search lags its
+// writes (under a minute, normally), and a shopper is back from 3-D
+// Secure sooner. The return, the page's read and the reconciler look the
+// PaymentIntent up by the reference Stripe answered with requires_action,
+// not by search, and find the outcome at once: a search would find
+// nothing yet, and the shopper who paid would be told "processing".
+func TestCheckoutThreeDSecureBackBeforeSearch(t *testing.T) {
+	c, proxy, advance := stripeCheckoutLagged(t, nil, time.Hour)
+	hc := noRedirects(c.env)
+	back := func(page, outcome string) *url.URL {
+		t.Helper()
+		done, err := hc.PostForm(page, url.Values{"outcome": {outcome}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done.Body.Close()
+		ret, err := hc.Get(done.Header.Get("Location"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ret.Body.Close()
+		land, err := url.Parse(ret.Header.Get("Location"))
+		if ret.StatusCode != http.StatusSeeOther || err != nil || land.Host != "shop.example" {
+			t.Fatalf("return from Stripe's page: %d to %q", ret.StatusCode, ret.Header.Get("Location"))
+		}
+		return land
+	}
+	paid, page, _ := c.challenged(t, proxy)
+	if got := back(page, "authenticate").Query().Get("redirect_status"); got != "succeeded" {
+		t.Errorf("authenticated and back: redirect_status %q, want succeeded", got)
+	}
+	if got := c.must(200, c.keyA, "GET", "/v1/payments/"+paid, ""); got.str("status") != "succeeded" {
+		t.Errorf("authenticated and back: %s; want succeeded", got.Raw)
+	}
+	failed, page, _ := c.challenged(t, proxy)
+	if got := back(page, "fail").Query().Get("redirect_status"); got != "failed" {
+		t.Errorf("failed and back: redirect_status %q, want failed", got)
+	}
+	if got := c.must(200, c.keyA, "GET", "/v1/payments/"+failed, ""); got.str("status") != "requires_payment_method" ||
+		got.str("decline_code") != surgepay.DeclineAuthenticationFailed {
+		t.Errorf("failed and back: %s; want requires_payment_method, authentication_failed", got.Raw)
+	}
+	// A shopper who authenticates and closes the tab: the reconciler finds
+	// it by reference too.
+	closed, page, _ := c.challenged(t, proxy)
+	done, err := hc.PostForm(page, url.Values{"outcome": {"authenticate"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Body.Close()
+	advance(engine.ActionReconcileAfter + time.Second)
+	if n, err := c.eng.ReconcileOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("reconciled %d, %v; want the payment authenticated without a return", n, err)
+	}
+	if got := c.must(200, c.keyA, "GET", "/v1/payments/"+closed, ""); got.str("status") != "succeeded" {
+		t.Errorf("authenticated without a return: %s; want succeeded", got.Raw)
+	}
+}
+
 // TestCheckoutThreeDSecureFinishedAsAbandoned: the shopper authenticates
 // at the very moment the reconciler cancels the authentication as
 // abandoned. Stripe refuses to cancel a PaymentIntent that has succeeded,
@@ -187,9 +246,18 @@ func (p authenticatesBeforeVoid) Void(ctx context.Context, req *surgepay.VoidReq
 // by wrap if set, on a clock the test moves with advance.
 func stripeCheckout(t *testing.T, wrap func(*stripe.Provider) surgepay.Provider) (*checkoutEnv, *stripedouble.Proxy, func(time.Duration)) {
 	t.Helper()
+	return stripeCheckoutLagged(t, wrap, 0)
+}
+
+// stripeCheckoutLagged is stripeCheckout with Stripe's search lagging its
+// writes by lag (the proxy's SearchLag), which the connector knows
+// (its SearchLag, a nanosecond for none).
+func stripeCheckoutLagged(t *testing.T, wrap func(*stripe.Provider) surgepay.Provider, lag time.Duration) (*checkoutEnv, *stripedouble.Proxy, func(time.Duration)) {
+	t.Helper()
 	proxy := stripedouble.NewProxy(t, stripedouble.StartLocalstripe(t))
+	proxy.SearchLag = lag
 	sp, err := stripe.New(stripe.Config{SecretKey: "sk_test_surgepay", BaseURL: proxy.URL, CallTimeout: 10 * time.Second,
-		SearchLag: time.Nanosecond, Name: "stripe"})
+		SearchLag: max(lag, time.Nanosecond), Name: "stripe"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -323,7 +323,7 @@ func (e *Engine) confirmOutcome(p *surgepay.Payment, res *surgepay.ProviderResul
 		next := p.Clone()
 		next.Version++
 		next.Updated = e.now()
-		next.Pending.ActionURL, next.Pending.ReturnURL = res.ActionURL, returnURL
+		next.Pending.ActionURL, next.Pending.ReturnURL, next.Pending.Reference = res.ActionURL, returnURL, res.Reference
 		next.SetStatus(surgepay.StatusRequiresAction)
 		return next, nil
 	}

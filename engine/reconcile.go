@@ -108,7 +108,8 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 // pendingQuery describes p's pending operation for a lookup.
 func pendingQuery(p *surgepay.Payment) *surgepay.LookupQuery {
 	q := &surgepay.LookupQuery{Key: p.Pending.IdempotencyKey, Operation: p.Pending.Type, Processor: p.Pending.Processor,
-		MerchantID: p.MerchantID, AuthorizationRef: p.AuthorizationRef, Amount: p.Pending.Amount, Currency: p.Currency}
+		MerchantID: p.MerchantID, AuthorizationRef: p.AuthorizationRef, Reference: p.Pending.Reference,
+		Amount: p.Pending.Amount, Currency: p.Currency}
 	for i := range p.Transactions {
 		if p.Transactions[i].ID == p.Pending.TxID {
 			q.Attempted = p.Transactions[i].Created

@@ -37,6 +37,7 @@ type pendingJSON struct {
 	Processor      string `json:"processor,omitempty"`
 	ActionURL      string `json:"action_url,omitempty"`
 	ReturnURL      string `json:"return_url,omitempty"`
+	Reference      string `json:"reference,omitempty"`
 }
 
 type taxJSON struct {
@@ -92,7 +93,7 @@ func encodePending(p *surgepay.Pending) []byte {
 	}
 	return mustJSON(pendingJSON{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
 		Capture: p.Capture, CaptureLater: p.CaptureLater, From: string(p.From), TxID: p.TxID, Processor: p.Processor,
-		ActionURL: p.ActionURL, ReturnURL: p.ReturnURL})
+		ActionURL: p.ActionURL, ReturnURL: p.ReturnURL, Reference: p.Reference})
 }
 
 func decodePending(b []byte) (*surgepay.Pending, error) {
@@ -102,7 +103,7 @@ func decodePending(b []byte) (*surgepay.Pending, error) {
 	}
 	return &surgepay.Pending{Type: in.Type, Amount: in.Amount, IdempotencyKey: in.IdempotencyKey,
 		Capture: in.Capture, CaptureLater: in.CaptureLater, From: surgepay.Status(in.From), TxID: in.TxID, Processor: in.Processor,
-		ActionURL: in.ActionURL, ReturnURL: in.ReturnURL}, nil
+		ActionURL: in.ActionURL, ReturnURL: in.ReturnURL, Reference: in.Reference}, nil
 }
 
 func encodeTax(t *surgepay.Tax) []byte {

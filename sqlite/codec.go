@@ -109,6 +109,7 @@ type pendingJSON struct {
 	Processor      string          `json:"processor,omitempty"`
 	ActionURL      string          `json:"action_url,omitempty"`
 	ReturnURL      string          `json:"return_url,omitempty"`
+	Reference      string          `json:"reference,omitempty"`
 }
 
 type taxJSON struct {
@@ -263,7 +264,7 @@ func pendingArg(p *surgepay.Pending) (any, error) {
 	}
 	return jsonArg(false, pendingJSON{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
 		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID, Processor: p.Processor,
-		ActionURL: p.ActionURL, ReturnURL: p.ReturnURL})
+		ActionURL: p.ActionURL, ReturnURL: p.ReturnURL, Reference: p.Reference})
 }
 
 func pendingOf(s sql.NullString) (*surgepay.Pending, error) {
@@ -276,7 +277,7 @@ func pendingOf(s sql.NullString) (*surgepay.Pending, error) {
 	}
 	return &surgepay.Pending{Type: p.Type, Amount: p.Amount, IdempotencyKey: p.IdempotencyKey,
 		Capture: p.Capture, CaptureLater: p.CaptureLater, From: p.From, TxID: p.TxID, Processor: p.Processor,
-		ActionURL: p.ActionURL, ReturnURL: p.ReturnURL}, nil
+		ActionURL: p.ActionURL, ReturnURL: p.ReturnURL, Reference: p.Reference}, nil
 }
 
 func taxArg(t *surgepay.Tax) (any, error) {

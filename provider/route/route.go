@@ -668,6 +668,13 @@ func (r *Router) LookupOperation(ctx context.Context, q *surgepay.LookupQuery) (
 	}
 	c := *q
 	c.AuthorizationRef = bare
+	if c.Reference != "" { // the operation's own, as this processor knows it
+		if rp, own, err := t.resolve(c.Reference); err == nil && rp == p {
+			c.Reference = own
+		} else {
+			c.Reference = ""
+		}
+	}
 	res, err := r.do(ctx, p, "lookup", func(ctx context.Context) (*surgepay.ProviderResult, error) {
 		return surgepay.LookupOperation(ctx, p.Provider, &c)
 	})

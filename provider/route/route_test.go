@@ -578,3 +578,43 @@ func TestModeLiveIfAnyProcessorIs(t *testing.T) {
 		t.Fatalf("with a live processor: mode %q, want live", m)
 	}
 }
+
+// TestLookupByOwnReference: an authorization awaiting 3-D Secure at a
+// named processor is looked up there by its own reference, which the
+// router gave qualified ("eu:pi_…") and passes on bare. Stripe's search
+// lags its writes (an hour here): by key alone the lookup finds nothing
+// yet and the outcome stays unknown.
+func TestLookupByOwnReference(t *testing.T) {
+	proxy := stripedouble.NewProxy(t, stripedouble.StartLocalstripe(t))
+	proxy.SearchLag = time.Hour
+	sp, err := stripe.New(stripe.Config{SecretKey: "sk_test_surgepay", BaseURL: proxy.URL, SearchLag: time.Hour, Name: "eu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := route.New(nil)
+	if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: sim.New(sim.DefaultConfig())},
+		{Name: "eu", Provider: sp}}, fixed("eu")); err != nil {
+		t.Fatal(err)
+	}
+	req := authReq("k3ds")
+	req.Card, req.ReturnURL, req.Capture = card("4000002500003155"), "https://shop.example/back", true
+	res, err := r.Authorize(t.Context(), req)
+	if err != nil || !res.RequiresAction || !strings.HasPrefix(res.Reference, "eu:pi_") {
+		t.Fatalf("authorize with Stripe's 3-D Secure card: %+v, %v; want RequiresAction with eu:pi_…", res, err)
+	}
+	q := surgepay.LookupQuery{Key: "k3ds", Operation: surgepay.TxAuthorization, MerchantID: "mer_1", Processor: "eu",
+		Amount: req.Amount, Currency: req.Currency, Attempted: time.Now()}
+	for _, tc := range []struct {
+		ref   string
+		found bool
+	}{{res.Reference, true}, {"", false}, {"other:" + strings.TrimPrefix(res.Reference, "eu:"), false}} {
+		q.Reference = tc.ref
+		got, err := r.LookupOperation(t.Context(), &q)
+		switch {
+		case tc.found && (err != nil || !got.RequiresAction || got.Reference != res.Reference):
+			t.Errorf("lookup by %q: %+v, %v; want RequiresAction at %s", tc.ref, got, err, res.Reference)
+		case !tc.found && !surgepay.IsUnknown(err):
+			t.Errorf("lookup by %q: %+v, %v; want unknown (search has not caught up)", tc.ref, got, err)
+		}
+	}
+}

@@ -431,6 +431,18 @@ func (p *Provider) LookupOperation(ctx context.Context, q *surgepay.LookupQuery)
 }
 
 func (p *Provider) lookupAuthorization(ctx context.Context, q *surgepay.LookupQuery) (*surgepay.ProviderResult, error) {
+	if q.Reference != "" {
+		// An authorization awaiting 3-D Secure: its PaymentIntent is read
+		// at once, where search could miss it for a minute or more.
+		pi, err := p.retrieve(ctx, q.Reference)
+		if err != nil && !surgepay.IsNotPerformed(err) {
+			return nil, err
+		}
+		if err == nil && pi.Metadata[MetadataKey] == q.Key {
+			return p.authorizationResult(ctx, pi)
+		}
+		// Not there, or another's: search by the key, as without it.
+	}
 	params := &stripego.PaymentIntentSearchParams{}
 	params.Query = fmt.Sprintf("metadata['%s']:'%s'", MetadataKey, strings.ReplaceAll(q.Key, "'", `\'`))
 	params.Limit = stripego.Int64(searchPageMax)
@@ -448,8 +460,15 @@ func (p *Provider) lookupAuthorization(ctx context.Context, q *surgepay.LookupQu
 	if found == nil {
 		return nil, p.notFound(q, errors.New("no payment intent carries this key"))
 	}
-	res, err := p.authorizationOf(ctx, found)
-	if err == nil && !res.Approved && found.Status == stripego.PaymentIntentStatusCanceled && found.LastPaymentError == nil {
+	return p.authorizationResult(ctx, found)
+}
+
+// authorizationResult is the outcome of the authorization pi, found by a
+// lookup: a PaymentIntent cancelled without an error is one surgepay
+// cancelled because it asked a server's payment for 3-D Secure.
+func (p *Provider) authorizationResult(ctx context.Context, pi *stripego.PaymentIntent) (*surgepay.ProviderResult, error) {
+	res, err := p.authorizationOf(ctx, pi)
+	if err == nil && !res.Approved && pi.Status == stripego.PaymentIntentStatusCanceled && pi.LastPaymentError == nil {
 		res.DeclineCode = surgepay.DeclineAuthenticationRequired
 	}
 	return res, err

@@ -65,12 +65,18 @@ type Proxy struct {
 	// Cut is how long CutAfter waits before closing the client's
 	// connection.
 	Cut time.Duration
+	// SearchLag is how long a PaymentIntent takes to appear in search
+	// after it was created, as Stripe's search lags its writes ("under a
+	// minute" normally); 0 is current at once. Set it before the first
+	// request.
+	SearchLag time.Duration
 
 	Forwarded atomic.Int64 // requests that reached the double
 	mu        sync.Mutex
 	keys      map[string]*idemEntry
-	byMeta    map[string][]string // "key\x00value" → PaymentIntent ids
-	returns   map[string]string   // PaymentIntent id → its return_url (threeds.go)
+	byMeta    map[string][]string  // "key\x00value" → PaymentIntent ids
+	indexed   map[string]time.Time // PaymentIntent id → when it was created
+	returns   map[string]string    // PaymentIntent id → its return_url (threeds.go)
 }
 
 type idemEntry struct {
@@ -284,6 +290,10 @@ func (p *Proxy) index(r *http.Request, status int, body []byte) {
 	defer p.mu.Unlock()
 	if p.byMeta == nil {
 		p.byMeta = make(map[string][]string)
+		p.indexed = make(map[string]time.Time)
+	}
+	if _, seen := p.indexed[obj.ID]; !seen {
+		p.indexed[obj.ID] = time.Now()
 	}
 	for k, val := range obj.Metadata {
 		p.byMeta[k+"\x00"+val] = append(p.byMeta[k+"\x00"+val], obj.ID)
@@ -291,8 +301,7 @@ func (p *Proxy) index(r *http.Request, status int, body []byte) {
 }
 
 // search answers Stripe's PaymentIntent search for metadata['k']:'v' from
-// what the double created, read fresh; it is current at once (Stripe's
-// search lags its writes).
+// what the double created at least SearchLag ago, read fresh.
 func (p *Proxy) search(w http.ResponseWriter, r *http.Request) {
 	m := searchQuery.FindStringSubmatch(r.URL.Query().Get("query"))
 	if m == nil {
@@ -301,7 +310,12 @@ func (p *Proxy) search(w http.ResponseWriter, r *http.Request) {
 	}
 	v := regexp.MustCompile(`\\(.)`).ReplaceAllString(m[2], "$1")
 	p.mu.Lock()
-	ids := append([]string(nil), p.byMeta[m[1]+"\x00"+v]...)
+	var ids []string
+	for _, id := range p.byMeta[m[1]+"\x00"+v] {
+		if time.Since(p.indexed[id]) >= p.SearchLag {
+			ids = append(ids, id)
+		}
+	}
 	p.mu.Unlock()
 	found := []json.RawMessage{}
 	for _, id := range ids {
