@@ -3,8 +3,10 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -194,6 +196,72 @@ func TestCheckoutThreeDSecureBackBeforeSearch(t *testing.T) {
 	}
 	if got := c.must(200, c.keyA, "GET", "/v1/payments/"+closed, ""); got.str("status") != "succeeded" {
 		t.Errorf("authenticated without a return: %s; want succeeded", got.Raw)
+	}
+}
+
+// TestCheckoutThreeDSecurePayAgain: a shopper who came back from Stripe's
+// authentication page without finishing it pays again, with another card,
+// as Stripe lets a PaymentIntent in requires_action be confirmed again.
+// The pending authentication is cancelled at Stripe first, so it can never
+// be completed as well, and the new attempt pays. A shopper who finished
+// the first at that very moment is recorded paid, and the new confirm
+// charges nothing.
+func TestCheckoutThreeDSecurePayAgain(t *testing.T) {
+	var page string
+	var client *http.Client
+	finishFirst := false
+	c, proxy, _ := stripeCheckout(t, func(sp *stripe.Provider) surgepay.Provider {
+		return authenticatesBeforeVoid{sp, func() {
+			if !finishFirst {
+				return
+			}
+			done, err := client.PostForm(page, url.Values{"outcome": {"authenticate"}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			done.Body.Close()
+		}}
+	})
+	client = noRedirects(c.env)
+	id, _, first := c.challenged(t, proxy)
+	secret := c.must(200, c.keyA, "GET", "/v1/payments/"+id, "").str("client_secret")
+	r := c.confirm(id, secret, c.card(t, "4242424242424242"))
+	if r.Status != 200 || r.str("status") != "succeeded" {
+		t.Fatalf("paying again while 3-D Secure is pending: %d %s; want succeeded", r.Status, r.Raw)
+	}
+	if s := intentStatus(t, proxy.URL, first); s != "canceled" {
+		t.Errorf("the abandoned attempt's PaymentIntent is %s at Stripe, want canceled", s)
+	}
+	p := c.must(200, c.keyA, "GET", "/v1/payments/"+id, "")
+	txs, _ := p.JSON["transactions"].([]any)
+	var auths []string
+	for _, tx := range txs {
+		m, _ := tx.(map[string]any)
+		if m["type"] == "authorization" {
+			auths = append(auths, fmt.Sprint(m["status"]))
+		}
+	}
+	if p.num("amount_captured") != 3600 || !slices.Equal(auths, []string{"failed", "succeeded"}) {
+		t.Errorf("paid again: %s; want captured 3600, the first authorization failed and the second succeeded", p.Raw)
+	}
+
+	// The shopper finishes the first authentication just as the new
+	// confirm cancels it: Stripe refuses the cancel, the payment is
+	// recorded paid, and the new confirm charges nothing.
+	finishFirst = true
+	id, page, first = c.challenged(t, proxy)
+	secret = c.must(200, c.keyA, "GET", "/v1/payments/"+id, "").str("client_secret")
+	if r := c.confirm(id, secret, c.card(t, "4242424242424242")); r.Status != 409 || r.errField("code") != "payment_unexpected_state" {
+		t.Fatalf("paying again as the first authentication completes: %d %s; want 409 payment_unexpected_state", r.Status, r.Raw)
+	}
+	p = c.must(200, c.keyA, "GET", "/v1/payments/"+id, "")
+	txs, _ = p.JSON["transactions"].([]any)
+	if p.str("status") != "succeeded" || p.num("amount_captured") != 3600 || len(txs) != 1 {
+		t.Errorf("finished as paid again: %s; want succeeded by the first authorization alone", p.Raw)
+	}
+	if s := intentStatus(t, proxy.URL, first); s != "succeeded" {
+		t.Errorf("the first PaymentIntent is %s at Stripe, want succeeded", s)
 	}
 }
 

@@ -205,7 +205,9 @@ func (in *ConfirmInput) validate() error {
 // Secure, with in.ReturnBase set), requires_action with the processor's
 // page; unknown, it stays processing for the reconciler. A payment that
 // no longer awaits a card is ECONFLICT payment_unexpected_state: a
-// confirm is never sent twice.
+// confirm is never sent twice. A payment awaiting authentication may be
+// confirmed again (the shopper came back without finishing it): the
+// pending authentication is ended first (supersedeAction).
 //
 // The attempt is stored before the processor is called (the payment in
 // processing, its authorization pending), so a crash during the call
@@ -229,9 +231,6 @@ func (e *Engine) ConfirmPayment(ctx context.Context, call *Call, id string, in *
 		if err != nil {
 			return err
 		}
-		if p.Status != surgepay.StatusRequiresPaymentMethod {
-			return surgepay.Conflict("payment_unexpected_state", "the payment is %s: it no longer awaits a card", p.Status)
-		}
 		pm, err := e.GetPaymentMethod(ctx, call, in.PaymentMethodID)
 		if surgepay.ErrorCode(err) == surgepay.ENOTFOUND {
 			return surgepay.NotFound("payment_method", "payment method")
@@ -241,6 +240,14 @@ func (e *Engine) ConfirmPayment(ctx context.Context, call *Call, id string, in *
 		if pm.CustomerID != "" && pm.CustomerID != p.CustomerID {
 			return surgepay.Invalid("payment_method", "payment_method_customer_mismatch",
 				"payment_method belongs to another customer")
+		}
+		if p.Status == surgepay.StatusRequiresAction && p.Pending != nil {
+			if p, err = e.supersedeAction(ctx, p); err != nil {
+				return err
+			}
+		}
+		if p.Status != surgepay.StatusRequiresPaymentMethod {
+			return surgepay.Conflict("payment_unexpected_state", "the payment is %s: it no longer awaits a card", p.Status)
 		}
 		attempt, err := e.confirmAttempt(ctx, p, pm)
 		if err != nil {
@@ -448,7 +455,7 @@ func (e *Engine) resolveAction(ctx context.Context, merchantID, id string) (*sur
 	if err != nil || p.Status != surgepay.StatusRequiresAction || p.Pending == nil {
 		return p, err
 	}
-	next, err := e.applyAction(ctx, p, false)
+	next, err := e.applyAction(ctx, p, "")
 	if next == nil || err != nil {
 		return p, err
 	}
@@ -456,14 +463,14 @@ func (e *Engine) resolveAction(ctx context.Context, merchantID, id string) (*sur
 }
 
 // applyAction looks p's pending authorization up and stores its outcome;
-// nil, nil while there is none yet. With abandon (the reconciler, once
-// ActionAbandonAfter has passed), an authentication still pending is
-// cancelled at the processor first (abandonAction). Called with p's lock
-// held.
-func (e *Engine) applyAction(ctx context.Context, p *surgepay.Payment, abandon bool) (*surgepay.Payment, error) {
+// nil, nil while there is none yet. With cancel (the reconciler, once
+// ActionAbandonAfter has passed; a new confirm), an authentication still
+// pending is cancelled at the processor first (abandonAction), and cancel
+// says why in the decline's message. Called with p's lock held.
+func (e *Engine) applyAction(ctx context.Context, p *surgepay.Payment, cancel string) (*surgepay.Payment, error) {
 	res, lerr := surgepay.LookupOperation(ctx, e.provider, pendingQuery(p))
-	if abandon && lerr == nil && res.RequiresAction && res.Reference != "" {
-		res, lerr = e.abandonAction(ctx, p, res.Reference)
+	if cancel != "" && lerr == nil && res.RequiresAction && res.Reference != "" {
+		res, lerr = e.abandonAction(ctx, p, res.Reference, cancel)
 	}
 	if (lerr != nil && !surgepay.IsNotPerformed(lerr)) || (lerr == nil && res.RequiresAction) {
 		return nil, nil
@@ -491,26 +498,56 @@ func (e *Engine) applyAction(ctx context.Context, p *surgepay.Payment, abandon b
 // PaymentIntent at Stripe, which refuses a key reused for another.
 func abandonActionKey(p *surgepay.Payment) string { return p.Pending.IdempotencyKey + "/abandon" }
 
+// Why a pending authentication was cancelled at the processor: the
+// decline's message.
+var (
+	abandonedMessage = "the shopper did not finish 3-D Secure authentication within " +
+		strconv.Itoa(int(ActionAbandonAfter/time.Minute)) + " minutes; it was cancelled at the processor and nothing was charged"
+	supersededMessage = "the shopper paid again before finishing 3-D Secure authentication; " +
+		"it was cancelled at the processor and nothing was charged"
+)
+
 // abandonAction cancels at the processor the authentication of p that the
 // shopper never finished (ref: the pending authorization's reference) and
-// returns the authorization's outcome: declined authentication_failed once
-// the processor confirms the cancel. A cancel the processor refuses (the
-// shopper finished just before it) returns what a new lookup finds; an
-// unknown one returns its error, and the next pass tries again under the
-// same key.
-func (e *Engine) abandonAction(ctx context.Context, p *surgepay.Payment, ref string) (*surgepay.ProviderResult, error) {
+// returns the authorization's outcome: declined authentication_failed,
+// with message why, once the processor confirms the cancel. A cancel the
+// processor refuses (the shopper finished just before it) returns what a
+// new lookup finds; an unknown one returns its error, and the next try
+// (the reconciler's next pass, the shopper's next confirm) uses the same
+// key.
+func (e *Engine) abandonAction(ctx context.Context, p *surgepay.Payment, ref, why string) (*surgepay.ProviderResult, error) {
 	v, err := e.provider.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: abandonActionKey(p), AuthorizationRef: ref})
 	switch {
 	case err == nil && v.Approved:
-		e.log.Info("authentication abandoned: cancelled at the processor", "payment", p.ID, "after", ActionAbandonAfter)
+		e.log.Info("pending authentication cancelled at the processor", "payment", p.ID, "why", why)
 		return &surgepay.ProviderResult{Operation: surgepay.TxAuthorization, Reference: ref, Amount: p.Pending.Amount,
-			DeclineCode: surgepay.DeclineAuthenticationFailed,
-			Message: "the shopper did not finish 3-D Secure authentication within " +
-				strconv.Itoa(int(ActionAbandonAfter/time.Minute)) + " minutes; it was cancelled at the processor and nothing was charged"}, nil
+			DeclineCode: surgepay.DeclineAuthenticationFailed, Message: why}, nil
 	case err != nil && !surgepay.IsNotPerformed(err):
 		return nil, err
 	}
 	return surgepay.LookupOperation(ctx, e.provider, pendingQuery(p))
+}
+
+// supersedeAction ends the authentication p awaits, because the shopper
+// confirms again (they came back without finishing it, perhaps with
+// another card): as the reconciler does with an abandoned one, an
+// authentication still pending is cancelled at the processor, and its
+// outcome is recorded; the payment is returned as it then stands (awaiting
+// a card, or paid if the shopper finished at that moment). One the
+// processor cannot cancel (the simulator's challenges have no reference;
+// they end after challenge_ttl), or whose lookup or cancel has no answer,
+// is ECONFLICT payment_unexpected_state: the shopper finishes it, or
+// tries again. Called with p's lock held.
+func (e *Engine) supersedeAction(ctx context.Context, p *surgepay.Payment) (*surgepay.Payment, error) {
+	next, err := e.applyAction(ctx, p, supersededMessage)
+	if err != nil {
+		return nil, err
+	}
+	if next == nil {
+		return nil, surgepay.Conflict("payment_unexpected_state",
+			"the payment awaits 3-D Secure authentication, which the processor could not cancel now: finish it, or try again later")
+	}
+	return next, nil
 }
 
 // ProcessorPages returns the pages the processor serves to shoppers from

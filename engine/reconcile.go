@@ -75,7 +75,11 @@ func (e *Engine) reconcile(ctx context.Context, merchantID, id string) (bool, er
 		if e.now().Before(q.Attempted.Add(ActionReconcileAfter)) {
 			return false, nil
 		}
-		next, err := e.applyAction(ctx, p, !e.now().Before(q.Attempted.Add(ActionAbandonAfter)))
+		cancel := ""
+		if !e.now().Before(q.Attempted.Add(ActionAbandonAfter)) {
+			cancel = abandonedMessage
+		}
+		next, err := e.applyAction(ctx, p, cancel)
 		return next != nil, err
 	case surgepay.StatusProcessing:
 	default:
