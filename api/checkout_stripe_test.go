@@ -14,6 +14,8 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/engine"
+	"github.com/surgepay/surgepay/provider/route"
+	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/provider/stripe"
 	"github.com/surgepay/surgepay/provider/stripe/stripedouble"
 )
@@ -262,6 +264,62 @@ func TestCheckoutThreeDSecurePayAgain(t *testing.T) {
 	}
 	if s := intentStatus(t, proxy.URL, first); s != "succeeded" {
 		t.Errorf("the first PaymentIntent is %s at Stripe, want succeeded", s)
+	}
+}
+
+// TestCheckoutThreeDSecureRouted: the same at a named processor behind
+// the router (references "eu:pi_…"), with Stripe's search lagging: the
+// shopper's return finds the outcome by the qualified reference, paying
+// again cancels the pending authentication at that processor, and so
+// does the reconciler once one is abandoned.
+func TestCheckoutThreeDSecureRouted(t *testing.T) {
+	c, proxy, advance := stripeCheckoutLagged(t, func(sp *stripe.Provider) surgepay.Provider {
+		r := route.New(nil)
+		if err := r.Set([]route.Processor{{Name: route.DefaultName, Provider: sim.New(sim.DefaultConfig())},
+			{Name: "eu", Provider: sp}}, func(string) route.Route { return route.Route{Processors: []string{"eu"}} }); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}, time.Hour)
+	hc := noRedirects(c.env)
+	// Back from authenticating, sooner than Stripe's search shows it.
+	paid, page, _ := c.challenged(t, proxy)
+	done, err := hc.PostForm(page, url.Values{"outcome": {"authenticate"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Body.Close()
+	ret, err := hc.Get(done.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret.Body.Close()
+	if land, err := url.Parse(ret.Header.Get("Location")); err != nil || land.Query().Get("redirect_status") != "succeeded" {
+		t.Errorf("back from authenticating: to %q, want redirect_status=succeeded", ret.Header.Get("Location"))
+	}
+	if got := c.must(200, c.keyA, "GET", "/v1/payments/"+paid, ""); got.str("status") != "succeeded" {
+		t.Errorf("back from authenticating: %s; want succeeded", got.Raw)
+	}
+	// Paying again while pending.
+	again, _, first := c.challenged(t, proxy)
+	secret := c.must(200, c.keyA, "GET", "/v1/payments/"+again, "").str("client_secret")
+	if r := c.confirm(again, secret, c.card(t, "4242424242424242")); r.Status != 200 || r.str("status") != "succeeded" {
+		t.Errorf("paying again while pending: %d %s; want succeeded", r.Status, r.Raw)
+	}
+	// Abandoned.
+	gone, _, goneIntent := c.challenged(t, proxy)
+	advance(engine.ActionAbandonAfter + time.Second)
+	if n, err := c.eng.ReconcileOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("reconciled %d, %v; want the abandoned payment", n, err)
+	}
+	if got := c.must(200, c.keyA, "GET", "/v1/payments/"+gone, ""); got.str("status") != "requires_payment_method" ||
+		got.str("decline_code") != surgepay.DeclineAuthenticationFailed {
+		t.Errorf("abandoned: %s; want requires_payment_method, authentication_failed", got.Raw)
+	}
+	for _, pi := range []string{first, goneIntent} {
+		if s := intentStatus(t, proxy.URL, pi); s != "canceled" {
+			t.Errorf("PaymentIntent %s is %s at Stripe, want canceled", pi, s)
+		}
 	}
 }
 
