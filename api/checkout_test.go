@@ -661,6 +661,44 @@ func TestCheckoutThreeDSecureAbandoned(t *testing.T) {
 	}
 }
 
+// TestCheckoutThreeDSecurePayAgainSimulator: paying again, with another
+// card, while the simulator's challenge is pending cancels the challenge
+// first (a Void of its reference), so that its page can no longer
+// authorize it, and the new card pays: the network has one sale and the
+// cancelled challenge's authorization declined.
+func TestCheckoutThreeDSecurePayAgainSimulator(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		c := newCheckoutEnv(t, e)
+		id, secret := c.awaiting(t, `{"amount":3700,"currency":"eur"}`)
+		r := c.confirm3DS(t, id, secret, sim.Card3DSChallenge)
+		na, _ := r.JSON["next_action"].(map[string]any)
+		rt, _ := na["redirect_to_url"].(map[string]any)
+		action, _ := rt["url"].(string)
+		if r.str("status") != "requires_action" || action == "" {
+			t.Fatalf("confirm of a challenge card: %d %s", r.Status, r.Raw)
+		}
+		if again := c.confirm(id, secret, c.card(t, "4242424242424242")); again.Status != 200 || again.str("status") != "succeeded" {
+			t.Fatalf("paying again while the challenge is pending: %d %s; want succeeded", again.Status, again.Raw)
+		}
+		if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.AuthorizationsDeclined != 1 || fx.AmountCaptured != 3700 {
+			t.Fatalf("the network's record: %+v; want one sale of 3700 and the cancelled challenge declined", fx)
+		}
+		// The first challenge's page, answered late, authorizes nothing.
+		done, err := noRedirects(e).PostForm(action, url.Values{"outcome": {sim.OutcomeAuthenticate}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done.Body.Close()
+		if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.AmountCaptured != 3700 {
+			t.Fatalf("after the cancelled challenge was answered: %+v; want the one sale", fx)
+		}
+		p := c.must(200, c.keyA, "GET", "/v1/payments/"+id, "")
+		if p.str("status") != "succeeded" || p.num("amount_captured") != 3700 {
+			t.Fatalf("paid again: %s", p.Raw)
+		}
+	})
+}
+
 // TestCheckoutThreeDSecureManyPending: more authentications pending than
 // a reconcile pass looks at (a quarter of ReconcileBatchMax) are all
 // looked up in turn, a page a pass: the newest one, authenticated by a

@@ -290,11 +290,12 @@ func TestThreeDSecureReloadInChromium(t *testing.T) {
 // challenge to the shop's page (Chromium restores it from its
 // back-forward cache, card typed; or loads it again), which reads the
 // payment still awaiting authentication and offers the challenge again.
-// Paying again there reaches surgepay, which refuses it (the payment no
-// longer awaits a card): nothing authorized. The shopper goes forward to
-// the challenge and authenticates: succeeded, authorized once. Back
-// again, the challenge page says it has ended, and its link returns to
-// the shop, which reads succeeded: still one authorization.
+// Paying again there (a card that asks for a challenge too) cancels the
+// first challenge and leads to a new one: nothing authorized, the first
+// challenge's authorization declined. The shopper authenticates:
+// succeeded, authorized once. Back again, the challenge page says it has
+// ended, and its link returns to the shop, which reads succeeded: still
+// one authorization. The first challenge's page says it was cancelled.
 func TestThreeDSecureBackInChromium(t *testing.T) {
 	e := newEnv(t)
 	p := e.newPayment()
@@ -313,45 +314,37 @@ func TestThreeDSecureBackInChromium(t *testing.T) {
 		t.Errorf("the shop offers the challenge at %q, want %q", resume, at)
 	}
 	b.Shot("3ds-pending")
-	// The shopper pays again on that page.
+	// The shopper pays again on that page: the first challenge is
+	// cancelled and a new one begins.
 	if via == "load" {
 		b.typeCard(sim.Card3DSChallenge, expiryOK, cvcOK)
 	}
 	confirms := len(e.hits.confirmKeys())
-	if got := b.pay(); got != "error payment_unexpected_state" {
-		t.Errorf("paying again while the challenge is pending: %q, want error payment_unexpected_state", got)
+	again := b.payToChallenge(e, p.ID, "3220")
+	if again == at {
+		t.Errorf("paying again led to the first challenge %s, want a new one", at)
 	}
 	if n := len(e.hits.confirmKeys()) - confirms; n != 1 {
 		t.Errorf("paying again sent %d confirms, want 1 (surgepay.js must not hold on to the confirm that left the page)", n)
 	}
-	t.Logf("paying again: the frame says %q", b.text("form-error"))
-	if p, _ := e.payment(p.ID); p.Status != "requires_action" {
-		t.Errorf("after paying again the payment is %s, want requires_action", p.Status)
-	}
-	e.wantMoney(p.ID, 0, 0)
-
-	b.goHistory("go forward to the challenge", 1, `button[value="`+sim.OutcomeAuthenticate+`"]`)
-	if got := b.location(); got != at {
-		t.Errorf("forward leads to %s, want the challenge %s", got, at)
-	}
-	b.wantChallenge("3220")
+	e.wantMoney(p.ID, 0, 1)
 	if got := b.answer(e, p.ID, sim.OutcomeAuthenticate, "succeeded"); got != "succeeded" {
 		t.Fatalf("back on the shop, it shows %q, want succeeded\n%s", got, b.Page())
 	}
 	e.wantPaid(p.ID, "3220")
-	e.wantMoney(p.ID, 1, 0)
+	e.wantMoney(p.ID, 1, 1)
 
 	// Back from the shop's page to the challenge, which has ended. Fetched
 	// again, the page says so and links back to the shop. Restored from
 	// the back-forward cache (Chromium may keep even a no-store page), it
 	// still shows the buttons: the shopper's Fail, after the challenge
 	// ended, changes nothing.
-	requests := e.hits.prefix(strings.TrimPrefix(at, e.api))
+	requests := e.hits.prefix(strings.TrimPrefix(again, e.api))
 	b.goHistory("go back to the challenge", -1, `h1#title`)
-	if got := b.location(); got != at {
-		t.Errorf("back leads to %s, want the challenge %s", got, at)
+	if got := b.location(); got != again {
+		t.Errorf("back leads to %s, want the challenge %s", got, again)
 	}
-	if e.hits.prefix(strings.TrimPrefix(at, e.api)) > requests {
+	if e.hits.prefix(strings.TrimPrefix(again, e.api)) > requests {
 		if got := b.pageText(`p[role="status"]`); !strings.Contains(got, "You authenticated this payment") {
 			t.Errorf("the ended challenge says %q, want that it was authenticated", got)
 		}
@@ -371,7 +364,17 @@ func TestThreeDSecureBackInChromium(t *testing.T) {
 		}
 	}
 	e.wantPaid(p.ID, "3220")
-	e.wantMoney(p.ID, 1, 0)
+	e.wantMoney(p.ID, 1, 1)
+
+	// The first challenge, opened again: cancelled, no buttons.
+	b.Step("open the first challenge", chromedp.Navigate(at), chromedp.WaitReady(chromedp.CSS(`p[role="status"]`)))
+	if got := b.pageText(`p[role="status"]`); !strings.Contains(got, "This authentication was cancelled") {
+		t.Errorf("the first challenge says %q, want that it was cancelled", got)
+	}
+	if n := b.eval(`String(document.querySelectorAll('button').length)`); n != "0" {
+		t.Errorf("the cancelled challenge has %s buttons, want none", n)
+	}
+	e.wantMoney(p.ID, 1, 1)
 }
 
 // TestThreeDSecureCardsInChromium: the other 3-D Secure test cards. A

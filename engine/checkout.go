@@ -534,10 +534,9 @@ func (e *Engine) abandonAction(ctx context.Context, p *surgepay.Payment, ref, wh
 // authentication still pending is cancelled at the processor, and its
 // outcome is recorded; the payment is returned as it then stands (awaiting
 // a card, or paid if the shopper finished at that moment). One the
-// processor cannot cancel (the simulator's challenges have no reference;
-// they end after challenge_ttl), or whose lookup or cancel has no answer,
-// is ECONFLICT payment_unexpected_state: the shopper finishes it, or
-// tries again. Called with p's lock held.
+// processor gave no reference for (it cannot be cancelled), or whose
+// lookup or cancel has no answer, is ECONFLICT payment_unexpected_state:
+// the shopper finishes it, or tries again. Called with p's lock held.
 func (e *Engine) supersedeAction(ctx context.Context, p *surgepay.Payment) (*surgepay.Payment, error) {
 	next, err := e.applyAction(ctx, p, supersededMessage)
 	if err != nil {

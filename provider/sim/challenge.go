@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base32"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/surgepay/surgepay"
@@ -78,6 +80,7 @@ const (
 	challengeAuthenticated                // the cardholder authenticated: the authorization was performed.
 	challengeFailed                       // the cardholder chose Fail.
 	challengeAbandoned                    // ChallengeTTL passed first.
+	challengeCancelled                    // the merchant cancelled it (Void of its reference).
 )
 
 // challenge is a 3-D Secure challenge: an authorization that waits for
@@ -150,7 +153,7 @@ func (p *Provider) startChallenge(s *shard, d keyDigest, req *surgepay.Authorize
 	cs.byKey[d] = ch
 	cs.byID[ch.id] = ch
 	cs.queue = append(cs.queue, ch)
-	res := requiresAction(ch)
+	res := p.requiresAction(ch)
 	return &res, true, nil
 }
 
@@ -192,10 +195,12 @@ func originHostOK(host string) bool {
 }
 
 // requiresAction is the answer to an authorization whose challenge is
-// pending.
-func requiresAction(ch *challenge) surgepay.ProviderResult {
+// pending. Its Reference names the challenge: a Void of it cancels the
+// challenge (cancelChallenge), as Stripe cancels a PaymentIntent awaiting
+// authentication.
+func (p *Provider) requiresAction(ch *challenge) surgepay.ProviderResult {
 	return surgepay.ProviderResult{RequiresAction: true, ActionURL: ch.actionURL, Amount: ch.prm.amount,
-		Operation: surgepay.TxAuthorization, PaymentID: ch.paymentID,
+		Operation: surgepay.TxAuthorization, PaymentID: ch.paymentID, Reference: p.challengePrefix + ch.id.String(),
 		Message: "the issuer asks the cardholder to authenticate (3-D Secure, test card ending " + ch.prm.last4 + ")"}
 }
 
@@ -206,7 +211,7 @@ func (p *Provider) pendingAnswer(s *shard, ch *challenge, now uint32) surgepay.P
 	if ch.due(now, challengeTTL(p.state.Load())) {
 		return p.endChallenge(s, ch, challengeAbandoned, now)
 	}
-	return requiresAction(ch)
+	return p.requiresAction(ch)
 }
 
 // endChallenge ends the pending challenge ch as state says and performs
@@ -227,6 +232,8 @@ func (p *Provider) endChallenge(s *shard, ch *challenge, state challengeState, n
 		}
 	case challengeFailed:
 		code, msg = surgepay.DeclineAuthenticationFailed, "the cardholder failed 3-D Secure authentication (test card ending "+ch.prm.last4+")"
+	case challengeCancelled:
+		code, msg = surgepay.DeclineAuthenticationFailed, "3-D Secure authentication was cancelled before the cardholder finished it (test card ending "+ch.prm.last4+")"
 	default:
 		code, msg = surgepay.DeclineAuthenticationFailed, "the cardholder abandoned 3-D Secure authentication (test card ending "+ch.prm.last4+")"
 	}
@@ -323,4 +330,59 @@ func (p *Provider) HasChallenge(id string) bool {
 	_, ok = s.challenges.byID[cid]
 	s.mu.Unlock()
 	return ok
+}
+
+// cancelChallenge is a Void of the reference of a challenge (ref, which
+// starts with challengePrefix) under key: a pending challenge ends
+// cancelled, its authorization performed declined authentication_failed,
+// and the Void is approved (nothing was authorized; nothing is counted as
+// voided). A challenge that has ended, whose authorization a lookup under
+// its key answers, or one not held, declines the Void, as Stripe refuses
+// to cancel a PaymentIntent that has succeeded. Replays under key answer
+// as the first.
+func (p *Provider) cancelChallenge(ctx context.Context, key, ref string) (*surgepay.ProviderResult, error) {
+	const op = surgepay.TxVoid
+	ks, d, f, err := p.before(ctx, op, key, 0, true)
+	if err != nil {
+		return nil, err
+	}
+	prm := params{op: op, ref: ref}
+	id, known := parseChallengeID(strings.TrimPrefix(ref, p.challengePrefix))
+	cs := ks
+	if known {
+		cs = &p.shards[id.shard()]
+	}
+	now := p.clock()
+	lockPair(ks, cs)
+	res, fresh, err := p.cancelChallengeLocked(ks, cs, id, known, d, prm, now)
+	unlockPair(ks, cs)
+	return after(op, res, fresh, f, err)
+}
+
+func (p *Provider) cancelChallengeLocked(ks, cs *shard, id challengeID, known bool, d keyDigest, prm params, now uint32) (*surgepay.ProviderResult, bool, error) {
+	if pos, ok := ks.find(d, now); ok {
+		return p.replay(ks, pos, prm)
+	}
+	var ch *challenge
+	if known {
+		ch = cs.challenges.byID[id]
+	}
+	if ch != nil && ch.state == challengePending && ch.due(now, challengeTTL(p.state.Load())) {
+		p.endChallenge(cs, ch, challengeAbandoned, now)
+	}
+	r := p.newRecord(d, &prm)
+	switch {
+	case ch == nil:
+		r.decline(DeclineInvalidRequest, "no such authorization: the 3-D Secure challenge is not held")
+		ks.totals.Declines++
+	case ch.state != challengePending:
+		r.decline(DeclineInvalidRequest, "the 3-D Secure challenge has ended; its authorization is answered under its key")
+		ks.totals.Declines++
+	default:
+		p.endChallenge(cs, ch, challengeCancelled, now)
+		r.flags |= flagApproved
+		r.amount = ch.prm.amount
+	}
+	res := p.result(&r.record, r.rare, "", ks.store(&r.record, r.rare, now))
+	return &res, true, nil
 }

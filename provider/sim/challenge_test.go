@@ -106,9 +106,9 @@ func TestChallengePendingReplayAndLookup(t *testing.T) {
 	providers(t, sim.DefaultConfig(), func(t *testing.T, p *sim.Provider, c surgepay.Provider) {
 		ctx := t.Context()
 		first, err := c.Authorize(ctx, browserReq("k", sim.Card3DSChallenge, 1000, false, returnURL))
-		if err != nil || !first.RequiresAction || first.Approved || first.Reference != "" ||
+		if err != nil || !first.RequiresAction || first.Approved || !strings.HasPrefix(first.Reference, "3ds_") ||
 			first.PaymentID != "pay_k" || first.Operation != surgepay.TxAuthorization || first.Amount != 1000 {
-			t.Fatalf("authorize: got %+v, %v; want RequiresAction for pay_k", first, err)
+			t.Fatalf("authorize: got %+v, %v; want RequiresAction for pay_k, with the challenge's reference", first, err)
 		}
 		if id := challengeID(t, first.ActionURL); len(id) != 32 || !p.HasChallenge(id) {
 			t.Fatalf("challenge ID %q: want 32 characters, held", id)
@@ -215,6 +215,63 @@ func TestChallengeAbandoned(t *testing.T) {
 		}
 		if got2, err := c.Lookup(ctx, "k"); err != nil || !cmp.Equal(got, got2) {
 			t.Fatalf("lookup after a late completion: got %+v, %v; want %+v", got2, err, got)
+		}
+	})
+}
+
+// TestChallengeCancelled: a Void of a pending challenge's reference
+// cancels it, as Stripe cancels a PaymentIntent awaiting authentication:
+// the Void is approved, the authorization under the challenge's key is
+// declined authentication_failed, and the page can no longer complete it.
+// A challenge that has ended, or one not held, declines the Void.
+func TestChallengeCancelled(t *testing.T) {
+	providers(t, sim.DefaultConfig(), func(t *testing.T, p *sim.Provider, c surgepay.Provider) {
+		ctx := t.Context()
+		first, err := c.Authorize(ctx, browserReq("k", sim.Card3DSChallenge, 1000, true, returnURL))
+		if err != nil || !first.RequiresAction {
+			t.Fatalf("authorize: %+v, %v", first, err)
+		}
+		void := &surgepay.VoidRequest{IdempotencyKey: "k/abandon", AuthorizationRef: first.Reference}
+		v, err := c.Void(ctx, void)
+		if err != nil || !v.Approved || v.Operation != surgepay.TxVoid || v.Amount != 1000 {
+			t.Fatalf("void of the pending challenge: got %+v, %v; want approved", v, err)
+		}
+		if again, err := c.Void(ctx, void); err != nil || !cmp.Equal(v, again) {
+			t.Fatalf("void replayed: got %+v, %v; want %+v", again, err, v)
+		}
+		got, err := c.Lookup(ctx, "k")
+		if err != nil || got.RequiresAction || got.Approved || got.DeclineCode != surgepay.DeclineAuthenticationFailed ||
+			!strings.Contains(got.Message, "cancelled") {
+			t.Fatalf("lookup after the cancel: got %+v, %v; want declined authentication_failed", got, err)
+		}
+		if state, err := sim.CompleteChallenge(p, challengeID(t, first.ActionURL), true); err != nil || state != "cancelled" {
+			t.Fatalf("authenticating after the cancel: %q, %v; want it left cancelled", state, err)
+		}
+		if e := p.Effects("pay_k"); e != (sim.Effects{AuthorizationsDeclined: 1}) {
+			t.Errorf("effects: got %+v, want one declined authorization, nothing authorized", e)
+		}
+
+		// Authenticated before the cancel: the Void is declined, and the
+		// sale stands.
+		ended, err := c.Authorize(ctx, browserReq("k2", sim.Card3DSChallenge, 1000, true, returnURL))
+		if err != nil || !ended.RequiresAction {
+			t.Fatalf("authorize: %+v, %v", ended, err)
+		}
+		if _, err := sim.CompleteChallenge(p, challengeID(t, ended.ActionURL), true); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := c.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: "k2/abandon", AuthorizationRef: ended.Reference}); err != nil || v.Approved {
+			t.Fatalf("void of an ended challenge: got %+v, %v; want declined", v, err)
+		}
+		if got, err := c.Lookup(ctx, "k2"); err != nil || !got.Approved || !got.Captured {
+			t.Fatalf("lookup of the authenticated sale: got %+v, %v; want it approved and captured", got, err)
+		}
+		if e := p.Effects("pay_k2"); e.Authorizations != 1 || e.AmountCaptured != 1000 {
+			t.Errorf("effects of the authenticated sale: %+v", e)
+		}
+		unknown := strings.TrimSuffix(first.Reference, challengeID(t, first.ActionURL)) + strings.Repeat("a", 32)
+		if v, err := c.Void(ctx, &surgepay.VoidRequest{IdempotencyKey: "k3", AuthorizationRef: unknown}); err != nil || v.Approved {
+			t.Fatalf("void of a challenge not held: got %+v, %v; want declined", v, err)
 		}
 	})
 }

@@ -27,11 +27,11 @@ const ShardCount = shardCount
 
 // CompleteChallenge completes the challenge named id as its page's form
 // would, and returns its state then: "pending", "authenticated",
-// "failed" or "abandoned".
+// "failed", "abandoned" or "cancelled".
 func CompleteChallenge(p *Provider, id string, authenticate bool) (string, error) {
 	v, ok := p.challengeAt(id, true, authenticate)
 	if !ok {
 		return "", errors.New("no such challenge")
 	}
-	return [...]string{"pending", "authenticated", "failed", "abandoned"}[v.state], nil
+	return [...]string{"pending", "authenticated", "failed", "abandoned", "cancelled"}[v.state], nil
 }

@@ -154,6 +154,8 @@ func stateText(s challengeState) string {
 		return "Authentication failed: the payment was not made."
 	case challengeAbandoned:
 		return "The time to authenticate ran out: the payment was not made."
+	case challengeCancelled:
+		return "This authentication was cancelled: the payment was not made with it."
 	}
 	return ""
 }

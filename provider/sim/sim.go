@@ -51,6 +51,9 @@ type Provider struct {
 
 	instance   string // random tag in references, so a restarted simulator never honours old ones.
 	authPrefix string // "auth_" + instance + "_"
+	// challengePrefix starts the reference of a pending 3-D Secure
+	// challenge: "3ds_" + instance + "_", then the challenge's ID.
+	challengePrefix string
 
 	// sleep waits d or until ctx is done. Tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -149,6 +152,7 @@ func New(cfg Config) *Provider {
 	}
 	p.epoch = p.now()
 	p.authPrefix = refPrefixAuthorization + p.instance + "_"
+	p.challengePrefix = refPrefixChallenge + p.instance + "_"
 	for i := range p.shards {
 		s := &p.shards[i]
 		s.index = uint64(i)
@@ -422,6 +426,9 @@ func (p *Provider) Capture(ctx context.Context, req *surgepay.CaptureRequest) (*
 
 // Void releases the uncaptured authorization req.AuthorizationRef.
 func (p *Provider) Void(ctx context.Context, req *surgepay.VoidRequest) (*surgepay.ProviderResult, error) {
+	if strings.HasPrefix(req.AuthorizationRef, p.challengePrefix) {
+		return p.cancelChallenge(ctx, req.IdempotencyKey, req.AuthorizationRef)
+	}
 	return p.refOp(ctx, surgepay.TxVoid, req.IdempotencyKey, req.AuthorizationRef, "", 0)
 }
 
@@ -558,6 +565,7 @@ const (
 	refPrefixCapture       = "cap_"
 	refPrefixVoid          = "void_"
 	refPrefixRefund        = "re_"
+	refPrefixChallenge     = "3ds_" // a pending 3-D Secure challenge (requiresAction).
 )
 
 func refPrefix(op opKind) string {
