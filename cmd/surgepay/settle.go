@@ -22,6 +22,7 @@ import (
 	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/internal/cli"
+	"github.com/surgepay/surgepay/internal/ops"
 	"github.com/surgepay/surgepay/provider/processors"
 	"github.com/surgepay/surgepay/settle"
 	"github.com/surgepay/surgepay/sqlite"
@@ -230,17 +231,18 @@ func cmdSettle(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitSettleUsage
 	}
 	log := newLogger(cfg, stderr)
-	prov, err := processors.OpenForSettle(cfg)
+	prov, rl, err := processors.OpenForSettle(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "surgepay settle: %v\n", err)
 		return exitSettleError
 	}
-	return runSettle(ctx, cfg, o, prov, log, stdout, stderr)
+	return runSettle(ctx, cfg, o, prov, rl, log, stdout, stderr)
 }
 
 // runSettle opens the store, the key and the stage, runs settlement with
-// prov and writes the reports.
-func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov surgepay.Provider, log *slog.Logger, stdout, stderr io.Writer) int {
+// prov (whose [processors] rl reloads; nil if none) and writes the reports.
+func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov surgepay.Provider, rl *processors.SettleReloader,
+	log *slog.Logger, stdout, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -292,7 +294,8 @@ func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov su
 	// A capture declined at settlement counts as failed in its merchant's
 	// analytics if its switch is on: reloaded as serve reloads it, so that
 	// a continuous settle follows a merchant switched during an event.
-	// Its webhooks switch is reloaded the same way.
+	// Its webhooks switch is reloaded the same way, and the [processors]
+	// (a rolled or re-sealed secret_key).
 	var settings atomic.Pointer[engine.Settings]
 	settings.Store(cfg.MerchantSettings())
 	// SIGHUP is caught from the start of runSettle until the reports are
@@ -300,7 +303,7 @@ func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov su
 	// the process. One that came before the watcher runs is a reload.
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go watchSettleSettings(watchCtx, cfg.Path(), hup, &settings, log)
+	go ops.WatchSettle(watchCtx, cfg.Path(), hup, &settings, rl, log)
 	// The outbox's refresh runs until runSettle returns (watchCtx), not
 	// until the caller's ctx ends: it read the store after it was closed,
 	// and a test's two settles wrote one log buffer from two leaked
@@ -329,28 +332,6 @@ func runSettle(ctx context.Context, cfg config.Config, o *settleOptions, prov su
 		return exitSettleLeft
 	}
 	return exitSettleOK
-}
-
-// watchSettleSettings reloads the merchant settings into settings on each
-// signal from hup (SIGHUP) and when the configuration file at path
-// changes, as serve does (see watchConfig), until ctx ends. Settle reads
-// their analytics and webhooks switches; the rest of the configuration is
-// read at start.
-func watchSettleSettings(ctx context.Context, path string, hup <-chan os.Signal, settings *atomic.Pointer[engine.Settings], log *slog.Logger) {
-	config.Watch(ctx, path, hup, func(why string) { reloadSettleSettings(path, settings, log, why) })
-}
-
-// reloadSettleSettings reads the configuration at path again and stores
-// its merchant settings; a configuration that does not validate is
-// refused and the running settings stay.
-func reloadSettleSettings(path string, settings *atomic.Pointer[engine.Settings], log *slog.Logger, why string) {
-	cfg, err := config.Load(path, os.Getenv)
-	if err != nil {
-		log.Error("merchant settings reload refused; the running settings stay", "why", why, "err", err.Error())
-		return
-	}
-	settings.Store(cfg.MerchantSettings())
-	log.Info("merchant settings reloaded (settle reads their analytics and webhooks switches)", "why", why)
 }
 
 // serveSettleMetrics serves GET /metrics with m's metrics on addr until

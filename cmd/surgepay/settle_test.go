@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +21,6 @@ import (
 
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/config"
-	"github.com/surgepay/surgepay/engine"
 	"github.com/surgepay/surgepay/provider/sim"
 	"github.com/surgepay/surgepay/settle"
 	"github.com/surgepay/surgepay/stage"
@@ -331,42 +328,6 @@ func TestSettleCommandMetricsListenInUse(t *testing.T) {
 	}
 	if got := p.Effects(sales[0].Payment.ID).Captures; got != 0 {
 		t.Errorf("captured %d, want 0: settle should not have started", got)
-	}
-}
-
-// TestSettleSettingsReload: a continuous settle follows a merchant's
-// analytics switch changed in the configuration file (serve reloads it on
-// SIGHUP and file changes; settle read it once at start until session 4),
-// and keeps its running settings when the new file does not validate.
-func TestSettleSettingsReload(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "surgepay.toml")
-	write := func(conf string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte("data_dir = "+quote(dir)+"\n"+conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("[merchants.mer_a]\nanalytics = \"off\"\n")
-	cfg, err := config.Load(path, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	var settings atomic.Pointer[engine.Settings]
-	settings.Store(cfg.MerchantSettings())
-	log := slog.New(slog.DiscardHandler)
-	if got := settings.Load().For("mer_a").Analytics; got != "off" {
-		t.Fatalf("at start: analytics %q, want off", got)
-	}
-	write("[merchants.mer_a]\nanalytics = \"on\"\n")
-	reloadSettleSettings(cfg.Path(), &settings, log, "test")
-	if got := settings.Load().For("mer_a").Analytics; got != "on" {
-		t.Errorf("after reload: analytics %q, want on", got)
-	}
-	write("[merchants.mer_a]\nanalytics = \"sometimes\"\n")
-	reloadSettleSettings(cfg.Path(), &settings, log, "test")
-	if got := settings.Load().For("mer_a").Analytics; got != "on" {
-		t.Errorf("after a refused reload: analytics %q, want on (the running settings)", got)
 	}
 }
 

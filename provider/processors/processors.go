@@ -314,32 +314,93 @@ func OpenProvider(cfg config.Config) (surgepay.Provider, error) {
 // names, within the processor's settle budget. A sealed secret needs the
 // card vault's keyring (SURGEPAY_KEYRING or keyring_file); give settle
 // its processors' keys by env instead to keep the keyring off the
-// settlement host.
-func OpenForSettle(cfg config.Config) (surgepay.Provider, error) {
+// settlement host. The SettleReloader rebuilds the [processors] when the
+// configuration changes (nil without [processors] at start).
+func OpenForSettle(cfg config.Config) (surgepay.Provider, *SettleReloader, error) {
 	if len(cfg.Processors) == 0 {
-		return OpenProvider(cfg)
+		p, err := OpenProvider(cfg)
+		return p, nil, err
 	}
 	var def surgepay.Provider = UnknownToSettle{}
 	if cfg.Provider.Kind != "sim" {
 		p, err := OpenProvider(cfg)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		def = p
 	}
-	var keys *vault.Keyring
-	if cfg.NeedsKeyring() {
-		var err error
-		if v := os.Getenv(vault.EnvVar); v != "" {
-			keys, err = vault.FromEnv(v)
-		} else {
-			keys, err = vault.Load(cfg.KeyringFile)
-		}
+	rl := &SettleReloader{def: def}
+	if err := rl.openKeyring(cfg); err != nil {
+		return nil, nil, err
+	}
+	r, set, err := OpenRouter(cfg, rl.keys, def, noWrap, nil, noRoutes, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	rl.router, rl.set = r, set
+	return r, rl, nil
+}
+
+func noWrap(p surgepay.Provider) surgepay.Provider { return p }
+
+// noRoutes: settle routes nothing new; every capture goes where its
+// authorization was made.
+func noRoutes(string) route.Route { return route.Route{} }
+
+// SettleReloader rebuilds settle's [processors] (OpenForSettle) from a
+// new configuration, as serve does on a reload, so that a continuous
+// settle follows a processor's rolled or re-sealed secret_key without a
+// restart. Not safe for concurrent use with itself.
+type SettleReloader struct {
+	router *route.Router
+	set    *Set
+	def    surgepay.Provider
+	keys   *vault.Keyring // nil until a sealed secret needs it.
+}
+
+// openKeyring reads the keyring the first time a sealed secret needs it
+// (SURGEPAY_KEYRING, else keyring_file), and reads its file again after.
+func (rl *SettleReloader) openKeyring(cfg config.Config) error {
+	fromEnv := os.Getenv(vault.EnvVar)
+	switch {
+	case !cfg.NeedsKeyring():
+		return nil
+	case rl.keys == nil && fromEnv != "":
+		keys, err := vault.FromEnv(fromEnv)
 		if err != nil {
-			return nil, fmt.Errorf("a processor's secret_key is sealed and the keyring cannot be read: %w", err)
+			return fmt.Errorf("a processor's secret_key is sealed and the keyring cannot be read: %w", err)
+		}
+		rl.keys = keys
+	case rl.keys == nil:
+		keys, err := vault.Load(cfg.KeyringFile)
+		if err != nil {
+			return fmt.Errorf("a processor's secret_key is sealed and the keyring cannot be read: %w", err)
+		}
+		rl.keys = keys
+	case fromEnv == "":
+		if _, err := rl.keys.Reload(cfg.KeyringFile); err != nil {
+			return fmt.Errorf("the keyring cannot be read again: %w", err)
 		}
 	}
-	noWrap := func(p surgepay.Provider) surgepay.Provider { return p }
-	r, _, err := OpenRouter(cfg, keys, def, noWrap, nil, func(string) route.Route { return route.Route{} }, true)
-	return r, err
+	return nil
+}
+
+// Reload builds the [processors] of cfg again: a processor whose settings
+// did not change keeps its connections and breaker; one whose secret_key
+// changed (rolled at the processor, or sealed again under a rotated
+// keyring, whose file is read again first) is connected anew. On an error
+// the running processors stay. Adding the first [processors], or changing
+// [provider], takes a restart.
+func (rl *SettleReloader) Reload(cfg config.Config) error {
+	if len(cfg.Processors) == 0 {
+		return errors.New("settle started with [processors] and runs with them until restarted")
+	}
+	if err := rl.openKeyring(cfg); err != nil {
+		return err
+	}
+	procs, err := rl.set.Build(cfg, rl.keys, rl.def, noWrap)
+	if err != nil {
+		return err
+	}
+	return rl.router.Set(procs, noRoutes)
 }
