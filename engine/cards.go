@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"regexp"
 
 	"github.com/surgepay/surgepay"
@@ -57,7 +59,7 @@ func (e *Engine) sealCard(call *Call, customerID string, card *surgepay.CardInpu
 		ExpMonth: card.ExpMonth, ExpYear: card.ExpYear, HolderName: card.Name, Created: e.now()}
 	pan := []byte(card.Number.Digits())
 	pm.Fingerprint = e.vault.Fingerprint(call.MerchantID, pan)
-	sealed, err := e.vault.Encrypt(pan, []byte(methodKey(call.MerchantID, pm.ID)))
+	sealed, err := e.vault.Encrypt(pan, surgepay.CardNumberAAD(call.MerchantID, pm.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +189,28 @@ func (e *Engine) DeletePaymentMethod(ctx context.Context, call *Call, id string)
 
 // forget drops a payment method from the cache after its delete (which
 // may have failed: dropping a card still stored costs one store read).
+// openCardNumber decrypts pm's card number. A blob that does not open may
+// be a cached copy sealed again since under the primary key (`surgepay
+// keys reencrypt`) whose old key was then retired: the stored method is
+// read once more, and its blob opened, before it is an error.
+func (e *Engine) openCardNumber(ctx context.Context, call *Call, pm *surgepay.PaymentMethod) ([]byte, error) {
+	aad := surgepay.CardNumberAAD(call.MerchantID, pm.ID)
+	pan, err := e.vault.Decrypt(pm.SealedPAN, aad)
+	if err == nil {
+		return pan, nil
+	}
+	stored, ferr := e.store.FindPaymentMethod(ctx, call.MerchantID, pm.ID)
+	if ferr != nil || bytes.Equal(stored.SealedPAN, pm.SealedPAN) {
+		return nil, fmt.Errorf("decrypt payment method %s: %w", pm.ID, err)
+	}
+	e.forget(ctx, methodKey(call.MerchantID, pm.ID))
+	pan, err = e.vault.Decrypt(stored.SealedPAN, aad)
+	if err != nil {
+		return nil, fmt.Errorf("decrypt payment method %s: %w", pm.ID, err)
+	}
+	return pan, nil
+}
+
 func (e *Engine) forget(ctx context.Context, key string) {
 	e.cacheDone(e.methods.Invalidate(ctx, key), "invalidate cached payment method")
 }

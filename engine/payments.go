@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -188,9 +187,9 @@ func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment,
 	if pm.ProcessorToken != "" { // the processor's own token: no card data, its processor only
 		req.Token, req.Processor, req.TokenCustomer = pm.ProcessorToken, pm.Processor, pm.ProcessorCustomer
 	} else {
-		pan, err := e.vault.Decrypt(pm.SealedPAN, []byte(methodKey(call.MerchantID, pm.ID)))
+		pan, err := e.openCardNumber(ctx, call, pm)
 		if err != nil {
-			return nil, fmt.Errorf("decrypt payment method %s: %w", pm.ID, err)
+			return nil, err
 		}
 		req.Card = surgepay.ProviderCard{Number: surgepay.PAN(pan), ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, CVC: cvc}
 	}

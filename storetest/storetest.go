@@ -133,6 +133,7 @@ func Run(t *testing.T, open func(t *testing.T) surgepay.Store) {
 	tests = append(tests, analyticsTests...)
 	tests = append(tests, searchTests...)
 	tests = append(tests, disputeTests...)
+	tests = append(tests, sealedTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -14,9 +14,11 @@
 //  2. Reads keep working throughout: blobs sealed under an older key still
 //     name that key, and it is still in the keyring.
 //  3. A background job calls Reencrypt on every stored blob; it rewrites
-//     only the blobs that are not under the primary key.
+//     only the blobs that are not under the primary key (`surgepay keys
+//     reencrypt`, internal/ops).
 //  4. When no blob names the old key any more (KeyIDOf answers that), Retire
-//     removes it and Save persists the smaller keyring.
+//     removes it and Save persists the smaller keyring (`surgepay keys
+//     retire`).
 //
 // A server that lacks a key fails to decrypt blobs under it with
 // ErrKeyUnknown; the two-phase form of step 1 prevents that.

@@ -19,7 +19,7 @@ const runTimeout = 30 * time.Second
 var commandNames = []string{
 	"", "serve", "settle", "trace", "migrate", "simulator", "version", "healthcheck",
 	"keys", "keys create", "keys list", "keys revoke", "keys roll", "keys expire", "keys rotate",
-	"keys rotate-signing", "keys retire-signing", "keys make-primary",
+	"keys rotate-signing", "keys retire-signing", "keys make-primary", "keys reencrypt", "keys retire",
 	"merchants", "merchants create", "merchants list", "merchants show", "merchants disable", "merchants enable",
 	"audit", "audit list", "keys settlement", "processors", "processors seal", "processors check",
 	"tax", "tax import",

@@ -26,6 +26,7 @@ Usage:
   surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay audit list                     the audit trail of merchant and key changes
   surgepay keys rotate                    add a new card-vault key and make it primary
+  surgepay keys reencrypt | retire KEY_ID   move stored cards to the primary key; then remove the old one
   surgepay keys rotate-signing | retire-signing KEY_ID   client-secret signing keys (docs/vault.md)
   surgepay keys settlement --out DIR      make the settlement key pair (public: API hosts; private: settle only)
   surgepay webhooks endpoints             list webhook endpoints with their health (docs/webhooks.md)

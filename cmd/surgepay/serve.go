@@ -722,6 +722,7 @@ const keysUsage = `Usage:
   surgepay keys expire KEY_ID --expires-in D   set or bring forward a key's expiry
   surgepay keys revoke KEY_ID             revoke an API key for good
   surgepay keys rotate                    add a new card-vault key and make it primary
+  surgepay keys reencrypt | retire KEY_ID   move stored cards to the primary key; then remove the old one
   surgepay keys rotate-signing | retire-signing KEY_ID   client-secret signing keys (docs/vault.md)
   surgepay keys make-primary KEY_ID       the second phase of a rotation across servers (rotate --add-only first)
   surgepay keys settlement --out DIR      make the settlement key pair
@@ -731,12 +732,17 @@ Run 'surgepay help keys COMMAND' for a command's flags.
 
 func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sub, code, ok := cli.Subcommand(args, "keys", keysUsage,
-		[]string{"create", "list", "roll", "expire", "revoke", "rotate", "rotate-signing", "retire-signing", "make-primary", "settlement"}, stdout, stderr)
+		[]string{"create", "list", "roll", "expire", "revoke", "rotate", "rotate-signing", "retire-signing", "make-primary", "settlement",
+			"reencrypt", "retire"}, stdout, stderr)
 	switch {
 	case !ok:
 		return code
 	case sub == "settlement":
 		return cmdKeysSettlement(ctx, args[1:], stdout, stderr)
+	case sub == "reencrypt" || sub == "retire": // beside running servers, which take the write lock first
+		return ops.VaultKeysMain(ctx, sub, args[1:], stdout, stderr, func(ctx context.Context, cfg config.Config) (surgepay.Store, error) {
+			return openStoreWith(ctx, cfg, nil, nil, sqlite.WriteLockRetryYield)
+		})
 	case sub == "rotate" || sub == "rotate-signing" || sub == "retire-signing" || sub == "make-primary":
 		return cmdKeysKeyring(sub, args[1:], stdout, stderr)
 	}
