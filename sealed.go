@@ -1,6 +1,9 @@
 package surgepay
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Blobs sealed under the card vault's data keys (vault.Keyring.Encrypt),
 // as the store keeps them: what `surgepay keys reencrypt` seals again
@@ -24,6 +27,21 @@ const (
 
 // SealedKinds lists every SealedKind.
 var SealedKinds = []SealedKind{SealedCardNumber, SealedWebhookSecret, SealedWebhookPreviousSecret}
+
+// SealedColumn returns the table and the column that hold kind in both
+// stores' schemas (tables keyed by merchant_id and id), or an error for
+// an unknown kind.
+func SealedColumn(kind SealedKind) (table, column string, err error) {
+	switch kind {
+	case SealedCardNumber:
+		return "payment_methods", "sealed_pan", nil
+	case SealedWebhookSecret:
+		return "webhook_endpoints", "sealed_secret", nil
+	case SealedWebhookPreviousSecret:
+		return "webhook_endpoints", "previous_sealed_secret", nil
+	}
+	return "", "", fmt.Errorf("sealed blobs: unknown kind %q", kind)
+}
 
 // SealedPageMax bounds a page of SealedStore.ListSealed and a batch of
 // SealedStore.ReplaceSealed.

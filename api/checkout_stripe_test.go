@@ -38,14 +38,7 @@ func TestCheckoutThreeDSecureAbandonedAtStripe(t *testing.T) {
 	back, page, backIntent := c.challenged(t, proxy)
 	// The second shopper authenticates at Stripe's page and closes the
 	// tab before the return reaches surgepay.
-	done, err := noRedirects(c.env).PostForm(page, url.Values{"outcome": {"authenticate"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done.Body.Close()
-	if done.StatusCode != http.StatusSeeOther {
-		t.Fatalf("authenticating at Stripe's page: %d", done.StatusCode)
-	}
+	answerStripePage(t, noRedirects(c.env), page, "authenticate")
 
 	if n, err := c.eng.ReconcileOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("reconciled authentications under way: %d %v", n, err)
@@ -153,12 +146,7 @@ func TestCheckoutThreeDSecureBackBeforeSearch(t *testing.T) {
 	hc := noRedirects(c.env)
 	back := func(page, outcome string) *url.URL {
 		t.Helper()
-		done, err := hc.PostForm(page, url.Values{"outcome": {outcome}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		done.Body.Close()
-		ret, err := hc.Get(done.Header.Get("Location"))
+		ret, err := hc.Get(answerStripePage(t, hc, page, outcome))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,11 +175,7 @@ func TestCheckoutThreeDSecureBackBeforeSearch(t *testing.T) {
 	// A shopper who authenticates and closes the tab: the reconciler finds
 	// it by reference too.
 	closed, page, _ := c.challenged(t, proxy)
-	done, err := hc.PostForm(page, url.Values{"outcome": {"authenticate"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done.Body.Close()
+	answerStripePage(t, hc, page, "authenticate")
 	advance(engine.ActionReconcileAfter + time.Second)
 	if n, err := c.eng.ReconcileOnce(context.Background()); err != nil || n != 1 {
 		t.Fatalf("reconciled %d, %v; want the payment authenticated without a return", n, err)
@@ -214,15 +198,9 @@ func TestCheckoutThreeDSecurePayAgain(t *testing.T) {
 	finishFirst := false
 	c, proxy, _ := stripeCheckout(t, func(sp *stripe.Provider) surgepay.Provider {
 		return authenticatesBeforeVoid{sp, func() {
-			if !finishFirst {
-				return
+			if finishFirst {
+				answerStripePage(t, client, page, "authenticate")
 			}
-			done, err := client.PostForm(page, url.Values{"outcome": {"authenticate"}})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			done.Body.Close()
 		}}
 	})
 	client = noRedirects(c.env)
@@ -284,12 +262,7 @@ func TestCheckoutThreeDSecureRouted(t *testing.T) {
 	hc := noRedirects(c.env)
 	// Back from authenticating, sooner than Stripe's search shows it.
 	paid, page, _ := c.challenged(t, proxy)
-	done, err := hc.PostForm(page, url.Values{"outcome": {"authenticate"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done.Body.Close()
-	ret, err := hc.Get(done.Header.Get("Location"))
+	ret, err := hc.Get(answerStripePage(t, hc, page, "authenticate"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,14 +304,7 @@ func TestCheckoutThreeDSecureFinishedAsAbandoned(t *testing.T) {
 	var page string
 	var client *http.Client
 	c, proxy, advance := stripeCheckout(t, func(sp *stripe.Provider) surgepay.Provider {
-		return authenticatesBeforeVoid{sp, func() {
-			done, err := client.PostForm(page, url.Values{"outcome": {"authenticate"}})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			done.Body.Close()
-		}}
+		return authenticatesBeforeVoid{sp, func() { answerStripePage(t, client, page, "authenticate") }}
 	})
 	client = noRedirects(c.env)
 	id, p, intent := c.challenged(t, proxy)
@@ -353,6 +319,25 @@ func TestCheckoutThreeDSecureFinishedAsAbandoned(t *testing.T) {
 	if s := intentStatus(t, proxy.URL, intent); s != "succeeded" {
 		t.Fatalf("the PaymentIntent is %s, want succeeded", s)
 	}
+}
+
+// answerStripePage answers Stripe's authentication page as a shopper
+// would (outcome authenticate or fail), without following where it sends
+// them, which it returns (the return URL). It may run on a server's
+// goroutine (in a processor call of the test's), so it reports failures
+// with t.Error.
+func answerStripePage(t *testing.T, client *http.Client, page, outcome string) string {
+	t.Helper()
+	done, err := client.PostForm(page, url.Values{"outcome": {outcome}})
+	if err != nil {
+		t.Error(err)
+		return ""
+	}
+	done.Body.Close()
+	if done.StatusCode != http.StatusSeeOther {
+		t.Errorf("authenticating at Stripe's page: %d, want 303 to the return URL", done.StatusCode)
+	}
+	return done.Header.Get("Location")
 }
 
 // authenticatesBeforeVoid is Stripe with a shopper who finishes

@@ -10,34 +10,16 @@ import (
 
 var _ surgepay.SealedStore = (*DB)(nil)
 
-// sealedColumn is where a kind of sealed blob is stored: a column of a
-// table keyed by (merchant_id, id).
-type sealedColumn struct{ table, column string }
-
-var sealedColumns = map[surgepay.SealedKind]sealedColumn{
-	surgepay.SealedCardNumber:            {"payment_methods", "sealed_pan"},
-	surgepay.SealedWebhookSecret:         {"webhook_endpoints", "sealed_secret"},
-	surgepay.SealedWebhookPreviousSecret: {"webhook_endpoints", "previous_sealed_secret"},
-}
-
-func sealedColumnOf(kind surgepay.SealedKind) (sealedColumn, error) {
-	c, ok := sealedColumns[kind]
-	if !ok {
-		return c, fmt.Errorf("sealed blobs: unknown kind %q", kind)
-	}
-	return c, nil
-}
-
 // ListSealed reads a page of kind's blobs by the table's primary key.
 func (db *DB) ListSealed(ctx context.Context, kind surgepay.SealedKind, afterMerchant, afterID string, limit int) ([]surgepay.SealedBlob, error) {
-	c, err := sealedColumnOf(kind)
+	table, column, err := surgepay.SealedColumn(kind)
 	if err != nil {
 		return nil, err
 	}
 	limit = min(max(limit, 1), surgepay.SealedPageMax)
 	defer count(ctx, surgepay.StmtSelect)()
-	rows, err := db.pool.Query(ctx, "SELECT merchant_id, id, "+c.column+" FROM "+c.table+
-		" WHERE (merchant_id, id) > ($1, $2) AND length("+c.column+") > 0 ORDER BY merchant_id, id LIMIT $3",
+	rows, err := db.pool.Query(ctx, "SELECT merchant_id, id, "+column+" FROM "+table+
+		" WHERE (merchant_id, id) > ($1, $2) AND length("+column+") > 0 ORDER BY merchant_id, id LIMIT $3",
 		afterMerchant, afterID, limit)
 	if err != nil {
 		return nil, readErr(fmt.Errorf("list sealed %s: %w", kind, err))
@@ -64,7 +46,7 @@ func (db *DB) ReplaceSealed(ctx context.Context, rs []surgepay.SealedReplacement
 		return 0, fmt.Errorf("replace sealed: %d blobs, at most %d", len(rs), surgepay.SealedPageMax)
 	}
 	for _, r := range rs {
-		if _, err := sealedColumnOf(r.Old.Kind); err != nil {
+		if _, _, err := surgepay.SealedColumn(r.Old.Kind); err != nil {
 			return 0, err
 		}
 	}
@@ -80,10 +62,10 @@ func (db *DB) ReplaceSealed(ctx context.Context, rs []surgepay.SealedReplacement
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		n = 0
 		for _, r := range rs {
-			c := sealedColumns[r.Old.Kind]
+			table, column, _ := surgepay.SealedColumn(r.Old.Kind) // checked above
 			surgepay.CountStatement(ctx, surgepay.StmtUpdate)
-			tag, err := tx.Exec(ctx, "UPDATE "+c.table+" SET "+c.column+" = $1 WHERE merchant_id = $2 AND id = $3 AND "+
-				c.column+" = $4", r.New, r.Old.MerchantID, r.Old.ID, r.Old.Sealed)
+			tag, err := tx.Exec(ctx, "UPDATE "+table+" SET "+column+" = $1 WHERE merchant_id = $2 AND id = $3 AND "+
+				column+" = $4", r.New, r.Old.MerchantID, r.Old.ID, r.Old.Sealed)
 			if err != nil {
 				return fmt.Errorf("%s of %s: %w", r.Old.Kind, r.Old.ID, err)
 			}

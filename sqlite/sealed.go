@@ -9,35 +9,17 @@ import (
 
 var _ surgepay.SealedStore = (*DB)(nil)
 
-// sealedColumn is where a kind of sealed blob is stored: a column of a
-// table keyed by (merchant_id, id).
-type sealedColumn struct{ table, column string }
-
-var sealedColumns = map[surgepay.SealedKind]sealedColumn{
-	surgepay.SealedCardNumber:            {"payment_methods", "sealed_pan"},
-	surgepay.SealedWebhookSecret:         {"webhook_endpoints", "sealed_secret"},
-	surgepay.SealedWebhookPreviousSecret: {"webhook_endpoints", "previous_sealed_secret"},
-}
-
-func sealedColumnOf(kind surgepay.SealedKind) (sealedColumn, error) {
-	c, ok := sealedColumns[kind]
-	if !ok {
-		return c, fmt.Errorf("sealed blobs: unknown kind %q", kind)
-	}
-	return c, nil
-}
-
 // ListSealed reads a page of kind's blobs from the read pool, by the
 // table's primary key.
 func (db *DB) ListSealed(ctx context.Context, kind surgepay.SealedKind, afterMerchant, afterID string, limit int) ([]surgepay.SealedBlob, error) {
-	c, err := sealedColumnOf(kind)
+	table, column, err := surgepay.SealedColumn(kind)
 	if err != nil {
 		return nil, err
 	}
 	limit = min(max(limit, 1), surgepay.SealedPageMax)
 	defer counted(ctx)()
-	rows, err := db.read.QueryContext(ctx, "SELECT merchant_id, id, "+c.column+" FROM "+c.table+
-		" WHERE (merchant_id, id) > (?, ?) AND length("+c.column+") > 0 ORDER BY merchant_id, id LIMIT ?",
+	rows, err := db.read.QueryContext(ctx, "SELECT merchant_id, id, "+column+" FROM "+table+
+		" WHERE (merchant_id, id) > (?, ?) AND length("+column+") > 0 ORDER BY merchant_id, id LIMIT ?",
 		afterMerchant, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list sealed %s: %w", kind, err)
@@ -67,7 +49,7 @@ func (db *DB) ReplaceSealed(ctx context.Context, rs []surgepay.SealedReplacement
 		return 0, nil
 	}
 	for _, r := range rs {
-		if _, err := sealedColumnOf(r.Old.Kind); err != nil {
+		if _, _, err := surgepay.SealedColumn(r.Old.Kind); err != nil {
 			return 0, err
 		}
 	}
@@ -75,10 +57,10 @@ func (db *DB) ReplaceSealed(ctx context.Context, rs []surgepay.SealedReplacement
 	err := db.runOnWriter(ctx, func(ctx context.Context, w *writer) error {
 		n = 0
 		for _, r := range rs {
-			c := sealedColumns[r.Old.Kind]
+			table, column, _ := surgepay.SealedColumn(r.Old.Kind) // checked above
 			surgepay.CountStatement(ctx, surgepay.StmtUpdate)
-			res, err := w.conn.ExecContext(context.Background(), "UPDATE "+c.table+" SET "+c.column+" = ? WHERE merchant_id = ? AND id = ? AND "+
-				c.column+" = ?", r.New, r.Old.MerchantID, r.Old.ID, r.Old.Sealed)
+			res, err := w.conn.ExecContext(context.Background(), "UPDATE "+table+" SET "+column+" = ? WHERE merchant_id = ? AND id = ? AND "+
+				column+" = ?", r.New, r.Old.MerchantID, r.Old.ID, r.Old.Sealed)
 			if err != nil {
 				return fmt.Errorf("%s of %s: %w", r.Old.Kind, r.Old.ID, err)
 			}
