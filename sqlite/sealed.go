@@ -18,7 +18,7 @@ func (db *DB) ListSealed(ctx context.Context, kind surgepay.SealedKind, afterMer
 	}
 	limit = min(max(limit, 1), surgepay.SealedPageMax)
 	defer counted(ctx)()
-	rows, err := db.read.QueryContext(ctx, "SELECT merchant_id, id, "+column+" FROM "+table+
+	rows, err := db.read.QueryContext(ctx, "SELECT merchant_id, id, "+column+" FROM "+table+ //nolint:gosec // G202: SealedColumn's fixed names and placeholders only
 		" WHERE (merchant_id, id) > (?, ?) AND length("+column+") > 0 ORDER BY merchant_id, id LIMIT ?",
 		afterMerchant, afterID, limit)
 	if err != nil {
@@ -59,8 +59,8 @@ func (db *DB) ReplaceSealed(ctx context.Context, rs []surgepay.SealedReplacement
 		for _, r := range rs {
 			table, column, _ := surgepay.SealedColumn(r.Old.Kind) // checked above
 			surgepay.CountStatement(ctx, surgepay.StmtUpdate)
-			res, err := w.conn.ExecContext(context.Background(), "UPDATE "+table+" SET "+column+" = ? WHERE merchant_id = ? AND id = ? AND "+
-				column+" = ?", r.New, r.Old.MerchantID, r.Old.ID, r.Old.Sealed)
+			res, err := w.conn.ExecContext(context.Background(), "UPDATE "+table+" SET "+column+ //nolint:gosec // G202: SealedColumn's fixed names and placeholders only
+				" = ? WHERE merchant_id = ? AND id = ? AND "+column+" = ?", r.New, r.Old.MerchantID, r.Old.ID, r.Old.Sealed)
 			if err != nil {
 				return fmt.Errorf("%s of %s: %w", r.Old.Kind, r.Old.ID, err)
 			}

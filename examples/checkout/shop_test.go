@@ -354,10 +354,12 @@ func TestBackFromChallengeInChromium(t *testing.T) {
 }
 
 // TestStaleFormDuringChallengeInChromium: a pay page opened before the
-// payment went to the bank's page (another tab) still shows the form;
-// its confirm is refused (409 payment_unexpected_state, nothing charged)
-// and the shop sends the shopper to the order page, which says the bank
-// waits and leads back to its page. One charge in all.
+// payment went to the bank's page (another tab) still shows the form; a
+// card paid there cancels the pending challenge first, as Stripe cancels
+// a PaymentIntent awaiting authentication when it is confirmed again, and
+// pays: the order is Paid, the other tab's challenge page says it was
+// cancelled, and its Authenticate, answered late, charges nothing. One
+// charge in all.
 func TestStaleFormDuringChallengeInChromium(t *testing.T) {
 	e := newEnv(t)
 	b := newBrowser(t)
@@ -372,33 +374,30 @@ func TestStaleFormDuringChallengeInChromium(t *testing.T) {
 	b2.payInto3DS(e)
 
 	b.typeCard(cardOK, expiryOK, cvcOK)
-	if got := b.payAndSee(); got != "Awaiting payment" {
-		t.Fatalf("the stale form's Pay leads to an order page saying %q, want Awaiting payment\n%s", got, b.Page())
+	if got := b.payAndSee(); got != "Paid" {
+		t.Fatalf("the stale form's Pay leads to an order page saying %q, want Paid\n%s", got, b.Page())
 	}
 	if got, want := b.path(), "/orders/"+order; got != want {
 		t.Errorf("the stale form's Pay leads to %s, want %s", got, want)
 	}
-	if got := b.text("awaiting"); !strings.Contains(got, "authentication is pending") || !strings.Contains(got, "Continue paying") {
-		t.Errorf("the order page says %q, want authentication pending and a link to continue", got)
-	}
 	id, status := e.paymentStatus(order)
-	if fx := e.sim.Effects(id); status != "requires_action" || fx.Authorizations != 0 {
-		t.Fatalf("after the stale form's Pay: payment %s is %s, effects %+v; want requires_action, nothing authorized", id, status, fx)
+	want := func(what string) {
+		t.Helper()
+		if fx := e.sim.Effects(id); status != "succeeded" || fx.Authorizations != 1 || fx.AuthorizationsDeclined != 1 ||
+			fx.Captures != 1 || fx.AmountCaptured != 2000 {
+			t.Fatalf("%s: payment %s is %s, effects %+v; want succeeded, one sale of 2000 and the cancelled challenge declined",
+				what, id, status, fx)
+		}
 	}
-	b.Step("continue paying", chromedp.Click(chromedp.ID("pay-link")), chromedp.WaitVisible(chromedp.ID("continue")),
-		chromedp.Click(chromedp.ID("continue")), chromedp.WaitVisible(chromedp.CSS(`button[value="authenticate"]`)))
-	b.onChallenge(e)
-	if got := b.challenge("authenticate"); got != "Paid" {
-		t.Fatalf("the order page says %q after authenticating, want Paid\n%s", got, b.Page())
-	}
-	if fx := e.sim.Effects(id); fx.Authorizations != 1 || fx.Captures != 1 || fx.AmountCaptured != 2000 {
-		t.Errorf("the network's effects: %+v; want one authorization, one capture of 2000", fx)
-	}
-	// The first tab, still on the challenge page, finds it ended.
+	want("after the stale form's Pay")
+	// The other tab, still on the challenge page: reloaded, it says the
+	// authentication was cancelled, with no buttons.
 	b2.Step("reload the challenge in the other tab", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`a[href]`)))
-	if got := b2.Page(); !strings.Contains(got, "You authenticated this payment") {
-		t.Errorf("the other tab's challenge page: %s, want it ended", got)
+	if got := b2.Page(); !strings.Contains(got, "This authentication was cancelled") || strings.Contains(got, "Authenticate") {
+		t.Errorf("the other tab's challenge page: %s, want it cancelled, without its buttons", got)
 	}
+	_, status = e.paymentStatus(order)
+	want("after the other tab's reload")
 }
 
 // TestLastDecline: the order and pay pages say why the last card did

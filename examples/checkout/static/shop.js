@@ -85,9 +85,10 @@
       return;
     }
     if (r.error.code === 'payment_unexpected_state') {
-      // The payment no longer awaits a card: this form is stale (paid, or
-      // sent to the bank's page, from another tab). Nothing was charged
-      // by this attempt; the order page says where the payment is.
+      // The payment no longer awaits a card: this form is stale (paid
+      // from another tab, or its bank's page finishing as this confirm
+      // came). Nothing was charged by this attempt; the order page says
+      // where the payment is.
       location.assign(orderURL);
       return;
     }
