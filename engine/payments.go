@@ -189,7 +189,10 @@ func (e *Engine) authorize(ctx context.Context, call *Call, p *surgepay.Payment,
 	} else {
 		pan, err := e.openCardNumber(ctx, call, pm)
 		if err != nil {
-			return nil, err
+			// Nothing was sent: not performed, never an unknown outcome.
+			e.log.Error("a saved card's number cannot be opened (is this server's vault keyring complete?)",
+				"payment_method", pm.ID, "err", err)
+			return nil, &surgepay.ProviderError{Outcome: surgepay.NotPerformed, Op: "authorize", Err: errCardUnreadable}
 		}
 		req.Card = surgepay.ProviderCard{Number: surgepay.PAN(pan), ExpMonth: pm.ExpMonth, ExpYear: pm.ExpYear, CVC: cvc}
 	}
@@ -281,6 +284,11 @@ func providerFailure(perr error) error {
 	if perr == nil || !surgepay.IsNotPerformed(perr) {
 		return nil
 	}
+	if errors.Is(perr, errCardUnreadable) {
+		return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "card_unavailable", RetryAfter: 1,
+			Message: "the saved card cannot be read on this server now (its vault key is missing here); nothing was charged; " +
+				"it is safe to retry"}
+	}
 	if errors.Is(perr, surgepay.ErrKeyReused) {
 		return &surgepay.Error{Code: surgepay.EUNPROCESS, Reason: "idempotency_key_reused",
 			Message: "this Idempotency-Key was used with a different request"}
@@ -293,6 +301,11 @@ func providerFailure(perr error) error {
 	return &surgepay.Error{Code: surgepay.EUNAVAILABLE, Reason: "provider_unavailable", RetryAfter: retry,
 		Message: "the card network did not process the request; it is safe to retry"}
 }
+
+// errCardUnreadable is why an authorization was not sent: the saved
+// card's number does not open with this server's vault keyring (a key
+// not yet here, or retired too soon; or the blob altered).
+var errCardUnreadable = errors.New("the saved card's number cannot be opened with this server's vault keyring")
 
 // lookup resolves an unknown outcome by asking the provider for the
 // operation q names, a bounded number of times. A result that is still
