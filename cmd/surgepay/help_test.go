@@ -21,7 +21,7 @@ var commandNames = []string{
 	"keys", "keys create", "keys list", "keys revoke", "keys roll", "keys expire", "keys rotate",
 	"keys rotate-signing", "keys retire-signing", "keys make-primary", "keys reencrypt", "keys retire",
 	"merchants", "merchants create", "merchants list", "merchants show", "merchants disable", "merchants enable",
-	"audit", "audit list", "keys settlement", "processors", "processors seal", "processors check",
+	"audit", "audit list", "keys settlement", "processors", "processors seal", "processors reseal", "processors check",
 	"tax", "tax import",
 	"webhooks", "webhooks endpoints", "webhooks deliveries", "webhooks resend", "webhooks roll-secret",
 	"loadtest", "loadtest run", "loadtest compare", "loadtest merge", "loadtest table",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/internal/cli"
+	"github.com/surgepay/surgepay/internal/ops"
 	"github.com/surgepay/surgepay/provider/processors"
 	"github.com/surgepay/surgepay/provider/route"
 	"github.com/surgepay/surgepay/vault"
@@ -22,11 +23,14 @@ import (
 // stdin is what `surgepay processors seal` reads (a test replaces it).
 var stdin io.Reader = os.Stdin
 
-// cmdProcessors is `surgepay processors seal|check`.
+// cmdProcessors is `surgepay processors seal|reseal|check`.
 func cmdProcessors(args []string, stdout, stderr io.Writer) int {
-	sub, code, ok := cli.Subcommand(args, "processors", processorsUsage, []string{"seal", "check"}, stdout, stderr)
+	sub, code, ok := cli.Subcommand(args, "processors", processorsUsage, []string{"seal", "reseal", "check"}, stdout, stderr)
 	if !ok {
 		return code
+	}
+	if sub == "reseal" {
+		return ops.ProcessorsResealMain(args[1:], stdout, stderr)
 	}
 	if sub == "check" {
 		return cmdProcessorsCheck(args[1:], stdout, stderr)
@@ -81,10 +85,12 @@ func cmdProcessorsSeal(args []string, stdout, stderr io.Writer) int {
 }
 
 const processorsUsage = `Usage: surgepay processors seal --name NAME [--config FILE]
+       surgepay processors reseal --config FILE
        surgepay processors check [NAME] [--config FILE]
 
 seal prints a processor's secret key sealed under the card vault's
-keyring, for its [processors.NAME] section; check verifies each
+keyring, for its [processors.NAME] section; reseal seals the file's
+sealed secrets again under the primary key; check verifies each
 configured processor's credentials with a harmless read.
 
 See docs/processors.md.

@@ -9,7 +9,6 @@ import (
 	"github.com/surgepay/surgepay"
 	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/internal/cli"
-	"github.com/surgepay/surgepay/vault"
 )
 
 // KeysReencryptUsage is `surgepay keys reencrypt --help`.
@@ -67,13 +66,8 @@ func VaultKeysMain(ctx context.Context, sub string, args []string, stdout, stder
 	if sub == "retire" {
 		err = RetireVaultKey(ctx, s, cfg, rest[0], o, stdout)
 	} else {
-		var keys *vault.Keyring
-		if v := os.Getenv(vault.EnvVar); v != "" {
-			keys, err = vault.FromEnv(v)
-		} else {
-			keys, err = vault.Load(cfg.KeyringFile)
-		}
-		if err == nil {
+		keys, kerr := loadKeyring(cfg)
+		if err = kerr; err == nil {
 			err = Reencrypt(ctx, s, keys, o, stdout)
 		}
 	}
