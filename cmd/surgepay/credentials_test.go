@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -47,14 +46,7 @@ func TestCLICredentialChangesReachServe(t *testing.T) {
 			}
 			s := startServe(t, cfg)
 			ctx := context.Background()
-			cli := func(args ...string) string {
-				t.Helper()
-				var stdout, stderr bytes.Buffer
-				if code := run(ctx, append(args, "--config", file), &stdout, &stderr); code != 0 {
-					t.Fatalf("%s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
-				}
-				return stdout.String()
-			}
+			cli := func(args ...string) string { t.Helper(); return runConfig(ctx, t, file, args...) }
 			field := func(out, prefix string) string {
 				t.Helper()
 				for _, f := range strings.Fields(out) {

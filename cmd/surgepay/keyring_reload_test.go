@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"os"
@@ -25,14 +24,7 @@ import (
 func TestKeyringReload(t *testing.T) {
 	file, cfg, srv := serveFromFile(t, "[merchants.default]\ncheckout_client_rate = 1000 # the test polls a client secret from one address\n")
 	dir := cfg.DataDir
-	cli := func(args ...string) string {
-		t.Helper()
-		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), append(args, "--config", file), &stdout, &stderr); code != 0 {
-			t.Fatalf("surgepay %s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
-		}
-		return stdout.String()
-	}
+	cli := func(args ...string) string { t.Helper(); return runConfig(context.Background(), t, file, args...) }
 	var pk string
 	for _, f := range strings.Fields(cli("keys", "create", "--publishable")) {
 		if strings.HasPrefix(f, "pk_test_") {

@@ -20,14 +20,7 @@ import (
 // old key) still succeeds.
 func TestKeysReencryptBesideServe(t *testing.T) {
 	file, cfg, srv := serveFromFile(t, "")
-	cli := func(args ...string) string {
-		t.Helper()
-		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), append(args, "--config", file), &stdout, &stderr); code != 0 {
-			t.Fatalf("surgepay %s: exit %d: %s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
-		}
-		return stdout.String()
-	}
+	cli := func(args ...string) string { t.Helper(); return runConfig(context.Background(), t, file, args...) }
 	c := newClient(srv.url, readDevKey(t, cfg.DataDir))
 	var cus, pm object
 	c.must(t, "POST", "/v1/customers", "cus", map[string]any{"name": "Ada"}, http.StatusOK, &cus)
@@ -60,4 +53,15 @@ func TestKeysReencryptBesideServe(t *testing.T) {
 	if p.Status != "succeeded" {
 		t.Fatalf("a sale on the re-encrypted card after the old key was retired: %s, want succeeded", p.Status)
 	}
+}
+
+// runConfig runs the command line args with --config file and returns
+// its stdout; a non-zero exit fails t.
+func runConfig(ctx context.Context, t *testing.T, file string, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, append(args, "--config", file), &stdout, &stderr); code != 0 {
+		t.Fatalf("surgepay %s: exit %d: %s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	}
+	return stdout.String()
 }

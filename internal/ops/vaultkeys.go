@@ -223,9 +223,9 @@ func RetireVaultKey(ctx context.Context, s surgepay.Store, cfg config.Config, id
 		left.write(out, "still under "+id+":")
 		slices.Sort(sealedConfig)
 		for _, f := range sealedConfig {
-			fmt.Fprintf(out, "still under %s: %s (seal it again: surgepay processors seal)\n", id, f)
+			fmt.Fprintf(out, "still under %s: %s (seal it again: surgepay processors reseal, or processors seal where the environment gives it)\n", id, f)
 		}
-		return fmt.Errorf("retire %s: still in use; run `surgepay keys reencrypt` (and seal the processors' secrets again), then retire", id)
+		return fmt.Errorf("retire %s: still in use; run `surgepay keys reencrypt` (and `surgepay processors reseal`), then retire", id)
 	}
 	if err := keys.Retire(id); err != nil {
 		return err
