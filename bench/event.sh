@@ -26,7 +26,9 @@
 # BENCH_KEEP_DATA=1 (keep the run's data folder, BENCH_DIR/data.XXXXXX,
 # which is otherwise removed at the end: it is made fresh for each run
 # and holds gigabytes after a half hour; nothing else is ever removed),
-# BENCH_LOADTEST_FLAGS (more loadtest flags),
+# BENCH_LOADTEST_FLAGS (more loadtest flags), BENCH_LOG_LEVEL (the
+# server's log_level, default warn; info adds how long a restart read
+# back the idempotency keys not yet indexed, in BENCH_DIR/serve.err),
 # BENCH_SERVE_TOML (more serve configuration, placed before the merchant's
 # table: top-level keys first, then tables such as [sqlite]),
 # BENCH_PAUSE=AT:SECONDS (stop the server with SIGSTOP AT seconds into the
@@ -72,7 +74,7 @@ cat >"$dir/event.toml" <<EOF
 listen = "127.0.0.1:$port"
 admin_listen = "127.0.0.1:$admin"
 data_dir = "$data"
-log_level = "warn"
+log_level = "${BENCH_LOG_LEVEL:-warn}"
 ${BENCH_SERVE_TOML:-}
 [merchants.default]
 $merchant

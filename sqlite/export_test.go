@@ -51,3 +51,13 @@ func MigrateTo(ctx context.Context, path string, version int) error {
 	defer db.Close()
 	return migrate(ctx, db, ms, nil)
 }
+
+// SetIdemSaveChunk sets the fewest entries of the memory table of
+// idempotency keys one row of idempotency_saved holds. Call it before
+// the first Apply.
+func (db *DB) SetIdemSaveChunk(n int) { db.writer.idem.saveChunk = n }
+
+// IdemReadBack returns what Open read back into the memory table of
+// idempotency keys: entries from idempotency_saved, and records read one
+// by one.
+func (db *DB) IdemReadBack() (saved, read int) { return db.recentSaved, db.recentRead }

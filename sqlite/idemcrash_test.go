@@ -29,12 +29,23 @@ const idemCrashEnv = "SURGEPAY_SQLITE_IDEM_CRASH"
 // takes more than one commit and a crash can cut it.
 const idemCrashTableMax = 160
 
+// idemCrashSaveChunk is how often the crash test's writer saves its memory
+// table (idempotency_saved): a few times a table, so that each crash
+// leaves saved rows, records after them, and merges that delete some.
+const idemCrashSaveChunk = 24
+
+// idemCrashReadMax is the most records an Open after a crash may read one
+// by one: those after the newest saved row, at most a save's worth and
+// the batches committed after it (16 sales in flight).
+const idemCrashReadMax = idemCrashSaveChunk + 4*16
+
 // TestIdempotencyKeysAfterCrash (issue 35 item 6): a process taking sales
 // with idempotency keys dies by SIGKILL at a random point, three times
 // over on one database, with a memory table small enough that each dies
 // with keys in memory only, a table frozen and a merge half written. Open
 // reads the unindexed keys back into memory (it no longer indexes them
-// before serving): after each crash every acknowledged key is found and
+// before serving), most from the rows the writer saved as the table
+// filled and the rest one by one: after each crash every acknowledged key is found and
 // refused a second time, no key is stored twice, and sales go on; once
 // enough more sales have merged the tables, the same holds after a clean
 // reopen.
@@ -73,6 +84,7 @@ func TestIdempotencyKeysAfterCrash(t *testing.T) {
 	// Enough sales to freeze and merge what the crashes left, then a
 	// clean reopen.
 	db = open(t, sqlite.Config{Path: path, IdempotencyTableMax: idemCrashTableMax})
+	db.SetIdemSaveChunk(idemCrashSaveChunk)
 	for range 4 * idemCrashTableMax {
 		w, _ := purchase(merchant)
 		if err := db.Apply(t.Context(), w); err != nil {
@@ -102,6 +114,14 @@ func checkKeysAfterCrash(t *testing.T, what string, cfg sqlite.Config, merchant 
 	if n := rawCount(t, cfg.Path, "SELECT count(*) - count(DISTINCT merchant_id || ' ' || key) FROM idempotency"); n != 0 {
 		t.Fatalf("%s: %d keys stored twice", what, n)
 	}
+	// Open read back every record not yet indexed, most of them from
+	// the saved rows.
+	saved, read := db.IdemReadBack()
+	unindexed := rawCount(t, cfg.Path, "SELECT count(*) FROM idempotency WHERE rowid > (SELECT indexed_upto FROM deferred_indexes WHERE name = 'idempotency')")
+	if saved+read != unindexed || read > idemCrashReadMax {
+		t.Fatalf("%s: Open read back %d saved entries and %d records one by one; want %d in all, at most %d one by one",
+			what, saved, read, unindexed, idemCrashReadMax)
+	}
 	for _, key := range acked {
 		wantRecord(t, db, merchant, key)
 	}
@@ -129,6 +149,7 @@ func idemCrashChild(t *testing.T, env string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	db.SetIdemSaveChunk(idemCrashSaveChunk)
 	var mu sync.Mutex
 	acked := 0
 	for range 16 {

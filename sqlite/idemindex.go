@@ -8,10 +8,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/surgepay/surgepay"
 )
@@ -39,12 +41,15 @@ import (
 // hash (idemfilter.go). The purge deletes a run whole once every record
 // it indexes is purged (dropRuns).
 //
-// What survives a crash is the rows; the memory table is rebuilt from them
-// by the next Open (indexRecent), which reads every row after
-// indexed_upto into it before the writer starts. Only the process that holds the
-// DB's writer adds records to its memory table: another process writing
-// idempotency records to the same file at the same time would not see the
-// newest of them (no surgepay command but serve writes any).
+// What survives a crash is the rows, and the memory table's entries saved
+// as it fills: every idemSaveChunk records, a transaction appends their
+// (rowid, hash) entries as one row of idempotency_saved (migration 0022).
+// The next Open (indexRecent) reads those rows back into the memory
+// table, and then only the records after the newest of them, before the
+// writer starts. Only the process that holds the DB's writer adds records
+// to its memory table: another process writing idempotency records to the
+// same file at the same time would not see the newest of them (no surgepay
+// command but serve writes any).
 
 // IdempotencyTableMaxDefault is the default Config.IdempotencyTableMax:
 // 262,144 entries, about 10 MiB in memory, twice over while one table is
@@ -75,6 +80,17 @@ const idemFlushRows = 64
 // indexRecentRows is how many rows one read of indexRecent takes: short
 // read transactions, so that checkpoints are not held back long.
 const indexRecentRows = 4096
+
+// idemSaveChunk is the fewest entries of the memory table one row of
+// idempotency_saved holds: the first transaction after that many records
+// since the last row appends one (about 37 KiB, 9 bytes an entry, some 20
+// bytes written a sale with the checkpoint's copy, of 5,300; one row every
+// 0.8 s at 5,000 sales/s), and a restart reads at most about this many
+// records one by one (10 ms) after the saved rows. On a slow host a
+// restart with 275,000 keys not yet indexed was ready in 0.12-0.14 s,
+// where reading and hashing every one of their records took 0.67-0.86 s
+// (bench/RESULTS.md#overload-and-stalls).
+const idemSaveChunk = 4096
 
 // idemHash is the key of idempotency_index for merchantID's key: the first
 // 8 bytes of SHA-256 over merchantID, a zero byte and key, as a signed
@@ -176,10 +192,20 @@ type idemIndex struct {
 	// Rows up to purgedUpto are purged: their entries are not merged.
 	// txPurgedUpto is the open transaction's.
 	purgedUpto, txPurgedUpto int64
+
+	// Every record up to savedUpto is in idempotency_index or a row of
+	// idempotency_saved; unsaved holds the committed entries after it, in
+	// rowid order, until a transaction saves them (saveStep): txSaved of
+	// them, up to txSavedUpto, in the open transaction.
+	saveChunk   int // idemSaveChunk
+	savedUpto   int64
+	unsaved     []idemEntry
+	txSaved     int
+	txSavedUpto int64
 }
 
 func newIdemIndex(tableMax, runsMax int) *idemIndex {
-	return &idemIndex{active: newIdemTable(), tableMax: tableMax, runsMax: runsMax, dropMin: idemRunDropChunk,
+	return &idemIndex{active: newIdemTable(), tableMax: tableMax, runsMax: runsMax, dropMin: idemRunDropChunk, saveChunk: idemSaveChunk,
 		sorted: make(chan []idemEntry, 1),
 		filter: newIdemFilter()}
 }
@@ -199,6 +225,7 @@ func (x *idemIndex) candidates(h int64) []int64 {
 type idemStmts struct {
 	row, last, after, mergeMany, mergeOne, state, purgeScan, purgeRows *sql.Stmt
 	runs, newRun, extendRun, deadRun, dropEntries, dropRun             *sql.Stmt
+	save, saveStale, saveMerged                                        *sql.Stmt
 }
 
 func (s *idemStmts) prepare(ctx context.Context, conn *sql.Conn) error {
@@ -225,6 +252,11 @@ func (s *idemStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&s.dropEntries, "DELETE FROM idempotency_index WHERE run = ?1 AND hash <= coalesce(" +
 			"(SELECT hash FROM idempotency_index WHERE run = ?1 ORDER BY hash LIMIT 1 OFFSET ?2), 9223372036854775807)"},
 		{&s.dropRun, "DELETE FROM idempotency_runs WHERE run = ?1 AND NOT EXISTS (SELECT 1 FROM idempotency_index WHERE run = ?1)"},
+		{&s.save, "INSERT INTO idempotency_saved (upto, after, entries) VALUES (?, ?, ?)"},
+		// Rows past the contiguous ones Open used (a gap, or a row it
+		// could not read): the records they cover are in unsaved again.
+		{&s.saveStale, "DELETE FROM idempotency_saved WHERE upto > ?"},
+		{&s.saveMerged, "DELETE FROM idempotency_saved WHERE upto <= ?"},
 	} {
 		st, err := conn.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -238,7 +270,7 @@ func (s *idemStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 func (s *idemStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{s.row, s.last, s.after, s.mergeMany, s.mergeOne, s.state, s.purgeScan, s.purgeRows,
-		s.runs, s.newRun, s.extendRun, s.deadRun, s.dropEntries, s.dropRun} {
+		s.runs, s.newRun, s.extendRun, s.deadRun, s.dropEntries, s.dropRun, s.save, s.saveStale, s.saveMerged} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -335,6 +367,7 @@ func (w *writer) absorb() error {
 	}
 	x.mu.Unlock()
 	x.filter.again(len(es), hash)
+	x.unsaved = append(x.unsaved, es...)
 	return nil
 }
 
@@ -411,9 +444,70 @@ func (w *writer) mergeStep() error {
 		if _, err := w.idemSt.state.ExecContext(context.Background(), x.frozenMax); err != nil {
 			return fmt.Errorf("merge idempotency index: state: %w", err)
 		}
+		// The saved entries of what the merge indexed.
+		if _, err := w.idemSt.saveMerged.ExecContext(context.Background(), x.frozenMax); err != nil {
+			return fmt.Errorf("merge idempotency index: saved entries: %w", err)
+		}
 		x.txDone = true
 	}
 	return nil
+}
+
+// saveStep appends the committed entries not yet saved as one row of
+// idempotency_saved inside the open transaction, once there are
+// saveChunk of them: at most idemSaveRowsMax chunks' worth (the records
+// an Open read one by one, the first time after an upgrade, take a few
+// transactions).
+func (w *writer) saveStep() error {
+	x := w.idem
+	if len(x.unsaved) < x.saveChunk {
+		return nil
+	}
+	es := x.unsaved[:min(len(x.unsaved), idemSaveRowsMax*x.saveChunk)]
+	upto := es[len(es)-1].row
+	if _, err := w.idemSt.saveStale.ExecContext(context.Background(), x.savedUpto); err != nil {
+		return fmt.Errorf("save idempotency entries: %w", err)
+	}
+	if _, err := w.idemSt.save.ExecContext(context.Background(), upto, x.savedUpto, encodeSaved(x.savedUpto, es)); err != nil {
+		return fmt.Errorf("save idempotency entries: %w", err)
+	}
+	x.txSaved, x.txSavedUpto = len(es), upto
+	return nil
+}
+
+// idemSaveRowsMax bounds one row of idempotency_saved to this many times
+// idemSaveChunk entries (about 600 KiB).
+const idemSaveRowsMax = 16
+
+// encodeSaved returns es, in rowid order after after, as a row's entries
+// (migration 0022): each rowid's difference from the one before as a
+// uvarint, then the hash's 8 bytes, big-endian.
+func encodeSaved(after int64, es []idemEntry) []byte {
+	b := make([]byte, 0, len(es)*(8+3))
+	prev := after
+	for _, e := range es {
+		b = binary.AppendUvarint(b, uint64(e.row-prev))      //nolint:gosec // G115: rowids ascend
+		b = binary.BigEndian.AppendUint64(b, uint64(e.hash)) //nolint:gosec // G115: the hash's 64 bits, reinterpreted
+		prev = e.row
+	}
+	return b
+}
+
+// decodeSaved appends to es the entries of a row of idempotency_saved
+// that covers (after, upto], and reports whether they were whole, in
+// ascending order and within that range.
+func decodeSaved(es []idemEntry, after, upto int64, b []byte) ([]idemEntry, bool) {
+	row := after
+	for len(b) > 0 {
+		d, n := binary.Uvarint(b)
+		if n <= 0 || d == 0 || len(b) < n+8 || row >= upto || d > uint64(upto-row) { //nolint:gosec // G115: upto > row here
+			return es, false
+		}
+		row += int64(d)                                                             //nolint:gosec // G115: at most upto - row
+		es = append(es, idemEntry{int64(binary.BigEndian.Uint64(b[n : n+8])), row}) //nolint:gosec // G115: the hash's 64 bits, reinterpreted
+		b = b[n+8:]
+	}
+	return es, true
 }
 
 // itemFailed forgets the records an item reserved since mark: its guard
@@ -424,12 +518,17 @@ func (x *idemIndex) itemFailed(mark int) { x.pending = x.pending[:mark] }
 func (x *idemIndex) rolledBack() {
 	x.pending = x.pending[:0]
 	x.txMerged, x.txDone, x.txPurgedUpto = 0, false, 0
+	x.txSaved, x.txSavedUpto = 0, 0
 }
 
 // committed moves the transaction's records into the active table, ends a
 // finished merge, and freezes the active table once it is full.
 func (x *idemIndex) committed() {
 	x.purgedUpto = max(x.purgedUpto, x.txPurgedUpto)
+	if x.txSaved > 0 {
+		x.unsaved = append(x.unsaved[:0], x.unsaved[x.txSaved:]...)
+		x.savedUpto, x.txSaved, x.txSavedUpto = x.txSavedUpto, 0, 0
+	}
 	if len(x.pending) == 0 && x.txMerged == 0 && !x.txDone {
 		x.txPurgedUpto = 0
 		return
@@ -445,6 +544,7 @@ func (x *idemIndex) committed() {
 	x.mu.Lock()
 	for _, p := range x.pending {
 		x.active.add(p.hash, p.row)
+		x.unsaved = append(x.unsaved, idemEntry{p.hash, p.row})
 	}
 	x.merged += x.txMerged
 	if x.txDone {
@@ -474,15 +574,19 @@ func (x *idemIndex) committed() {
 // tables a stopped process held (the active one, and a frozen one whose
 // merge it had not finished), as they were, and sets the next rowid. It
 // runs at Open, before the writer starts, and only reads: a restart in the
-// middle of an event is ready once these rows are read and hashed (a
-// fraction of a second for the 2 × IdempotencyTableMax rows there are at
-// most), where indexing them into idempotency_index first took ten
-// seconds at 266,000. The first commit that finds the table full
-// freezes it and merges it in the background of the commits, as at any
+// middle of an event is ready once these entries are read. Most come from
+// the rows of idempotency_saved, as far as they are contiguous; the
+// records after those are read and hashed one by one (at most about
+// idemSaveChunk), and are the first the writer saves again. Reading and
+// hashing every record took 1.1-1.2 s on a slow host at 270,000 of them
+// (there are at most 2 × IdempotencyTableMax), and indexing them into
+// idempotency_index first, ten seconds at 266,000. The first commit that
+// finds the table full freezes it and merges it in the background of the commits, as at any
 // other time. Entries of a merge the stopped process left half done stay
 // in their run and are merged again in the new one: a lookup meets the
 // same row twice, and the purge drops both runs in turn.
-func (db *DB) indexRecent(ctx context.Context) error {
+func (db *DB) indexRecent(ctx context.Context, log *slog.Logger) error {
+	start := time.Now()
 	x := db.writer.idem
 	var upto, maxRow int64
 	if err := db.wconn.QueryRowContext(ctx, "SELECT indexed_upto, (SELECT coalesce(max(rowid), 0) FROM idempotency) FROM deferred_indexes WHERE name = 'idempotency'").
@@ -490,21 +594,75 @@ func (db *DB) indexRecent(ctx context.Context) error {
 		return fmt.Errorf("read idempotency index state: %w", err)
 	}
 	x.next = max(upto, maxRow) + 1
-	for upto < maxRow {
-		last, err := db.loadRows(ctx, upto)
+	// Most of the table's entries come back at once: no growing.
+	x.active = &idemTable{rows: make(map[int64]int64, min(max(maxRow-upto, 0), 2*int64(x.tableMax)))}
+	saved, err := db.loadSaved(ctx, upto)
+	if err != nil {
+		return err
+	}
+	x.savedUpto = saved
+	db.recentSaved = x.active.len()
+	for saved < maxRow {
+		last, err := db.loadRows(ctx, saved)
 		if err != nil {
-			return fmt.Errorf("read idempotency records after %d: %w", upto, err)
+			return fmt.Errorf("read idempotency records after %d: %w", saved, err)
 		}
-		if last == upto {
+		if last == saved {
 			break
 		}
-		upto = last
+		saved = last
+	}
+	db.recentRead = len(x.unsaved)
+	if log != nil && (db.recentSaved > 0 || db.recentRead > 0) {
+		log.Info("idempotency keys not yet indexed read back", "saved_entries", db.recentSaved,
+			"records_read", db.recentRead, "duration", time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }
 
+// loadSaved adds to the active table the entries of the rows of
+// idempotency_saved after indexed upto, as far as they are contiguous, and
+// returns the rowid up to which they cover the records.
+func (db *DB) loadSaved(ctx context.Context, upto int64) (int64, error) {
+	x := db.writer.idem
+	rows, err := db.wconn.QueryContext(ctx, "SELECT upto, after, entries FROM idempotency_saved WHERE upto > ? ORDER BY upto", upto)
+	if err != nil {
+		return upto, fmt.Errorf("read saved idempotency entries: %w", err)
+	}
+	defer rows.Close() //nolint:errcheck // read-only: closed and checked at the end; this one is for the early returns
+	covered := upto
+	var es []idemEntry
+	var entries []byte
+	for rows.Next() {
+		var to, after int64
+		if err := rows.Scan(&to, &after, &entries); err != nil {
+			return upto, fmt.Errorf("read saved idempotency entries: %w", err)
+		}
+		if after > covered {
+			break // a gap: the records from covered on are read one by one
+		}
+		var ok bool
+		if es, ok = decodeSaved(es[:0], after, to, entries); !ok {
+			// Not a row this writer wrote: the records from covered on
+			// are read one by one.
+			break
+		}
+		for _, e := range es {
+			if e.row > covered {
+				x.active.add(e.hash, e.row)
+			}
+		}
+		covered = to
+	}
+	if err := rows.Close(); err != nil {
+		return upto, fmt.Errorf("read saved idempotency entries: %w", err)
+	}
+	return covered, nil
+}
+
 // loadRows adds up to indexRecentRows rows after upto to the active
-// table and returns the last rowid it read (upto if none).
+// table and to the entries to save, and returns the last rowid it read
+// (upto if none).
 func (db *DB) loadRows(ctx context.Context, upto int64) (int64, error) {
 	x := db.writer.idem
 	rows, err := db.wconn.QueryContext(ctx, "SELECT rowid, merchant_id, key FROM idempotency WHERE rowid > ? ORDER BY rowid LIMIT ?",
@@ -520,7 +678,9 @@ func (db *DB) loadRows(ctx context.Context, upto int64) (int64, error) {
 		if err := rows.Scan(&row, &merchantID, &key); err != nil {
 			return upto, err
 		}
-		x.active.add(idemHash(merchantID, key), row)
+		h := idemHash(merchantID, key)
+		x.active.add(h, row)
+		x.unsaved = append(x.unsaved, idemEntry{h, row})
 		last = row
 	}
 	return last, rows.Close()

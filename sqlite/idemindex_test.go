@@ -152,6 +152,139 @@ func TestIdempotencyIndexDeferred(t *testing.T) {
 	}
 }
 
+// rawExec runs a statement on a separate connection to the file at path,
+// as a damaged or older file would have it.
+func rawExec(t testing.TB, path, query string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(t.Context(), query); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// TestIdempotencySavedEntries (issue 35 item 6): the memory table of keys
+// is saved as it fills (idempotency_saved), and Open reads it back from
+// there, reading one by one only the records after the newest saved row;
+// a gap in the saved rows, or a row it cannot read, makes Open read the
+// records from there on one by one, and the writer saves them again; a
+// merge that ends deletes the saved rows it indexed. Every key stays
+// found and taken throughout.
+func TestIdempotencySavedEntries(t *testing.T) {
+	const chunk, batch = 16, 8
+	path := filepath.Join(t.TempDir(), "surgepay.db")
+	var keys []string
+	var m *surgepay.Merchant
+	reopen := func(cfg sqlite.Config) *sqlite.DB {
+		t.Helper()
+		cfg.Path = path
+		db, err := sqlite.Open(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		db.SetIdemSaveChunk(chunk)
+		return db
+	}
+	sell := func(db *sqlite.DB, n int) {
+		t.Helper()
+		for range n / batch {
+			var ws []*surgepay.Write
+			for range batch {
+				w, _ := purchase(m.ID)
+				ws = append(ws, w)
+				keys = append(keys, w.Idempotency.Key)
+			}
+			for i, err := range applyAll(t, db, ws) {
+				if err != nil {
+					t.Fatalf("Apply %d: %v", i, err)
+				}
+			}
+		}
+	}
+	closeDB := func(db *sqlite.DB) {
+		t.Helper()
+		if err := db.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	unindexed := func() int {
+		return rawCount(t, path, "SELECT count(*) FROM idempotency WHERE rowid > (SELECT indexed_upto FROM deferred_indexes WHERE name = 'idempotency')")
+	}
+	// readBack fails t unless Open read back every record after
+	// indexed_upto once, and read one by one those it should: at most
+	// maxRead, or at least minRead.
+	readBack := func(what string, db *sqlite.DB, minRead, maxRead int) {
+		t.Helper()
+		saved, read := db.IdemReadBack()
+		if want := unindexed(); saved+read != want {
+			t.Fatalf("%s: Open read back %d saved entries and %d records; want %d in all", what, saved, read, want)
+		}
+		if read < minRead || read > maxRead {
+			t.Fatalf("%s: Open read %d records one by one (and %d saved entries); want %d to %d", what, read, saved, minRead, maxRead)
+		}
+		for _, k := range keys {
+			wantRecord(t, db, m.ID, k)
+		}
+		wantTaken(t, db, m.ID, keys[0])
+		wantTaken(t, db, m.ID, keys[len(keys)/2])
+		wantTaken(t, db, m.ID, keys[len(keys)-1])
+	}
+
+	// No merge: every record is in the memory table.
+	db := reopen(sqlite.Config{})
+	m = newMerchant(t, db)
+	sell(db, 304)
+	closeDB(db)
+	if n := rawCount(t, path, "SELECT count(*) FROM idempotency_saved"); n < 304/(chunk+batch) {
+		t.Fatalf("idempotency_saved holds %d rows after 304 sales, saving every %d entries", n, chunk)
+	}
+	db = reopen(sqlite.Config{})
+	readBack("saved", db, 0, chunk+batch)
+	sell(db, 96)
+	closeDB(db)
+
+	// A gap: the records after it are read one by one, and saved again.
+	rawExec(t, path, "DELETE FROM idempotency_saved WHERE upto = (SELECT upto FROM idempotency_saved ORDER BY upto LIMIT 1 OFFSET 5)")
+	db = reopen(sqlite.Config{})
+	readBack("after a gap", db, 200, len(keys))
+	sell(db, 96)
+	closeDB(db)
+	db = reopen(sqlite.Config{})
+	readBack("saved again after a gap", db, 0, chunk+batch)
+	closeDB(db)
+
+	// A row that does not decode: the same.
+	rawExec(t, path, "UPDATE idempotency_saved SET entries = x'00' WHERE upto = (SELECT upto FROM idempotency_saved ORDER BY upto LIMIT 1 OFFSET 3)")
+	db = reopen(sqlite.Config{})
+	readBack("after a damaged row", db, 200, len(keys))
+	sell(db, 96)
+	closeDB(db)
+	db = reopen(sqlite.Config{})
+	readBack("saved again after a damaged row", db, 0, chunk+batch)
+	closeDB(db)
+
+	// Merges: a small memory table freezes and merges; each merge that
+	// ends deletes the saved rows it indexed, and Open reads back only
+	// what is not yet indexed.
+	const tableMax = 64
+	db = reopen(sqlite.Config{IdempotencyTableMax: tableMax})
+	sell(db, 600)
+	closeDB(db)
+	upto := rawCount(t, path, "SELECT indexed_upto FROM deferred_indexes WHERE name = 'idempotency'")
+	if upto == 0 {
+		t.Fatal("no merge ended in 600 sales with a memory table of 64")
+	}
+	if n := rawCount(t, path, fmt.Sprintf("SELECT count(*) FROM idempotency_saved WHERE upto <= %d", upto)); n != 0 {
+		t.Fatalf("%d saved rows cover only records indexed up to %d: a merge that ended kept them", n, upto)
+	}
+	db = reopen(sqlite.Config{IdempotencyTableMax: tableMax})
+	readBack("after merges", db, 0, chunk+batch)
+	closeDB(db)
+}
+
 // TestIdempotencyPurgeDeferredIndex purges expired records wherever their
 // key is (merged or in memory): they are gone, the newer ones stay, a
 // purged key is free again, and the runs of idempotency_index whose

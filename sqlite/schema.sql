@@ -117,6 +117,11 @@ CREATE TABLE idempotency_runs (
 	run  INTEGER PRIMARY KEY,
 	upto INTEGER NOT NULL
 ) STRICT;
+CREATE TABLE idempotency_saved (
+	upto    INTEGER PRIMARY KEY,
+	after   INTEGER NOT NULL,
+	entries BLOB NOT NULL
+) STRICT;
 CREATE TABLE merchants (
 	id      TEXT NOT NULL PRIMARY KEY,
 	name    TEXT NOT NULL,

@@ -339,6 +339,10 @@ type DB struct {
 
 	filterStop context.CancelFunc // ends runIdemFilter
 	filterDone chan struct{}
+	// recentSaved and recentRead are the entries Open read back from
+	// idempotency_saved and the records it read one by one
+	// (indexRecent).
+	recentSaved, recentRead int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -448,7 +452,7 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	db.writer.times.log, db.writer.times.slow, db.writer.times.onSlow = cfg.Logger, cfg.SlowCommit, cfg.OnSlowCommit
 	db.writer.idem = newIdemIndex(cfg.IdempotencyTableMax, cfg.IdempotencyRunsMax)
 	db.writer.cust.rows = int64(cfg.CustomerMergeRows)
-	if err := db.indexRecent(ctx); err != nil {
+	if err := db.indexRecent(ctx, cfg.Logger); err != nil {
 		return err
 	}
 	if err := db.openCustMerge(ctx); err != nil {

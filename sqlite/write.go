@@ -382,12 +382,17 @@ func (db *DB) commitTx(items []*groupcommit.Item[*op]) error {
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
 	lap(phaseApply, phaseMerge)
-	// A chunk of the deferred indexes' tails (idemindex.go, custindex.go).
+	// A chunk of the deferred indexes' tails (idemindex.go, custindex.go),
+	// and the memory table's entries saved as it fills.
 	if err := w.mergeStep(); err != nil {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
 	if err := w.mergeCustomers(len(items)); err != nil {
+		rollback()
+		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
+	}
+	if err := w.saveStep(); err != nil {
 		rollback()
 		return fmt.Errorf("sqlite: commit batch of %d: %w", len(items), err)
 	}
