@@ -61,3 +61,27 @@ func (db *DB) SetIdemSaveChunk(n int) { db.writer.idem.saveChunk = n }
 // idempotency keys: entries from idempotency_saved, and records read one
 // by one.
 func (db *DB) IdemReadBack() (saved, read int) { return db.recentSaved, db.recentRead }
+
+// IdemFilterLoaded reports whether Open's filter of idempotency keys came
+// from its saved file, and how many entries of idempotency_index it read
+// to complete it.
+func (db *DB) IdemFilterLoaded() (bool, int) {
+	n := db.writer.idem.filter.loaded.Load()
+	return n > 0, int(max(n-1, 0))
+}
+
+// IdemFilterSaved is the newest run of idempotency_index the last save of
+// the filter covered and that run's upto then (0, 0: none saved).
+func (db *DB) IdemFilterSaved() (run, upto int64) {
+	if s := db.writer.idem.filter.saved.Load(); s != nil {
+		return s.run, s.upto
+	}
+	return 0, 0
+}
+
+// IdemFilterMayHold reports whether the filter in use may hold merchantID's
+// key (true while none is built).
+func (db *DB) IdemFilterMayHold(merchantID, key string) bool {
+	b := db.writer.idem.filter.cur.Load()
+	return b == nil || b.mayContain(idemHash(merchantID, key))
+}

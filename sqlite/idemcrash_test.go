@@ -34,6 +34,10 @@ const idemCrashTableMax = 160
 // leaves saved rows, records after them, and merges that delete some.
 const idemCrashSaveChunk = 24
 
+// idemCrashFilterKeys sizes the crash test's filter of stored keys small,
+// so that saving it after each merge is quick.
+const idemCrashFilterKeys = 1 << 16
+
 // idemCrashReadMax is the most records an Open after a crash may read one
 // by one: those after the newest saved row, at most a save's worth and
 // the batches committed after it (16 sales in flight).
@@ -78,12 +82,12 @@ func TestIdempotencyKeysAfterCrash(t *testing.T) {
 		if len(acked)-n < after {
 			t.Fatalf("child %d acknowledged %d sales, want at least %d; output:\n%s", i, len(acked)-n, after, out)
 		}
-		cfg := sqlite.Config{Path: path, IdempotencyTableMax: idemCrashTableMax}
+		cfg := sqlite.Config{Path: path, IdempotencyTableMax: idemCrashTableMax, IdempotencyFilterKeys: idemCrashFilterKeys}
 		checkKeysAfterCrash(t, fmt.Sprintf("after crash %d", i+1), cfg, merchant, acked)
 	}
 	// Enough sales to freeze and merge what the crashes left, then a
 	// clean reopen.
-	db = open(t, sqlite.Config{Path: path, IdempotencyTableMax: idemCrashTableMax})
+	db = open(t, sqlite.Config{Path: path, IdempotencyTableMax: idemCrashTableMax, IdempotencyFilterKeys: idemCrashFilterKeys})
 	db.SetIdemSaveChunk(idemCrashSaveChunk)
 	for range 4 * idemCrashTableMax {
 		w, _ := purchase(merchant)
@@ -94,7 +98,7 @@ func TestIdempotencyKeysAfterCrash(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	checkKeysAfterCrash(t, "merged and reopened", sqlite.Config{Path: path, IdempotencyTableMax: idemCrashTableMax}, merchant, acked)
+	checkKeysAfterCrash(t, "merged and reopened", sqlite.Config{Path: path, IdempotencyTableMax: idemCrashTableMax, IdempotencyFilterKeys: idemCrashFilterKeys}, merchant, acked)
 	t.Logf("%d keys acknowledged over three crashes", len(acked))
 }
 
@@ -122,7 +126,15 @@ func checkKeysAfterCrash(t *testing.T, what string, cfg sqlite.Config, merchant 
 		t.Fatalf("%s: Open read back %d saved entries and %d records one by one; want %d in all, at most %d one by one",
 			what, saved, read, unindexed, idemCrashReadMax)
 	}
+	// The filter of stored keys, from its saved file if a merge ended
+	// before the crash, holds every key.
+	waitFilter(t, db)
+	loaded, read := db.IdemFilterLoaded()
+	t.Logf("%s: filter loaded from its file: %v (%d index entries read)", what, loaded, read)
 	for _, key := range acked {
+		if !db.IdemFilterMayHold(merchant, key) {
+			t.Fatalf("%s: the filter (loaded from its file: %v, %d index entries read) does not hold acknowledged key %s", what, loaded, read, key)
+		}
 		wantRecord(t, db, merchant, key)
 	}
 	for i := 0; i < len(acked); i += 7 {
@@ -145,7 +157,7 @@ func idemCrashChild(t *testing.T, env string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path, IdempotencyTableMax: idemCrashTableMax})
+	db, err := sqlite.Open(t.Context(), sqlite.Config{Path: path, IdempotencyTableMax: idemCrashTableMax, IdempotencyFilterKeys: idemCrashFilterKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,6 +142,7 @@ type idemFilter struct {
 	mu    sync.Mutex            // guards next against add
 	next  *bloom                // being built; nil if none
 	build chan struct{}         // asks the builder for a new filter
+	save  chan struct{}         // asks the builder to save the filter (idemfiltersave.go)
 	built atomic.Int64          // when the last build ended, Unix nanoseconds
 
 	// What the filter answered, per check (lookup: FindIdempotency;
@@ -149,6 +150,12 @@ type idemFilter struct {
 	// "maybe" found no stored key (a false positive, or a purged key).
 	absents, maybes, falses [idemChecks]atomic.Uint64
 	builds                  atomic.Uint64
+
+	// The saved filter (idemfiltersave.go): what the last save covered,
+	// and 1 + the index entries Open read to complete the filter it
+	// loaded (0: none loaded).
+	saved  atomic.Pointer[idemFilterSaved]
+	loaded atomic.Int64
 }
 
 // idemCheck names who asks the filter.
@@ -160,7 +167,9 @@ const (
 	idemChecks
 )
 
-func newIdemFilter() *idemFilter { return &idemFilter{build: make(chan struct{}, 1)} }
+func newIdemFilter() *idemFilter {
+	return &idemFilter{build: make(chan struct{}, 1), save: make(chan struct{}, 1)}
+}
 
 // add adds the hashes of records that have entered the memory tables
 // (after, so that a build that reads the tables before they enter sees
@@ -254,17 +263,23 @@ func (f *idemFilter) rebuild() {
 // without a filter every check reads the index, right but slower.
 func (db *DB) runIdemFilter(ctx context.Context) {
 	f := db.writer.idem.filter
-	for db.buildIdemFilter(ctx, false) != nil {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
+	if !db.loadIdemFilter(ctx) {
+		for db.buildIdemFilter(ctx, false) != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
 		}
+		db.saveIdemFilter(ctx)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-f.save:
+			db.saveIdemFilter(ctx)
+			continue
 		case <-f.build:
 		}
 		if cur := f.cur.Load(); cur != nil && !cur.full() {
@@ -313,8 +328,6 @@ func (db *DB) buildIdemFilter(ctx context.Context, paced bool) error {
 func (db *DB) buildIdemFilterChunk(ctx context.Context, paced bool, chunk int) error {
 	db.filterBuild.Lock()
 	defer db.filterBuild.Unlock()
-	x := db.writer.idem
-	f := x.filter
 	// The records stored (the memory tables' too), at most: rowids
 	// increase and the purge deletes from the front, so the span of
 	// rowids sizes the filter without a scan before the scan.
@@ -322,7 +335,16 @@ func (db *DB) buildIdemFilterChunk(ctx context.Context, paced bool, chunk int) e
 	if err := db.read.QueryRowContext(ctx, idemSpanQuery).Scan(&stored); err != nil {
 		return fmt.Errorf("size idempotency filter: %w", err)
 	}
-	next := newBloom(min(max(db.idemFilterKeys, stored*idemFilterGrowth/2), idemFilterKeysMax))
+	_, err := db.fillIdemFilter(ctx, paced, chunk, newBloom(min(max(db.idemFilterKeys, stored*idemFilterGrowth/2), idemFilterKeysMax)), math.MinInt64)
+	return err
+}
+
+// fillIdemFilter adds to next the memory tables' hashes and those of
+// idempotency_index's runs from fromRun on, puts it in use, and returns
+// the entries of idempotency_index it read. Call it holding filterBuild.
+func (db *DB) fillIdemFilter(ctx context.Context, paced bool, chunk int, next *bloom, fromRun int64) (int, error) {
+	x := db.writer.idem
+	f := x.filter
 	f.mu.Lock()
 	f.next = next
 	f.mu.Unlock()
@@ -356,7 +378,7 @@ func (db *DB) buildIdemFilterChunk(ctx context.Context, paced bool, chunk int) e
 		next.add(h)
 		if (i+1)%chunk == 0 {
 			if err := rest(); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
@@ -366,38 +388,44 @@ func (db *DB) buildIdemFilterChunk(ctx context.Context, paced bool, chunk int) e
 			next.add(h)
 			if i++; i%chunk == 0 {
 				if err := rest(); err != nil {
-					return err
+					return 0, err
 				}
 			}
 		}
 	}
 	if err := rest(); err != nil {
-		return err
+		return 0, err
 	}
-	// Pages of entries in key order, each after the last one read.
-	run, hash, row := int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64)
+	// Pages of entries in key order, each after the last one read, from
+	// the first entry of fromRun on.
+	run, hash, row := fromRun, int64(math.MinInt64), int64(math.MinInt64)
+	if fromRun > math.MinInt64 {
+		run, hash, row = fromRun-1, math.MaxInt64, math.MaxInt64
+	}
+	read := 0
 	for {
 		rows, err := db.read.QueryContext(ctx, idemFilterPageQuery, run, hash, row, chunk)
 		if err != nil {
-			return fmt.Errorf("read idempotency index: %w", err)
+			return read, fmt.Errorf("read idempotency index: %w", err)
 		}
 		n := 0
 		for rows.Next() {
 			if err := rows.Scan(&run, &hash, &row); err != nil {
 				_ = rows.Close() // the scan's error is the one to report
-				return fmt.Errorf("read idempotency index: %w", err)
+				return read, fmt.Errorf("read idempotency index: %w", err)
 			}
 			next.add(hash)
 			n++
 		}
 		if err := rows.Close(); err != nil {
-			return fmt.Errorf("read idempotency index: %w", err)
+			return read, fmt.Errorf("read idempotency index: %w", err)
 		}
+		read += n
 		if n < chunk {
 			break
 		}
 		if err := rest(); err != nil {
-			return err
+			return read, err
 		}
 	}
 	f.mu.Lock()
@@ -406,5 +434,5 @@ func (db *DB) buildIdemFilterChunk(ctx context.Context, paced bool, chunk int) e
 	f.mu.Unlock()
 	f.built.Store(time.Now().UnixNano())
 	f.builds.Add(1)
-	return nil
+	return read, nil
 }

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -436,6 +437,24 @@ func TestIdempotencyBodyCompressed(t *testing.T) {
 	}
 }
 
+// waitSaved waits until db's filter of idempotency keys is saved for
+// the newest run of the database at path as it is, failing t after a
+// minute (a hang guard).
+func waitSaved(t *testing.T, db *sqlite.DB, path string) {
+	t.Helper()
+	run := int64(rawCount(t, path, "SELECT coalesce(max(run), 0) FROM idempotency_runs"))
+	upto := int64(rawCount(t, path, "SELECT coalesce(max(upto), 0) FROM idempotency_runs WHERE run = (SELECT max(run) FROM idempotency_runs)"))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		if r, u := db.IdemFilterSaved(); r == run && u == upto {
+			return
+		}
+		if time.Now().After(deadline) {
+			r, u := db.IdemFilterSaved()
+			t.Fatalf("the filter was not saved for run %d up to %d (saved: run %d up to %d)", run, upto, r, u)
+		}
+	}
+}
+
 // waitFilter waits until db's filter of idempotency keys is built (Open
 // starts the build in the background), failing t after a minute (a hang
 // guard, not a measurement).
@@ -446,6 +465,135 @@ func waitFilter(t *testing.T, db *sqlite.DB) {
 			t.Fatal("the filter of idempotency keys was not built within a minute of Open")
 		}
 	}
+}
+
+// TestIdempotencyFilterSaved (issue 35 item 6): the filter of stored keys
+// is saved beside the database as merges end, and Open starts from the
+// file, reading only the runs of idempotency_index it does not cover; a
+// file that is older (runs merged and extended since), torn, or another
+// database's is read only as far as it is right, or not at all; every
+// stored key stays held by the filter, found and taken, in each case.
+func TestIdempotencyFilterSaved(t *testing.T) {
+	const tableMax, runsMax, filterKeys = 24, 6, 1 << 16
+	dir := t.TempDir()
+	path := filepath.Join(dir, "surgepay.db")
+	file := path + "-idemfilter"
+	cfg := sqlite.Config{Path: path, IdempotencyTableMax: tableMax, IdempotencyRunsMax: runsMax, IdempotencyFilterKeys: filterKeys}
+	var m *surgepay.Merchant
+	var keys []string
+	sell := func(db *sqlite.DB, n int) {
+		t.Helper()
+		for range n {
+			w, _ := purchase(m.ID)
+			if err := db.Apply(t.Context(), w); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, w.Idempotency.Key)
+		}
+		waitSaved(t, db, path)
+	}
+	reopen := func(what string, loaded bool) *sqlite.DB {
+		t.Helper()
+		db := open(t, cfg)
+		waitFilter(t, db)
+		got, read := db.IdemFilterLoaded()
+		if got != loaded {
+			t.Fatalf("%s: filter loaded from its file: %v, want %v", what, got, loaded)
+		}
+		for _, k := range keys {
+			if !db.IdemFilterMayHold(m.ID, k) {
+				t.Fatalf("%s: the filter does not hold stored key %s", what, k)
+			}
+			wantRecord(t, db, m.ID, k)
+		}
+		wantTaken(t, db, m.ID, keys[0])
+		wantTaken(t, db, m.ID, keys[len(keys)-1])
+		wantNewKeysSkipped(t, db, m.ID, what)
+		t.Logf("%s: loaded %v, %d index entries read of %d", what, got, read, rawCount(t, path, "SELECT count(*) FROM idempotency_index"))
+		return db
+	}
+	closeDB := func(db *sqlite.DB) {
+		t.Helper()
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	db := open(t, cfg)
+	m = newMerchant(t, db)
+	waitFilter(t, db)
+	sell(db, 3*tableMax)
+	older, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("no saved filter after %d sales with a memory table of %d: %v", len(keys), tableMax, err)
+	}
+	// Past runsMax: merges extend the newest run.
+	sell(db, (runsMax+1)*tableMax)
+	if runs := rawCount(t, path, "SELECT count(*) FROM idempotency_runs"); runs != runsMax {
+		t.Fatalf("%d runs, want %d: no merge extended the newest run", runs, runsMax)
+	}
+	extended, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sell(db, 2*tableMax)
+	closeDB(db)
+
+	// Reopened: from the file, which covers every run.
+	db = reopen("saved", true)
+	if _, read := db.IdemFilterLoaded(); read != 0 {
+		t.Fatalf("Open read %d entries of idempotency_index to complete a saved filter that covers every run", read)
+	}
+	closeDB(db)
+
+	// A file saved before the newest run was extended again: Open reads
+	// that run again.
+	if err := os.WriteFile(file, extended, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	closeDB(reopen("file before an extension", true))
+
+	// A file saved before those runs and extensions: Open reads the runs
+	// after it.
+	if err := os.WriteFile(file, older, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	closeDB(reopen("older file", true))
+
+	// A torn file: built from the index.
+	whole, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, whole[:len(whole)-1], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	closeDB(reopen("torn file", false))
+
+	// Another database's file: built from the index.
+	otherPath := filepath.Join(dir, "other.db")
+	other := open(t, sqlite.Config{Path: otherPath, IdempotencyTableMax: tableMax, IdempotencyFilterKeys: filterKeys})
+	om := newMerchant(t, other)
+	for range 3 * tableMax {
+		w, _ := purchase(om.ID)
+		if err := other.Apply(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSaved(t, other, otherPath)
+	closeDB(other)
+	foreign, err := os.ReadFile(otherPath + "-idemfilter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, foreign, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	closeDB(reopen("another database's file", false))
+
+	// A filter smaller than the configuration asks for: built again.
+	cfg.IdempotencyFilterKeys = 2 * filterKeys
+	closeDB(reopen("smaller than configured", false))
 }
 
 // TestIdempotencyFilter: once the filter is built, a key never stored is

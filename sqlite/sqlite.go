@@ -339,6 +339,10 @@ type DB struct {
 
 	filterStop context.CancelFunc // ends runIdemFilter
 	filterDone chan struct{}
+	// filterPath is where the filter of idempotency keys is saved
+	// (idemfiltersave.go); "" for a database that is not a file.
+	filterPath string
+	log        *slog.Logger // Config.Logger
 	// recentSaved and recentRead are the entries Open read back from
 	// idempotency_saved and the records it read one by one
 	// (indexRecent).
@@ -372,7 +376,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err := privateFiles(cfg.Path); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
 	}
-	db := &DB{stagedChunk: stagedCountChunk, idemFilterKeys: IdempotencyFilterKeysDefault}
+	db := &DB{stagedChunk: stagedCountChunk, idemFilterKeys: IdempotencyFilterKeysDefault,
+		filterPath: idemFilterPath(cfg.Path), log: cfg.Logger}
 	if err := db.open(ctx, cfg); err != nil {
 		_ = db.closeAll() // the open's error is the one to report
 		return nil, fmt.Errorf("sqlite: open %s: %w", cfg.Path, err)
