@@ -156,6 +156,9 @@ type idemFilter struct {
 	// loaded (0: none loaded).
 	saved  atomic.Pointer[idemFilterSaved]
 	loaded atomic.Int64
+	// saveMark is what the save askSave asked for covers.
+	saveMu   sync.Mutex
+	saveMark idemFilterSaved
 }
 
 // idemCheck names who asks the filter.
@@ -264,21 +267,29 @@ func (f *idemFilter) rebuild() {
 func (db *DB) runIdemFilter(ctx context.Context) {
 	f := db.writer.idem.filter
 	if !db.loadIdemFilter(ctx) {
-		for db.buildIdemFilter(ctx, false) != nil {
+		for {
+			// The newest run before the build reads them: what its
+			// filter, once saved, covers.
+			mark, err := db.newestRun(ctx)
+			if err == nil {
+				if err = db.buildIdemFilter(ctx, false); err == nil {
+					db.saveIdemFilter(ctx, mark)
+					break
+				}
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(time.Second):
 			}
 		}
-		db.saveIdemFilter(ctx)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-f.save:
-			db.saveIdemFilter(ctx)
+			db.saveAsked(ctx)
 			continue
 		case <-f.build:
 		}

@@ -11,6 +11,7 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 )
@@ -32,16 +33,21 @@ import (
 // database, or for a smaller filter than Config.IdempotencyFilterKeys is
 // ignored and the filter built as before.
 //
-// Why the file holds every key it claims: a record's hash enters the
-// filter in use (and one being built) when its transaction commits, before
-// the record can be merged into idempotency_index. So the filter in use,
-// copied at any time, holds every entry of idempotency_index committed
-// before the copy began: the file names the newest run then and its upto
-// (read before copying), and Open reads only what came later: the runs
-// after it, and that run again if a merge has since extended it
-// (Config.IdempotencyRunsMax). To know the file is this database's, it
-// also names two entries of that run (its lowest and highest hash), which
-// must still be there: a run's entries are deleted only with the run.
+// Why the file holds every key it claims: it names a run of
+// idempotency_index and that run's upto, and the filter holds every entry
+// of that run and the runs before it. After the first build, the run is
+// the newest as the build began (it read them all); after a merge this
+// process ended, the run it merged into: the filter held those entries
+// since their records committed (a record's hash enters the filter in use,
+// and one being built, when its transaction commits), and the runs before
+// it were read by the build or merged by this process too. (Only serve
+// writes idempotency records, so no other process merges; another
+// process, such as a surgepay command beside serve, saves after its build
+// only.) Open reads only what came later: the runs after it, and that run
+// again if a merge has since extended it (Config.IdempotencyRunsMax). To
+// know the file is this database's, it also names two entries of that run
+// (its lowest and highest hash), which must still be there: a run's
+// entries are deleted only with the run.
 //
 // Format, little-endian: idemFilterMagic, the run, its upto, its lowest
 // and highest hash, the filter's bits, capacity and keys added, its words,
@@ -60,12 +66,12 @@ const idemFilterHeader = len(idemFilterMagic) + 7*8
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// idemNewestRunQuery is the newest run of idempotency_index, its upto, and
-// its lowest and highest hash.
-const idemNewestRunQuery = "SELECT run, upto, " +
-	"(SELECT hash FROM idempotency_index WHERE run = r.run ORDER BY hash LIMIT 1), " +
-	"(SELECT hash FROM idempotency_index WHERE run = r.run ORDER BY hash DESC LIMIT 1) " +
-	"FROM idempotency_runs r ORDER BY run DESC LIMIT 1"
+// idemNewestRunQuery is the newest run of idempotency_index and its upto.
+const idemNewestRunQuery = "SELECT run, upto FROM idempotency_runs ORDER BY run DESC LIMIT 1"
+
+// idemRunEndsQuery is run ?'s lowest and highest hash.
+const idemRunEndsQuery = "SELECT (SELECT hash FROM idempotency_index WHERE run = ?1 ORDER BY hash LIMIT 1), " +
+	"(SELECT hash FROM idempotency_index WHERE run = ?1 ORDER BY hash DESC LIMIT 1)"
 
 // idemRunCheckQuery is run ?1's upto if it holds the hashes ?2 and ?3.
 const idemRunCheckQuery = "SELECT upto FROM idempotency_runs WHERE run = ?1 " +
@@ -78,29 +84,53 @@ type idemFilterSaved struct {
 	lowest, highest int64 // two entries of run: the database's
 }
 
-// askSave asks the builder to save the filter (a merge has ended).
-func (f *idemFilter) askSave() {
+// askSave asks the builder to save the filter: this process's merge into
+// run has ended, with every record up to upto.
+func (f *idemFilter) askSave(run, upto int64) {
+	f.saveMu.Lock()
+	f.saveMark = idemFilterSaved{run: run, upto: upto}
+	f.saveMu.Unlock()
 	select {
 	case f.save <- struct{}{}:
-	default: // one already asked for
+	default: // one already asked for: it saves the newest mark
 	}
 }
 
-// saveIdemFilter writes the filter in use to its file, if the database is
-// a file and idempotency_index has a run. A failure is logged: the next
-// Open builds the filter as it would without the file.
-func (db *DB) saveIdemFilter(ctx context.Context) {
+// saveAsked saves the filter for the mark askSave left.
+func (db *DB) saveAsked(ctx context.Context) {
+	f := db.writer.idem.filter
+	f.saveMu.Lock()
+	m := f.saveMark
+	f.saveMu.Unlock()
+	db.saveIdemFilter(ctx, m)
+}
+
+// newestRun returns the newest run of idempotency_index and its upto (0,
+// 0 if none), which a build is about to read.
+func (db *DB) newestRun(ctx context.Context) (idemFilterSaved, error) {
+	var s idemFilterSaved
+	err := db.read.QueryRowContext(ctx, idemNewestRunQuery).Scan(&s.run, &s.upto)
+	if errors.Is(err, sql.ErrNoRows) {
+		return idemFilterSaved{}, nil
+	}
+	return s, err
+}
+
+// saveIdemFilter writes the filter in use to its file as holding every
+// entry of the runs up to s.run, and of s.run up to s.upto, if the
+// database is a file and that run has entries. A failure is logged: the
+// next Open builds the filter as it would without the file.
+func (db *DB) saveIdemFilter(ctx context.Context, s idemFilterSaved) {
 	f := db.writer.idem.filter
 	b := f.cur.Load()
-	if db.filterPath == "" || b == nil {
+	if db.filterPath == "" || b == nil || s.run == 0 {
 		return
 	}
 	start := time.Now()
-	var s idemFilterSaved
 	var lowest, highest sql.NullInt64
-	err := db.read.QueryRowContext(ctx, idemNewestRunQuery).Scan(&s.run, &s.upto, &lowest, &highest)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !lowest.Valid {
-		return // nothing merged yet (or only purged records): nothing to spare a restart
+	err := db.read.QueryRowContext(ctx, idemRunEndsQuery, s.run).Scan(&lowest, &highest)
+	if err == nil && !lowest.Valid {
+		return // every record of the run was purged before its merge: nothing to name it by
 	}
 	if err == nil {
 		s.lowest, s.highest = lowest.Int64, highest.Int64
@@ -118,20 +148,18 @@ func (db *DB) saveIdemFilter(ctx context.Context) {
 	}
 }
 
-// writeIdemFilter writes b, which covers s, to path: to a file beside it,
-// then renamed over it.
+// writeIdemFilter writes b, which covers s, to path: to a new file beside
+// it (mode 0600), then renamed over it.
 func writeIdemFilter(path string, b *bloom, s idemFilterSaved) (err error) {
-	tmp := path + ".tmp"
-	file, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) //nolint:gosec // G304: beside the database the operator names
+	file, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
+	tmp := file.Name()
 	defer func() {
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
 		if err != nil {
-			_ = os.Remove(tmp) // the write's error is the one to report
+			_ = file.Close()   // closed already, or the write's error is the one to report
+			_ = os.Remove(tmp) // likewise
 		}
 	}()
 	crc := crc32.New(castagnoli)
@@ -162,6 +190,9 @@ func writeIdemFilter(path string, b *bloom, s idemFilterSaved) (err error) {
 		return err
 	}
 	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := file.Close(); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)

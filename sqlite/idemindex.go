@@ -548,8 +548,8 @@ func (x *idemIndex) committed() {
 	}
 	x.merged += x.txMerged
 	if x.txDone {
+		x.filter.askSave(x.mergeRun, x.frozenMax) // a run more that a restart need not read
 		x.frozen, x.merge, x.merged, x.mergeRun = nil, nil, 0, 0
-		x.filter.askSave() // a run more that a restart need not read
 	}
 	freeze := x.frozen == nil && x.active.len() >= x.tableMax
 	if freeze {
