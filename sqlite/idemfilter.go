@@ -343,7 +343,7 @@ func (db *DB) buildIdemFilterChunk(ctx context.Context, paced bool, chunk int) e
 	// increase and the purge deletes from the front, so the span of
 	// rowids sizes the filter without a scan before the scan.
 	var stored int
-	if err := db.read.QueryRowContext(ctx, idemSpanQuery).Scan(&stored); err != nil {
+	if err := db.filterRead.QueryRowContext(ctx, idemSpanQuery).Scan(&stored); err != nil {
 		return fmt.Errorf("size idempotency filter: %w", err)
 	}
 	_, err := db.fillIdemFilter(ctx, paced, chunk, newBloom(min(max(db.idemFilterKeys, stored*idemFilterGrowth/2), idemFilterKeysMax)), math.MinInt64)
@@ -415,7 +415,7 @@ func (db *DB) fillIdemFilter(ctx context.Context, paced bool, chunk int, next *b
 	}
 	read := 0
 	for {
-		rows, err := db.read.QueryContext(ctx, idemFilterPageQuery, run, hash, row, chunk)
+		rows, err := db.filterRead.QueryContext(ctx, idemFilterPageQuery, run, hash, row, chunk)
 		if err != nil {
 			return read, fmt.Errorf("read idempotency index: %w", err)
 		}

@@ -109,7 +109,7 @@ func (db *DB) saveAsked(ctx context.Context) {
 // 0 if none), which a build is about to read.
 func (db *DB) newestRun(ctx context.Context) (idemFilterSaved, error) {
 	var s idemFilterSaved
-	err := db.read.QueryRowContext(ctx, idemNewestRunQuery).Scan(&s.run, &s.upto)
+	err := db.filterRead.QueryRowContext(ctx, idemNewestRunQuery).Scan(&s.run, &s.upto)
 	if errors.Is(err, sql.ErrNoRows) {
 		return idemFilterSaved{}, nil
 	}
@@ -128,7 +128,7 @@ func (db *DB) saveIdemFilter(ctx context.Context, s idemFilterSaved) {
 	}
 	start := time.Now()
 	var lowest, highest sql.NullInt64
-	err := db.read.QueryRowContext(ctx, idemRunEndsQuery, s.run).Scan(&lowest, &highest)
+	err := db.filterRead.QueryRowContext(ctx, idemRunEndsQuery, s.run).Scan(&lowest, &highest)
 	if err == nil && !lowest.Valid {
 		return // every record of the run was purged before its merge: nothing to name it by
 	}
@@ -243,7 +243,7 @@ func (db *DB) loadIdemFilter(ctx context.Context) bool {
 	b, s, err := readIdemFilter(data)
 	var upto int64
 	if err == nil {
-		err = db.read.QueryRowContext(ctx, idemRunCheckQuery, s.run, s.lowest, s.highest).Scan(&upto)
+		err = db.filterRead.QueryRowContext(ctx, idemRunCheckQuery, s.run, s.lowest, s.highest).Scan(&upto)
 		switch {
 		case errors.Is(err, sql.ErrNoRows) || err == nil && upto < s.upto:
 			err = fmt.Errorf("its run %d is not this database's", s.run)

@@ -312,7 +312,12 @@ func ValidPageSize(n int) bool {
 type DB struct {
 	read   *sql.DB // query_only pool
 	opRead *sql.DB // query_only pool of the operators' searches (surgepay.OperatorConnsMax)
-	readSt readStmts
+	// filterRead is the one query_only connection of the filter of
+	// idempotency keys (its builds, loads and saves): after a restart
+	// the API's reads fill the read pool, and a load behind them took
+	// seconds.
+	filterRead *sql.DB
+	readSt     readStmts
 
 	write  *sql.DB   // MaxOpenConns=1; used only by the committer
 	wconn  *sql.Conn // the one writer connection, held for the DB's life
@@ -491,6 +496,11 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	}
 	db.opRead.SetMaxOpenConns(surgepay.OperatorConnsMax)
 	db.opRead.SetMaxIdleConns(surgepay.OperatorConnsMax)
+	if db.filterRead, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout, "query_only(1)", mmap)); err != nil {
+		return err
+	}
+	db.filterRead.SetMaxOpenConns(1)
+	db.filterRead.SetMaxIdleConns(1)
 	return db.readSt.prepare(ctx, db.read)
 }
 
@@ -552,7 +562,7 @@ func (db *DB) closeAll() error {
 	if db.wconn != nil {
 		errs = append(errs, db.wconn.Close())
 	}
-	for _, d := range []*sql.DB{db.read, db.opRead, db.write, db.ckpt} {
+	for _, d := range []*sql.DB{db.read, db.opRead, db.filterRead, db.write, db.ckpt} {
 		if d != nil {
 			errs = append(errs, d.Close())
 		}
