@@ -27,8 +27,10 @@
 # which is otherwise removed at the end: it is made fresh for each run
 # and holds gigabytes after a half hour; nothing else is ever removed),
 # BENCH_LOADTEST_FLAGS (more loadtest flags), BENCH_LOG_LEVEL (the
-# server's log_level, default warn; info adds how long a restart read
-# back the idempotency keys not yet indexed, in BENCH_DIR/serve.err),
+# server's log_level, default warn; info adds how a restart read back the
+# idempotency keys not yet indexed and its filter, in BENCH_DIR/serve.err,
+# but also logs every request, which costs CPU: compare only runs at one
+# level),
 # BENCH_SERVE_TOML (more serve configuration, placed before the merchant's
 # table: top-level keys first, then tables such as [sqlite]),
 # BENCH_PAUSE=AT:SECONDS (stop the server with SIGSTOP AT seconds into the
