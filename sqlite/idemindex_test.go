@@ -247,25 +247,21 @@ func TestIdempotencySavedEntries(t *testing.T) {
 	sell(db, 96)
 	closeDB(db)
 
-	// A gap: the records after it are read one by one, and saved again.
-	rawExec(t, path, "DELETE FROM idempotency_saved WHERE upto = (SELECT upto FROM idempotency_saved ORDER BY upto LIMIT 1 OFFSET 5)")
-	db = reopen(sqlite.Config{})
-	readBack("after a gap", db, 200, len(keys))
-	sell(db, 96)
-	closeDB(db)
-	db = reopen(sqlite.Config{})
-	readBack("saved again after a gap", db, 0, chunk+batch)
-	closeDB(db)
-
-	// A row that does not decode: the same.
-	rawExec(t, path, "UPDATE idempotency_saved SET entries = x'00' WHERE upto = (SELECT upto FROM idempotency_saved ORDER BY upto LIMIT 1 OFFSET 3)")
-	db = reopen(sqlite.Config{})
-	readBack("after a damaged row", db, 200, len(keys))
-	sell(db, 96)
-	closeDB(db)
-	db = reopen(sqlite.Config{})
-	readBack("saved again after a damaged row", db, 0, chunk+batch)
-	closeDB(db)
+	// A gap, or a row that does not decode: the records from there on
+	// are read one by one, and saved again.
+	for _, c := range []struct{ what, damage string }{
+		{"a gap", "DELETE FROM idempotency_saved WHERE upto = (SELECT upto FROM idempotency_saved ORDER BY upto LIMIT 1 OFFSET 5)"},
+		{"a damaged row", "UPDATE idempotency_saved SET entries = x'00' WHERE upto = (SELECT upto FROM idempotency_saved ORDER BY upto LIMIT 1 OFFSET 3)"},
+	} {
+		rawExec(t, path, c.damage)
+		db = reopen(sqlite.Config{})
+		readBack("after "+c.what, db, 200, len(keys))
+		sell(db, 96)
+		closeDB(db)
+		db = reopen(sqlite.Config{})
+		readBack("saved again after "+c.what, db, 0, chunk+batch)
+		closeDB(db)
+	}
 
 	// Merges: a small memory table freezes and merges; each merge that
 	// ends deletes the saved rows it indexed, and Open reads back only
