@@ -240,7 +240,11 @@ func (db *DB) loadIdemFilter(ctx context.Context) bool {
 	if errors.Is(err, fs.ErrNotExist) {
 		return false
 	}
-	b, s, err := readIdemFilter(data)
+	var b *bloom
+	var s idemFilterSaved
+	if err == nil {
+		b, s, err = readIdemFilter(data)
+	}
 	var upto int64
 	if err == nil {
 		err = db.filterRead.QueryRowContext(ctx, idemRunCheckQuery, s.run, s.lowest, s.highest).Scan(&upto)
