@@ -176,3 +176,19 @@ func TestWatchKeyring(t *testing.T) {
 		t.Fatal("WatchKeyring did not return after its context ended")
 	}
 }
+
+// newKeyringFile saves a new keyring in a folder of its own and returns it
+// and the file's path, with SURGEPAY_KEYRING unset for the test.
+func newKeyringFile(t *testing.T) (*vault.Keyring, string) {
+	t.Helper()
+	t.Setenv(vault.EnvVar, "")
+	path := filepath.Join(t.TempDir(), "keyring.json")
+	keys, err := vault.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return keys, path
+}

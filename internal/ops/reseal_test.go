@@ -13,7 +13,6 @@ import (
 	"github.com/surgepay/surgepay/config"
 	"github.com/surgepay/surgepay/internal/testenv"
 	"github.com/surgepay/surgepay/provider/processors"
-	"github.com/surgepay/surgepay/vault"
 )
 
 // TestResealFile: after a rotation, `processors reseal` seals the
@@ -23,16 +22,9 @@ import (
 // secret given by the environment is named, not changed; and then the
 // old key can be retired.
 func TestResealFile(t *testing.T) {
-	t.Setenv(vault.EnvVar, "")
-	dir := t.TempDir()
-	keyring, path := filepath.Join(dir, "keyring.json"), filepath.Join(dir, "surgepay.toml")
-	keys, err := vault.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := keys.Save(keyring); err != nil {
-		t.Fatal(err)
-	}
+	keys, keyring := newKeyringFile(t)
+	dir := filepath.Dir(keyring)
+	path := filepath.Join(dir, "surgepay.toml")
 	old := keys.PrimaryID()
 	seal := func(name, secret string) string {
 		t.Helper()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,20 +27,11 @@ import (
 // cached a card before the re-encryption, its keyring reloaded without
 // the old key, still charges it: it reads the card again.
 func TestReencryptThenRetire(t *testing.T) {
-	t.Setenv(vault.EnvVar, "")
 	for _, b := range testenv.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			store := b.Open(t)
-			dir := t.TempDir()
-			keyring := filepath.Join(dir, "keyring.json")
-			keys, err := vault.Generate()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := keys.Save(keyring); err != nil {
-				t.Fatal(err)
-			}
+			keys, keyring := newKeyringFile(t)
 			old := keys.PrimaryID()
 			// The server's keyring: a copy of the file, reloaded as serve does.
 			served, err := vault.Load(keyring)
