@@ -85,3 +85,23 @@ func (db *DB) IdemFilterMayHold(merchantID, key string) bool {
 	b := db.writer.idem.filter.cur.Load()
 	return b == nil || b.mayContain(idemHash(merchantID, key))
 }
+
+// HoldReads takes every connection of the API's read pool, as the API's
+// reads do after a restart under load, until release.
+func (db *DB) HoldReads(ctx context.Context) (release func(), err error) {
+	var conns []*sql.Conn
+	release = func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	for range db.read.Stats().MaxOpenConnections {
+		c, err := db.read.Conn(ctx)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		conns = append(conns, c)
+	}
+	return release, nil
+}

@@ -317,7 +317,10 @@ type DB struct {
 	// the API's reads fill the read pool, and a load behind them took
 	// seconds.
 	filterRead *sql.DB
-	readSt     readStmts
+	// probeRead is the readiness probe's one query_only connection (see
+	// Probe).
+	probeRead *sql.DB
+	readSt    readStmts
 
 	write  *sql.DB   // MaxOpenConns=1; used only by the committer
 	wconn  *sql.Conn // the one writer connection, held for the DB's life
@@ -501,6 +504,11 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	}
 	db.filterRead.SetMaxOpenConns(1)
 	db.filterRead.SetMaxIdleConns(1)
+	if db.probeRead, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout, "query_only(1)", mmap)); err != nil {
+		return err
+	}
+	db.probeRead.SetMaxOpenConns(1)
+	db.probeRead.SetMaxIdleConns(1)
 	return db.readSt.prepare(ctx, db.read)
 }
 
@@ -562,7 +570,7 @@ func (db *DB) closeAll() error {
 	if db.wconn != nil {
 		errs = append(errs, db.wconn.Close())
 	}
-	for _, d := range []*sql.DB{db.read, db.opRead, db.filterRead, db.write, db.ckpt} {
+	for _, d := range []*sql.DB{db.read, db.opRead, db.filterRead, db.probeRead, db.write, db.ckpt} {
 		if d != nil {
 			errs = append(errs, d.Close())
 		}

@@ -44,6 +44,38 @@ func TestStore(t *testing.T) {
 }
 
 // purchase returns a sale's Write: idempotency record, payment, two events.
+// TestProbeBesideBusyReads: Probe answers while the API's reads hold every
+// connection of their pool (a read through that pool waits for one), and
+// fails once the database is closed.
+func TestProbeBesideBusyReads(t *testing.T) {
+	db := open(t, sqlite.Config{})
+	release, err := db.HoldReads(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	// A hang guard, not a measure: the probe needs no connection of the
+	// read pool, so it never waits for one.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := db.Probe(ctx); err != nil {
+		t.Fatalf("Probe beside busy reads: %v, want nil", err)
+	}
+	// The condition is real: a read through the pool waits for it.
+	short, cancelShort := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancelShort()
+	if _, err := db.FindMerchant(short, "mer_x"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("FindMerchant with the read pool held: %v, want it to wait past its deadline", err)
+	}
+	release()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Probe(t.Context()); err == nil {
+		t.Fatal("Probe on a closed database: nil, want an error")
+	}
+}
+
 func purchase(merchantID string) (*surgepay.Write, *surgepay.Payment) {
 	now := time.Now().UTC()
 	p := &surgepay.Payment{ID: surgepay.NewID("pay"), MerchantID: merchantID, PaymentMethodID: surgepay.NewID("pm"),

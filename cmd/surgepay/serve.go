@@ -186,11 +186,15 @@ func openApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, er
 // storeReachableTimeout bounds the store probe of /readyz.
 const storeReachableTimeout = time.Second
 
-// storeReachable reports whether the store answers a read: a lookup of a
-// merchant that does not exist, which costs one indexed SELECT.
+// storeReachable reports whether the store answers a read: one indexed
+// SELECT, on the store's own probe connection where it has one (SQLite:
+// not behind the API's reads), else a lookup of a merchant that does not exist.
 func (a *app) storeReachable(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, storeReachableTimeout)
 	defer cancel()
+	if p, ok := a.store.(interface{ Probe(context.Context) error }); ok {
+		return p.Probe(ctx) == nil
+	}
 	_, err := a.store.FindMerchant(ctx, "mer_readiness_probe")
 	return err == nil || surgepay.ErrorCode(err) == surgepay.ENOTFOUND
 }
