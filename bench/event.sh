@@ -45,7 +45,8 @@
 # is behind the load's own connections), polled every 10 ms: issue 35's "back
 # within a second after a crash mid-event"; the load goes on throughout,
 # so its refusals and errors while the server is down are in the report,
-# and the server's resources are sampled for the first process only).
+# and the server's resources are sampled for the first process only; each
+# probe's answer and timing is in BENCH_DIR/LABEL.probes).
 # Everything listens on 127.0.0.1; the run is bounded by DURATION. Reports:
 # BENCH_DIR/event-RATE-DURATION-PATH.{json,html,txt}, and the server's
 # /metrics at the end (.metrics). Needs python3 and curl.
@@ -141,6 +142,7 @@ if [[ -n ${BENCH_KILL:-} ]]; then
 		exit 2
 	fi
 	: >"$dir/$label.restarts"
+	: >"$dir/$label.probes"
 	(
 		prev=0
 		for at in ${BENCH_KILL//,/ }; do
@@ -154,7 +156,10 @@ if [[ -n ${BENCH_KILL:-} ]]; then
 			echo $! >"$dir/serve.pid"
 			ready=""
 			for _ in $(seq 6000); do
-				if curl -s -o /dev/null -m 1 -w '%{http_code}' "http://127.0.0.1:$admin/readyz" | grep -q 200; then
+				r=$(curl -s -o /dev/null -m 1 -w '%{http_code} connect %{time_connect} s, answered %{time_total} s' \
+					"http://127.0.0.1:$admin/readyz" || true)
+				echo "kill -9 at ${at} s: probe at $((($(date +%s%N) - start) / 1000000)) ms: $r" >>"$dir/$label.probes"
+				if [[ $r == 200* ]]; then
 					ready=$((($(date +%s%N) - start) / 1000000))
 					break
 				fi
