@@ -89,7 +89,7 @@ EOF
 server=$!
 echo $server >"$dir/serve.pid"
 cleanup() {
-	kill -CONT $server 2>/dev/null
+	kill -CONT $server 2>/dev/null || true # gone after a BENCH_KILL
 	kill $server 2>/dev/null || true
 	wait $server 2>/dev/null || true
 	restarted=$(<"$dir/serve.pid")
