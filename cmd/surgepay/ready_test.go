@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -125,4 +127,38 @@ func TestDrainTimeoutEndsTheDrain(t *testing.T) {
 		t.Fatal("the sale was answered before serve returned")
 	default:
 	}
+}
+
+// TestListeningLineSaysStartup: at info, serve's listening line says how
+// long it took to take requests (startup_seconds), the figure to read
+// after a restart.
+func TestListeningLineSaysStartup(t *testing.T) {
+	cfg := testConfig(t, t.TempDir(), map[string]string{"SURGEPAY_LOG_LEVEL": "info"})
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, newLogger(cfg, logs), io.Discard) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve returned %v", err)
+		}
+	}()
+	if err := waitHealthy("http://"+cfg.Listen, startTimeout, done); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(logs.String()) {
+		var l struct {
+			Msg     string   `json:"msg"`
+			Startup *float64 `json:"startup_seconds"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "listening" {
+			continue
+		}
+		if l.Startup == nil || *l.Startup <= 0 {
+			t.Fatalf("listening line %s: want startup_seconds above 0", line)
+		}
+		return
+	}
+	t.Fatalf("no listening line in:\n%s", logs)
 }

@@ -509,6 +509,7 @@ func listen(cfg config.Config) (ln, aln net.Listener, err error) {
 // serve runs the API until ctx ends, then drains requests and flushes
 // pending writes.
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writer) error {
+	started := time.Now() // for the listening line's startup_seconds
 	// SIGHUP means reload, from the start (opening, preheat) to the end of
 	// the drain: never the default action, which ends the process. One
 	// that arrives before the watcher runs is reloaded when it starts.
@@ -634,7 +635,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, out io.Writ
 	go func() { defer wg.Done(); a.eng.RunCredentialsWatch(bg, 0) }()
 	a.startWebhooks(bg, &wg)
 	fmt.Fprintf(out, "surgepay listening on %s://%s (storage %s)\n", tlsconfig.Scheme(tlsAPI != nil), ln.Addr(), cfg.Storage)
-	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind, "tls", tlsAPI != nil)
+	log.Info("listening", "addr", ln.Addr().String(), "storage", cfg.Storage, "provider", cfg.Provider.Kind, "tls", tlsAPI != nil,
+		"startup_seconds", time.Since(started).Seconds())
 	errc := make(chan error, 1)
 	go func() { errc <- tlsconfig.ServeAPI(srv, conns) }()
 	ready.Store(true)
