@@ -43,7 +43,6 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) surgepay.Store { return open(t, sqlite.Config{}) })
 }
 
-// purchase returns a sale's Write: idempotency record, payment, two events.
 // TestProbeBesideBusyReads: Probe answers while the API's reads hold every
 // connection of their pool (a read through that pool waits for one), and
 // fails once the database is closed.
@@ -76,6 +75,7 @@ func TestProbeBesideBusyReads(t *testing.T) {
 	}
 }
 
+// purchase returns a sale's Write: idempotency record, payment, two events.
 func purchase(merchantID string) (*surgepay.Write, *surgepay.Payment) {
 	now := time.Now().UTC()
 	p := &surgepay.Payment{ID: surgepay.NewID("pay"), MerchantID: merchantID, PaymentMethodID: surgepay.NewID("pm"),
