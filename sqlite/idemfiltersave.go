@@ -240,6 +240,13 @@ func (db *DB) loadIdemFilter(ctx context.Context) bool {
 	if errors.Is(err, fs.ErrNotExist) {
 		return false
 	}
+	notUsed := func(err error) bool {
+		if db.log != nil {
+			db.log.Info("sqlite: the saved filter of idempotency keys is not used; building it from the index",
+				"file", db.filterPath, "reason", err.Error())
+		}
+		return false
+	}
 	var b *bloom
 	var s idemFilterSaved
 	if err == nil {
@@ -256,11 +263,7 @@ func (db *DB) loadIdemFilter(ctx context.Context) bool {
 		}
 	}
 	if err != nil {
-		if db.log != nil {
-			db.log.Info("sqlite: the saved filter of idempotency keys is not used; building it from the index",
-				"file", db.filterPath, "reason", err.Error())
-		}
-		return false
+		return notUsed(err)
 	}
 	// The run it names again if a merge has extended it since.
 	from := s.run + 1
@@ -271,11 +274,7 @@ func (db *DB) loadIdemFilter(ctx context.Context) bool {
 	read, err := db.fillIdemFilter(ctx, false, idemFilterScanRows, b, from)
 	db.filterBuild.Unlock()
 	if err != nil {
-		if db.log != nil {
-			db.log.Info("sqlite: the saved filter of idempotency keys is not used; building it from the index",
-				"file", db.filterPath, "reason", err.Error())
-		}
-		return false
+		return notUsed(err)
 	}
 	db.writer.idem.filter.loaded.Store(int64(read) + 1)
 	if db.log != nil {

@@ -499,16 +499,13 @@ func (db *DB) open(ctx context.Context, cfg Config) error {
 	}
 	db.opRead.SetMaxOpenConns(surgepay.OperatorConnsMax)
 	db.opRead.SetMaxIdleConns(surgepay.OperatorConnsMax)
-	if db.filterRead, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout, "query_only(1)", mmap)); err != nil {
-		return err
+	for _, d := range []**sql.DB{&db.filterRead, &db.probeRead} {
+		if *d, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout, "query_only(1)", mmap)); err != nil {
+			return err
+		}
+		(*d).SetMaxOpenConns(1) // reads of their own, never queued behind the API's
+		(*d).SetMaxIdleConns(1)
 	}
-	db.filterRead.SetMaxOpenConns(1)
-	db.filterRead.SetMaxIdleConns(1)
-	if db.probeRead, err = sql.Open("sqlite", dsn(cfg.Path, cfg.BusyTimeout, "query_only(1)", mmap)); err != nil {
-		return err
-	}
-	db.probeRead.SetMaxOpenConns(1)
-	db.probeRead.SetMaxIdleConns(1)
 	return db.readSt.prepare(ctx, db.read)
 }
 
